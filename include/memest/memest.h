@@ -1,0 +1,116 @@
+/* memest: predict what a neural network costs (parameters, MACs/FLOPs,
+ * memory) from an ONNX file or a JSON layer graph.
+ *
+ * Ownership: every object returned through an out-parameter belongs to the
+ * caller and is released with its matching *_free function, which also takes
+ * NULL. The library never prints except to a FILE* the caller hands to a
+ * report function. Functions return 0 on success or a negative error code;
+ * a message naming file, node and field is written to the caller's buffer. */
+#ifndef MEMEST_MEMEST_H
+#define MEMEST_MEMEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MEMEST_API __attribute__((visibility("default")))
+#else
+#define MEMEST_API
+#endif
+
+#define MEMEST_ERR_INVALID     (-22) /* bad input or usage */
+#define MEMEST_ERR_NOMEM       (-12)
+#define MEMEST_ERR_IO          (-5)
+#define MEMEST_ERR_UNSUPPORTED (-95) /* unknown op under strict mode */
+
+/* Replaceable allocator (NULL restores malloc/realloc/free). Not thread-safe:
+ * set it before any other call. */
+typedef struct MemestAllocator {
+    void *opaque;
+    void *(*malloc_fn)(void *opaque, size_t size);
+    void *(*realloc_fn)(void *opaque, void *ptr, size_t size);
+    void (*free_fn)(void *opaque, void *ptr);
+} MemestAllocator;
+MEMEST_API void memest_set_allocator(const MemestAllocator *a);
+
+MEMEST_API const char *memest_version(void);
+
+typedef struct MemestModel MemestModel;
+
+typedef struct MemestLoadSettings {
+    /* Input shapes, "[name=]D0xD1x...[:dtype]". Without a name the spec
+     * applies to the first graph input. A shape one rank short of the
+     * model's input is one sample: the batch is prepended. */
+    const char *const *inputs;
+    int n_inputs;
+    /* Symbolic dimension bindings, "name=N". */
+    const char *const *dims;
+    int n_dims;
+    int64_t batch; /* 0 means 1 */
+} MemestLoadSettings;
+
+/* Loads an ONNX (.onnx) or JSON (.json) model, binds its input shapes and
+ * runs shape inference. Weight bytes are never read. */
+MEMEST_API int memest_model_load(MemestModel **out, const char *path,
+                                 const MemestLoadSettings *settings,
+                                 char *err, size_t errlen);
+MEMEST_API void memest_model_free(MemestModel **model);
+
+typedef enum MemestConvention {
+    MEMEST_CONVENTION_DEFAULT = 0,
+    MEMEST_CONVENTION_TORCHSTAT,
+    MEMEST_CONVENTION_COUNT
+} MemestConvention;
+
+/* Parses a convention name ("default", "torchstat"); -1 if unknown. */
+MEMEST_API int memest_convention_from_name(const char *name);
+MEMEST_API const char *memest_convention_name(MemestConvention c);
+
+typedef struct MemestAnalyzeSettings {
+    MemestConvention convention;
+    int strict; /* unknown ops are an error (MEMEST_ERR_UNSUPPORTED) */
+} MemestAnalyzeSettings;
+
+/* Computes per-node cost under a convention; may be called again with
+ * other settings. */
+MEMEST_API int memest_analyze(MemestModel *model, const MemestAnalyzeSettings *s,
+                              char *err, size_t errlen);
+
+typedef struct MemestTotals {
+    uint64_t params;        /* trainable parameters, shared ones once */
+    uint64_t buffers;       /* non-trainable state (BatchNorm running stats) */
+    uint64_t param_bytes;
+    uint64_t macs;
+    uint64_t flops;
+    uint64_t mem_read;      /* bytes */
+    uint64_t mem_write;     /* bytes */
+    uint64_t output_bytes;  /* sum of every node's output bytes */
+    uint64_t seed_sum_bytes;/* sum of outputs, in-place nodes skipped (seed view) */
+    int nodes;
+    int unknown_nodes;      /* nodes whose op the registry does not know */
+    int uncounted_nodes;    /* nodes the convention counts as zero */
+} MemestTotals;
+
+MEMEST_API int memest_totals(const MemestModel *model, MemestTotals *out);
+
+typedef enum MemestFormat {
+    MEMEST_FORMAT_TABLE = 0,
+    MEMEST_FORMAT_JSON,
+    MEMEST_FORMAT_CSV,
+    MEMEST_FORMAT_MARKDOWN,
+} MemestFormat;
+
+MEMEST_API int memest_format_from_name(const char *name);
+
+/* Writes the report of the last memest_analyze to f. */
+MEMEST_API int memest_report(const MemestModel *model, MemestFormat format, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

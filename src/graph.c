@@ -1,0 +1,329 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "graph.h"
+
+static const struct { const char *name; int size; bool is_float; } dtypes[ME_DT_COUNT] = {
+    [ME_DT_UNDEF] = { "undefined", 0, false },
+    [ME_DT_F32] = { "float32", 4, true },   [ME_DT_U8] = { "uint8", 1, false },
+    [ME_DT_I8] = { "int8", 1, false },      [ME_DT_U16] = { "uint16", 2, false },
+    [ME_DT_I16] = { "int16", 2, false },    [ME_DT_I32] = { "int32", 4, false },
+    [ME_DT_I64] = { "int64", 8, false },    [ME_DT_STRING] = { "string", 0, false },
+    [ME_DT_BOOL] = { "bool", 1, false },    [ME_DT_F16] = { "float16", 2, true },
+    [ME_DT_F64] = { "float64", 8, true },   [ME_DT_U32] = { "uint32", 4, false },
+    [ME_DT_U64] = { "uint64", 8, false },   [ME_DT_C64] = { "complex64", 8, true },
+    [ME_DT_C128] = { "complex128", 16, true }, [ME_DT_BF16] = { "bfloat16", 2, true },
+};
+
+int me_dtype_size(MeDType t) { return t > 0 && t < ME_DT_COUNT ? dtypes[t].size : 0; }
+bool me_dtype_is_float(MeDType t) { return t > 0 && t < ME_DT_COUNT && dtypes[t].is_float; }
+const char *me_dtype_name(MeDType t) { return t >= 0 && t < ME_DT_COUNT ? dtypes[t].name : "undefined"; }
+
+int me_dtype_from_name(const char *s)
+{
+    static const struct { const char *alias; MeDType t; } aliases[] = {
+        { "float", ME_DT_F32 }, { "fp32", ME_DT_F32 }, { "half", ME_DT_F16 },
+        { "fp16", ME_DT_F16 }, { "bf16", ME_DT_BF16 }, { "double", ME_DT_F64 },
+        { "long", ME_DT_I64 }, { "int", ME_DT_I32 },
+    };
+    for (int t = 1; t < ME_DT_COUNT; t++)
+        if (!strcmp(s, dtypes[t].name)) return t;
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (!strcmp(s, aliases[i].alias)) return aliases[i].t;
+    return -1;
+}
+
+int64_t me_shape_numel(const MeShape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] < 0 || !me_mul64(n, s->d[i], &n)) return -1;
+    return n;
+}
+
+void me_shape_str(const MeShape *s, char *buf, size_t n, const char *sep, int from)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = from; i < s->rank && o < n; i++) {
+        int w = snprintf(buf + o, n - o, "%s%lld", i > from ? sep : "", (long long)s->d[i]);
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+}
+
+int me_graph_init(MeGraph *g, const char *path)
+{
+    memset(g, 0, sizeof(*g));
+    g->path = me_strdup(path ? path : "<memory>");
+    return g->path ? 0 : ME_ENOMEM;
+}
+
+static void free_attrs(MeNode *n)
+{
+    for (int i = 0; i < n->n_attr; i++) {
+        MeAttr *a = &n->attr[i];
+        me_free(a->name);
+        me_free(a->s);
+        me_free(a->ints);
+        me_free(a->floats);
+        if (a->graph) {
+            me_graph_free(a->graph);
+            me_free(a->graph);
+        }
+    }
+    me_free(n->attr);
+}
+
+void me_graph_free(MeGraph *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->nv; i++) {
+        MeValue *v = &g->v[i];
+        me_free(v->name);
+        me_free(v->ival);
+        me_free(v->fval);
+        if (v->sym) {
+            for (int k = 0; k < ME_MAX_RANK; k++) me_free(v->sym[k]);
+            me_free(v->sym);
+        }
+    }
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        me_free(n->name);
+        me_free(n->module);
+        me_free(n->op);
+        me_free(n->domain);
+        me_free(n->in);
+        me_free(n->out);
+        free_attrs(n);
+    }
+    me_free(g->v);
+    me_free(g->n);
+    me_free(g->inputs);
+    me_free(g->outputs);
+    me_free(g->order);
+    me_free(g->name);
+    me_free(g->path);
+    me_strmap_free(&g->names);
+    if (g->loader_free) g->loader_free(g->loader);
+    memset(g, 0, sizeof(*g));
+}
+
+int me_graph_find(const MeGraph *g, const char *name)
+{
+    return me_strmap_get(&g->names, name);
+}
+
+static int add_value(MeGraph *g, char *owned_name, int *vi)
+{
+    if (!owned_name) return ME_ENOMEM;
+    if (me_grow(&g->v, &g->cap_v, g->nv + 1, sizeof(MeValue)) < 0) {
+        me_free(owned_name);
+        return ME_ENOMEM;
+    }
+    /* The map borrows the name; it stays valid because names are never moved. */
+    if (me_strmap_put(&g->names, owned_name, g->nv) < 0) {
+        me_free(owned_name);
+        return ME_ENOMEM;
+    }
+    MeValue *v = &g->v[g->nv];
+    memset(v, 0, sizeof(*v));
+    v->name = owned_name;
+    v->producer = -1;
+    *vi = g->nv++;
+    return 0;
+}
+
+int me_graph_value(MeGraph *g, const char *name, int *vi)
+{
+    int i = me_graph_find(g, name);
+    if (i >= 0) { *vi = i; return 0; }
+    return add_value(g, me_strdup(name), vi);
+}
+
+int me_graph_new_value(MeGraph *g, const char *base, int *vi)
+{
+    if (me_graph_find(g, base) < 0) return add_value(g, me_strdup(base), vi);
+    size_t len = strlen(base) + 24;
+    char *buf = me_malloc(len);
+    if (!buf) return ME_ENOMEM;
+    for (int k = 2;; k++) {
+        snprintf(buf, len, "%s#%d", base, k);
+        if (me_graph_find(g, buf) < 0) break;
+    }
+    return add_value(g, buf, vi);
+}
+
+int me_graph_add_node(MeGraph *g, const char *op, const char *name, int n_in, int n_out, int *ni)
+{
+    if (n_in < 0 || n_out < 0 || n_in > 4096 || n_out > 4096) return ME_EINVAL;
+    if (me_grow(&g->n, &g->cap_n, g->nn + 1, sizeof(MeNode)) < 0) return ME_ENOMEM;
+    MeNode *n = &g->n[g->nn];
+    memset(n, 0, sizeof(*n));
+    n->op = me_strdup(op);
+    n->name = me_strdup(name ? name : "");
+    n->domain = me_strdup("");
+    n->in = me_malloc(sizeof(int) * (size_t)(n_in ? n_in : 1));
+    n->out = me_malloc(sizeof(int) * (size_t)(n_out ? n_out : 1));
+    if (!n->op || !n->name || !n->domain || !n->in || !n->out) {
+        me_free(n->op); me_free(n->name); me_free(n->domain); me_free(n->in); me_free(n->out);
+        return ME_ENOMEM;
+    }
+    for (int i = 0; i < n_in; i++) n->in[i] = -1;
+    for (int i = 0; i < n_out; i++) n->out[i] = -1;
+    n->n_in = n_in;
+    n->n_out = n_out;
+    *ni = g->nn++;
+    return 0;
+}
+
+MeAttr *me_node_add_attr(MeNode *n, const char *name, MeAttrType type)
+{
+    MeAttr *na = me_realloc(n->attr, sizeof(MeAttr) * (size_t)(n->n_attr + 1));
+    if (!na) return NULL;
+    n->attr = na;
+    MeAttr *a = &na[n->n_attr];
+    memset(a, 0, sizeof(*a));
+    a->name = me_strdup(name);
+    if (!a->name) return NULL;
+    a->type = type;
+    a->tensor = -1;
+    n->n_attr++;
+    return a;
+}
+
+const MeAttr *me_node_attr(const MeNode *n, const char *name)
+{
+    for (int i = 0; i < n->n_attr; i++)
+        if (!strcmp(n->attr[i].name, name)) return &n->attr[i];
+    return NULL;
+}
+
+int me_value_set_ints(MeValue *v, const int64_t *x, int64_t n)
+{
+    int64_t *p = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!p) return ME_ENOMEM;
+    if (n) memcpy(p, x, sizeof(int64_t) * (size_t)n);
+    me_free(v->ival);
+    me_free(v->fval);
+    v->fval = NULL;
+    v->ival = p;
+    v->nval = n;
+    v->has_val = true;
+    return 0;
+}
+
+int me_value_set_floats(MeValue *v, const double *x, int64_t n)
+{
+    double *p = me_malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!p) return ME_ENOMEM;
+    if (n) memcpy(p, x, sizeof(double) * (size_t)n);
+    me_free(v->ival);
+    me_free(v->fval);
+    v->ival = NULL;
+    v->fval = p;
+    v->nval = n;
+    v->has_val = true;
+    return 0;
+}
+
+/* Builds producer links and a topological order. Nodes already in order (as
+ * ONNX requires and exporters write) keep it; otherwise Kahn's algorithm with
+ * a FIFO keeps file order among ready nodes. Linear in nodes + edges. */
+int me_graph_finalize(MeGraph *g, MeDiag *d)
+{
+    for (int i = 0; i < g->nv; i++) {
+        g->v[i].producer = -1;
+        g->v[i].n_uses = 0;
+    }
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        for (int k = 0; k < n->n_out; k++) {
+            int o = n->out[k];
+            if (o < 0) continue;
+            MeValue *v = &g->v[o];
+            if (v->producer >= 0 || v->kind == ME_V_INPUT || v->kind == ME_V_INIT)
+                return me_error(d, ME_EINVAL, "%s: node '%s' (%s): output '%s' is already %s",
+                                g->path, n->name, n->op, v->name,
+                                v->producer >= 0 ? "produced by another node" : "a graph input or initializer");
+            v->producer = i;
+        }
+    }
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int x = n->in[k];
+            if (x < 0) continue;
+            MeValue *v = &g->v[x];
+            if (v->producer < 0 && v->kind == ME_V_ACT)
+                return me_error(d, ME_EINVAL, "%s: node '%s' (%s): input %d '%s' is not produced by any node, nor a graph input or initializer",
+                                g->path, n->name, n->op, k, v->name);
+            v->n_uses++;
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        MeValue *v = &g->v[g->outputs[k]];
+        if (v->producer < 0 && v->kind == ME_V_ACT)
+            return me_error(d, ME_EINVAL, "%s: graph output '%s' is not produced by any node", g->path, v->name);
+        v->n_uses++;
+    }
+
+    me_free(g->order);
+    g->order = me_malloc(sizeof(int) * (size_t)(g->nn ? g->nn : 1));
+    if (!g->order) return ME_ENOMEM;
+    bool sorted = true;
+    for (int i = 0; i < g->nn && sorted; i++) {
+        const MeNode *n = &g->n[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && g->v[n->in[k]].producer >= i) { sorted = false; break; }
+    }
+    if (sorted) {
+        for (int i = 0; i < g->nn; i++) g->order[i] = i;
+        return 0;
+    }
+    /* pending[i] = inputs of node i not yet available; consumers in CSR form */
+    int *pending = me_calloc((size_t)g->nn + 1, sizeof(int));
+    int *start = me_calloc((size_t)g->nv + 1, sizeof(int));
+    int64_t edges = 0;
+    for (int i = 0; i < g->nn; i++) edges += g->n[i].n_in;
+    int *cons = me_malloc(sizeof(int) * (size_t)(edges ? edges : 1));
+    int *fill = me_calloc((size_t)g->nv + 1, sizeof(int));
+    int rc = 0;
+    if (!pending || !start || !cons || !fill) { rc = ME_ENOMEM; goto end; }
+    for (int i = 0; i < g->nn; i++)
+        for (int k = 0; k < g->n[i].n_in; k++) {
+            int x = g->n[i].in[k];
+            if (x >= 0 && g->v[x].producer >= 0) { start[x + 1]++; pending[i]++; }
+        }
+    for (int i = 0; i < g->nv; i++) start[i + 1] += start[i];
+    for (int i = 0; i < g->nn; i++)
+        for (int k = 0; k < g->n[i].n_in; k++) {
+            int x = g->n[i].in[k];
+            if (x >= 0 && g->v[x].producer >= 0) cons[start[x] + fill[x]++] = i;
+        }
+    int head = 0, tail = 0;
+    for (int i = 0; i < g->nn; i++)
+        if (!pending[i]) g->order[tail++] = i;
+    while (head < tail) {
+        const MeNode *n = &g->n[g->order[head++]];
+        for (int k = 0; k < n->n_out; k++) {
+            int o = n->out[k];
+            if (o < 0) continue;
+            for (int e = start[o]; e < start[o + 1]; e++)
+                if (--pending[cons[e]] == 0) g->order[tail++] = cons[e];
+        }
+    }
+    if (tail != g->nn) {
+        int bad = 0;
+        while (bad < g->nn && !pending[bad]) bad++;
+        rc = me_error(d, ME_EINVAL, "%s: the graph has a cycle through node '%s' (%s)",
+                      g->path, bad < g->nn ? g->n[bad].name : "?", bad < g->nn ? g->n[bad].op : "?");
+    }
+end:
+    me_free(pending);
+    me_free(start);
+    me_free(cons);
+    me_free(fill);
+    return rc;
+}

@@ -1,0 +1,157 @@
+/* The one graph IR every stage after loading works on. Loaders (ONNX, JSON)
+ * build it; nothing downstream knows which format it came from.
+ *
+ * Values and nodes live in arrays owned by the graph and are referred to by
+ * index. Names, attributes and small constant arrays are owned by the graph
+ * and freed with it. */
+#ifndef MEMEST_GRAPH_H
+#define MEMEST_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define ME_MAX_RANK 8
+#define ME_MAX_DIM  (INT64_C(1) << 40)    /* larger dims are rejected as absurd */
+#define ME_MAX_FOLD 65536                 /* elements a folded constant may hold */
+
+/* Element types, numbered as ONNX's TensorProto.DataType (a convenient,
+ * widely known numbering; nothing ONNX-specific follows from it). */
+typedef enum MeDType {
+    ME_DT_UNDEF = 0, ME_DT_F32 = 1, ME_DT_U8 = 2, ME_DT_I8 = 3, ME_DT_U16 = 4,
+    ME_DT_I16 = 5, ME_DT_I32 = 6, ME_DT_I64 = 7, ME_DT_STRING = 8,
+    ME_DT_BOOL = 9, ME_DT_F16 = 10, ME_DT_F64 = 11, ME_DT_U32 = 12,
+    ME_DT_U64 = 13, ME_DT_C64 = 14, ME_DT_C128 = 15, ME_DT_BF16 = 16,
+    ME_DT_COUNT
+} MeDType;
+
+int me_dtype_size(MeDType t);          /* bytes per element; 0 if unknown */
+const char *me_dtype_name(MeDType t);  /* "float32", ... */
+int me_dtype_from_name(const char *s); /* -1 if unknown */
+bool me_dtype_is_float(MeDType t);
+
+typedef struct MeShape {
+    int rank;
+    int64_t d[ME_MAX_RANK];
+} MeShape;
+
+/* numel, or -1 on overflow / unknown dims */
+int64_t me_shape_numel(const MeShape *s);
+/* "1x3x224x224"-style or space-separated text into buf */
+void me_shape_str(const MeShape *s, char *buf, size_t n, const char *sep, int from);
+
+typedef enum MeValueKind {
+    ME_V_ACT = 0,  /* produced by a node */
+    ME_V_INPUT,    /* graph input fed at run time */
+    ME_V_INIT,     /* stored tensor: weight, buffer or constant */
+    ME_V_CONST,    /* constant known at analysis time (Constant node, folded) */
+} MeValueKind;
+
+typedef enum MeRole {
+    ME_R_NONE = 0,
+    ME_R_PARAM,    /* trainable parameter */
+    ME_R_BUFFER,   /* persistent non-trainable state (BN running stats) */
+    ME_R_CONST,    /* constant operand (shapes, axes, scalars) */
+} MeRole;
+
+struct MeGraph;
+
+typedef struct MeValue {
+    char *name;
+    MeDType dtype;
+    MeShape shape;
+    bool known;          /* shape known */
+    uint8_t kind;        /* MeValueKind */
+    uint8_t role;        /* MeRole, for ME_V_INIT */
+    bool data_external;  /* initializer whose data lives in another file */
+    int producer;        /* node index, -1 for inputs and stored tensors */
+    int n_uses;
+    char **sym;          /* graph inputs: symbolic dim names (NULL entries) */
+    /* Known contents (constants, folded shapes), as int64 or double. */
+    bool has_val;
+    int64_t nval;
+    int64_t *ival;
+    double *fval;
+    /* A loader may hand contents over lazily: called at most once, only
+     * when shape inference needs this value's contents. */
+    int (*materialize)(struct MeGraph *g, int vi, MeDiag *d);
+    int64_t mat_off, mat_len; /* loader's cookie for materialize */
+    int mat_enc;
+} MeValue;
+
+typedef enum MeAttrType {
+    ME_A_INT = 1, ME_A_FLOAT, ME_A_STRING, ME_A_INTS, ME_A_FLOATS,
+    ME_A_TENSOR, ME_A_GRAPH, ME_A_OTHER,
+} MeAttrType;
+
+typedef struct MeAttr {
+    char *name;
+    MeAttrType type;
+    int64_t i;
+    double f;
+    char *s;
+    int n;          /* elements in ints / floats */
+    int64_t *ints;
+    double *floats;
+    int tensor;     /* ME_A_TENSOR: value index holding the tensor */
+    struct MeGraph *graph; /* ME_A_GRAPH: subgraph (owned) */
+} MeAttr;
+
+enum {
+    ME_N_FUNCTIONAL = 1 << 0, /* a torch function, not an nn.Module call */
+    ME_N_INPLACE    = 1 << 1, /* output reuses the first input's storage */
+    ME_N_FROZEN     = 1 << 2,
+    ME_N_CHECKPOINT = 1 << 3,
+};
+
+struct MeOpDesc;
+
+typedef struct MeNode {
+    char *name;     /* as in the file */
+    char *module;   /* display name: the PyTorch module path when known */
+    char *op;       /* op type, ONNX spelling for ONNX ops */
+    char *domain;   /* "" for the default domain */
+    int n_in, n_out;
+    int *in, *out;  /* value indices; -1 for an absent optional input */
+    int n_attr;
+    MeAttr *attr;
+    uint32_t flags;
+    const struct MeOpDesc *desc; /* NULL: the registry does not know it */
+} MeNode;
+
+typedef struct MeGraph {
+    MeValue *v;
+    int nv, cap_v;
+    MeNode *n;
+    int nn, cap_n;
+    int *inputs, n_inputs;
+    int *outputs, n_outputs;
+    int *order;          /* topological order of node indices */
+    int opset;           /* default-domain opset */
+    char *name;
+    char *path;          /* file it came from, for messages */
+    MeStrMap names;      /* value name → index */
+    void *loader;        /* loader state kept for materialize (mapped file) */
+    void (*loader_free)(void *loader);
+} MeGraph;
+
+int me_graph_init(MeGraph *g, const char *path);
+void me_graph_free(MeGraph *g);
+/* Value by name; creates it (kind ME_V_ACT, unknown shape) when absent. */
+int me_graph_value(MeGraph *g, const char *name, int *vi);
+/* A new value with a unique name built from base. */
+int me_graph_new_value(MeGraph *g, const char *base, int *vi);
+int me_graph_find(const MeGraph *g, const char *name);
+/* Appends a node; op/name copied. Returns node index in *ni. */
+int me_graph_add_node(MeGraph *g, const char *op, const char *name, int n_in, int n_out, int *ni);
+MeAttr *me_node_add_attr(MeNode *n, const char *name, MeAttrType type);
+const MeAttr *me_node_attr(const MeNode *n, const char *name);
+/* Topological order, producer links and use counts; rejects cycles,
+ * values with two producers and inputs nothing produces. */
+int me_graph_finalize(MeGraph *g, MeDiag *d);
+/* Sets a value's contents (copied). */
+int me_value_set_ints(MeValue *v, const int64_t *x, int64_t n);
+int me_value_set_floats(MeValue *v, const double *x, int64_t n);
+
+#endif

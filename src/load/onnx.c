@@ -1,0 +1,650 @@
+/* ONNX loader. The file is mapped, never read whole: ModelProto, GraphProto
+ * and TensorProto (initializers) are walked at the wire level so weight bytes
+ * (raw_data, float_data, ...) are skipped by length and never copied or
+ * touched; the small messages (NodeProto, ValueInfoProto, OperatorSetIdProto)
+ * are unpacked with the protobuf-c code generated from Debian's onnx.proto.
+ * An initializer's contents are decoded later, and only when shape inference
+ * asks for them (a Reshape target, say). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "load/load.h"
+#include "onnx.pb-c.h"
+
+#define ME_ONNX_MAX_OPSET 23
+
+typedef struct MappedFile {
+    const uint8_t *base;
+    size_t size;
+} MappedFile;
+
+static void unmap_file(void *p)
+{
+    MappedFile *m = p;
+    if (!m) return;
+    if (m->base && m->size) munmap((void *)m->base, m->size);
+    me_free(m);
+}
+
+/* --- protobuf wire format --- */
+
+typedef struct PbField {
+    uint32_t num;
+    int wt;            /* 0 varint, 1 fixed64, 2 bytes, 5 fixed32 */
+    uint64_t v;        /* varint / fixed value */
+    const uint8_t *p;  /* wt 2: payload */
+    size_t len;
+} PbField;
+
+static int pb_varint(const uint8_t **cur, const uint8_t *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*cur >= end) return -1;
+        uint8_t b = *(*cur)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) { *out = v; return 0; }
+    }
+    return -1;
+}
+
+/* 1: a field was read; 0: end of message; -1: malformed */
+static int pb_next(const uint8_t **cur, const uint8_t *end, PbField *f)
+{
+    if (*cur >= end) return 0;
+    uint64_t tag;
+    if (pb_varint(cur, end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return -1;
+    f->num = (uint32_t)(tag >> 3);
+    f->wt = (int)(tag & 7);
+    switch (f->wt) {
+    case 0: return pb_varint(cur, end, &f->v) < 0 ? -1 : 1;
+    case 1:
+        if (end - *cur < 8) return -1;
+        memcpy(&f->v, *cur, 8);
+        *cur += 8;
+        return 1;
+    case 5: {
+        if (end - *cur < 4) return -1;
+        uint32_t x;
+        memcpy(&x, *cur, 4);
+        f->v = x;
+        *cur += 4;
+        return 1;
+    }
+    case 2: {
+        uint64_t len;
+        if (pb_varint(cur, end, &len) < 0 || len > (uint64_t)(end - *cur)) return -1;
+        f->p = *cur;
+        f->len = (size_t)len;
+        *cur += len;
+        return 1;
+    }
+    default: return -1; /* groups are not used by ONNX */
+    }
+}
+
+typedef struct OCtx {
+    MeGraph *g;
+    MeDiag *d;
+    const MappedFile *map;
+} OCtx;
+
+static int bad(OCtx *o, const char *what)
+{
+    return me_error(o->d, ME_EINVAL, "%s: not a valid ONNX file: %s (truncated or corrupt protobuf)", o->g->path, what);
+}
+
+/* --- initializers: wire-level TensorProto, data located but not read --- */
+
+enum { ENC_NONE = 0, ENC_RAW, ENC_FLOAT, ENC_DOUBLE, ENC_VARINT, ENC_UVARINT };
+
+static int decode_tensor(MeGraph *g, int vi, MeDiag *d)
+{
+    MappedFile *m = g->loader;
+    MeValue *v = &g->v[vi];
+    int64_t n = me_shape_numel(&v->shape);
+    if (!m || v->mat_enc == ENC_NONE || n < 0 || n > ME_MAX_FOLD) return 0;
+    const uint8_t *p = m->base + v->mat_off, *end = p + v->mat_len;
+    int64_t *iv = NULL;
+    double *fv = NULL;
+    bool is_float = me_dtype_is_float(v->dtype);
+    if (v->dtype == ME_DT_F16 || v->dtype == ME_DT_BF16 || v->dtype == ME_DT_STRING || (v->dtype >= ME_DT_C64 && v->dtype <= ME_DT_C128))
+        return 0; /* never needed to compute shapes */
+    if (is_float) fv = me_malloc(sizeof(double) * (size_t)(n ? n : 1));
+    else iv = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!fv && !iv) return ME_ENOMEM;
+    int64_t k = 0;
+    int rc = 0;
+    int es = me_dtype_size(v->dtype);
+    for (; k < n; k++) {
+        uint64_t u = 0;
+        if (v->mat_enc == ENC_RAW) {
+            if (end - p < es) break;
+            uint8_t b[8] = { 0 };
+            memcpy(b, p, (size_t)es);
+            p += es;
+            if (v->dtype == ME_DT_F32) { float f; memcpy(&f, b, 4); fv[k] = f; continue; }
+            if (v->dtype == ME_DT_F64) { double f; memcpy(&f, b, 8); fv[k] = f; continue; }
+            memcpy(&u, b, 8);
+            switch (v->dtype) { /* sign-extend */
+            case ME_DT_I8: iv[k] = (int8_t)u; break;
+            case ME_DT_I16: iv[k] = (int16_t)u; break;
+            case ME_DT_I32: iv[k] = (int32_t)u; break;
+            default: iv[k] = (int64_t)u; break;
+            }
+        } else if (v->mat_enc == ENC_FLOAT) {
+            if (end - p < 4) break;
+            float f;
+            memcpy(&f, p, 4);
+            p += 4;
+            if (fv) fv[k] = f; else iv[k] = (int64_t)f;
+        } else if (v->mat_enc == ENC_DOUBLE) {
+            if (end - p < 8) break;
+            double f;
+            memcpy(&f, p, 8);
+            p += 8;
+            if (fv) fv[k] = f; else iv[k] = (int64_t)f;
+        } else {
+            if (pb_varint(&p, end, &u) < 0) break;
+            int64_t s = v->dtype == ME_DT_I32 || v->dtype == ME_DT_I16 || v->dtype == ME_DT_I8 ? (int32_t)u : (int64_t)u;
+            if (fv) fv[k] = (double)s; else iv[k] = s;
+        }
+    }
+    if (k < n) rc = me_error(d, ME_EINVAL, "%s: initializer '%s': its data holds fewer than the %lld elements its shape needs",
+                             g->path, v->name, (long long)n);
+    else if (fv) rc = me_value_set_floats(v, fv, n);
+    else rc = me_value_set_ints(v, iv, n);
+    me_free(fv);
+    me_free(iv);
+    return rc;
+}
+
+static int scan_dims(OCtx *o, const PbField *f, MeShape *s, const char *what)
+{
+    if (f->wt == 0) {
+        if (s->rank >= ME_MAX_RANK) return me_error(o->d, ME_EINVAL, "%s: %s: rank above %d", o->g->path, what, ME_MAX_RANK);
+        s->d[s->rank++] = (int64_t)f->v;
+        return 0;
+    }
+    if (f->wt != 2) return bad(o, "dims field");
+    const uint8_t *p = f->p, *end = f->p + f->len;
+    while (p < end) {
+        uint64_t v;
+        if (pb_varint(&p, end, &v) < 0) return bad(o, "packed dims");
+        if (s->rank >= ME_MAX_RANK) return me_error(o->d, ME_EINVAL, "%s: %s: rank above %d", o->g->path, what, ME_MAX_RANK);
+        s->d[s->rank++] = (int64_t)v;
+    }
+    return 0;
+}
+
+static int load_initializer(OCtx *o, const uint8_t *p, size_t len, int index)
+{
+    const uint8_t *cur = p, *end = p + len;
+    PbField f;
+    MeShape s = { 0 };
+    int64_t dtype = 0, location = 0;
+    const uint8_t *name = NULL;
+    size_t name_len = 0;
+    int enc = ENC_NONE, r;
+    const uint8_t *data = NULL;
+    size_t data_len = 0;
+    bool has_ext = false;
+    char what[64];
+    snprintf(what, sizeof(what), "initializer %d", index);
+    while ((r = pb_next(&cur, end, &f)) > 0) {
+        switch (f.num) {
+        case 1: if ((r = scan_dims(o, &f, &s, what)) < 0) return r; break;
+        case 2: dtype = (int64_t)f.v; break;
+        case 8: if (f.wt == 2) { name = f.p; name_len = f.len; } break;
+        case 9: if (f.wt == 2) { enc = ENC_RAW; data = f.p; data_len = f.len; } break;
+        case 4: if (f.wt == 2) { enc = ENC_FLOAT; data = f.p; data_len = f.len; } break;
+        case 10: if (f.wt == 2) { enc = ENC_DOUBLE; data = f.p; data_len = f.len; } break;
+        case 5: case 7: if (f.wt == 2) { enc = ENC_VARINT; data = f.p; data_len = f.len; } break;
+        case 11: if (f.wt == 2) { enc = ENC_UVARINT; data = f.p; data_len = f.len; } break;
+        case 13: has_ext = true; break;
+        case 14: location = (int64_t)f.v; break;
+        default: break;
+        }
+    }
+    if (r < 0) return bad(o, what);
+    if (!name || !name_len || name_len > 4096 || memchr(name, 0, name_len))
+        return me_error(o->d, ME_EINVAL, "%s: %s has no usable name", o->g->path, what);
+    char *nm = me_strndup((const char *)name, name_len);
+    if (!nm) return ME_ENOMEM;
+    if (dtype <= 0 || dtype >= ME_DT_COUNT) {
+        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': data_type %lld is not a known type", o->g->path, nm, (long long)dtype);
+        me_free(nm);
+        return rc;
+    }
+    for (int i = 0; i < s.rank; i++)
+        if (s.d[i] < 0 || s.d[i] > ME_MAX_DIM) {
+            int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': dim %d is %lld", o->g->path, nm, i, (long long)s.d[i]);
+            me_free(nm);
+            return rc;
+        }
+    int64_t numel = me_shape_numel(&s);
+    int es = me_dtype_size((MeDType)dtype);
+    if (numel < 0 || (es && numel > INT64_MAX / es)) {
+        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': shape has too many elements", o->g->path, nm);
+        me_free(nm);
+        return rc;
+    }
+    if (enc == ENC_RAW && !has_ext && location != 1 && es && (int64_t)data_len != numel * es) {
+        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': raw_data has %zu bytes, its shape needs %lld",
+                          o->g->path, nm, data_len, (long long)(numel * es));
+        me_free(nm);
+        return rc;
+    }
+    if (me_graph_find(o->g, nm) >= 0) {
+        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s' is defined twice", o->g->path, nm);
+        me_free(nm);
+        return rc;
+    }
+    int vi, rc = me_graph_value(o->g, nm, &vi);
+    me_free(nm);
+    if (rc < 0) return rc;
+    MeValue *v = &o->g->v[vi];
+    v->kind = ME_V_INIT;
+    v->dtype = (MeDType)dtype;
+    v->shape = s;
+    v->known = true;
+    v->data_external = has_ext || location == 1;
+    if (!v->data_external && enc != ENC_NONE) {
+        v->materialize = decode_tensor;
+        v->mat_enc = enc;
+        v->mat_off = data - o->map->base;
+        v->mat_len = (int64_t)data_len;
+    } else if (!v->data_external && numel == 0) {
+        v->has_val = true;
+    }
+    return 0;
+}
+
+/* --- attributes and Constant tensors (already unpacked by protobuf-c) --- */
+
+static int tensor_from_proto(OCtx *o, const Onnx__TensorProto *t, const char *base, int *vi)
+{
+    MeShape s = { .rank = (int)t->n_dims };
+    if (t->n_dims > ME_MAX_RANK) return me_error(o->d, ME_EINVAL, "%s: tensor '%s': rank %zu above %d", o->g->path, base, t->n_dims, ME_MAX_RANK);
+    for (size_t i = 0; i < t->n_dims; i++) {
+        if (t->dims[i] < 0 || t->dims[i] > ME_MAX_DIM)
+            return me_error(o->d, ME_EINVAL, "%s: tensor '%s': dim %zu is %lld", o->g->path, base, i, (long long)t->dims[i]);
+        s.d[i] = t->dims[i];
+    }
+    if (!t->has_data_type || t->data_type <= 0 || t->data_type >= ME_DT_COUNT)
+        return me_error(o->d, ME_EINVAL, "%s: tensor '%s': unknown data_type", o->g->path, base);
+    int rc = me_graph_new_value(o->g, base, vi);
+    if (rc < 0) return rc;
+    MeValue *v = &o->g->v[*vi];
+    v->kind = ME_V_CONST;
+    v->dtype = (MeDType)t->data_type;
+    v->shape = s;
+    v->known = true;
+    int64_t n = me_shape_numel(&s);
+    if (n < 0 || n > ME_MAX_FOLD) return 0;
+    int es = me_dtype_size(v->dtype);
+    if (t->has_raw_data) {
+        if (!es || (int64_t)t->raw_data.len != n * es) return 0;
+        int64_t iv[64];
+        double fv[64];
+        if (n > 64) return 0; /* big constants are never shapes */
+        for (int64_t k = 0; k < n; k++) {
+            const uint8_t *p = t->raw_data.data + k * es;
+            uint8_t b[8] = { 0 };
+            memcpy(b, p, (size_t)es);
+            uint64_t u;
+            memcpy(&u, b, 8);
+            switch (v->dtype) {
+            case ME_DT_F32: { float f; memcpy(&f, b, 4); fv[k] = f; break; }
+            case ME_DT_F64: { memcpy(&fv[k], b, 8); break; }
+            case ME_DT_I8: iv[k] = (int8_t)u; break;
+            case ME_DT_I16: iv[k] = (int16_t)u; break;
+            case ME_DT_I32: iv[k] = (int32_t)u; break;
+            case ME_DT_F16: case ME_DT_BF16: return 0;
+            default: iv[k] = (int64_t)u; break;
+            }
+        }
+        return me_dtype_is_float(v->dtype) ? me_value_set_floats(v, fv, n) : me_value_set_ints(v, iv, n);
+    }
+    if ((int64_t)t->n_int64_data == n) return me_value_set_ints(v, t->int64_data, n);
+    if ((int64_t)t->n_int32_data == n && !me_dtype_is_float(v->dtype)) {
+        int64_t *iv = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+        if (!iv) return ME_ENOMEM;
+        for (int64_t k = 0; k < n; k++) iv[k] = t->int32_data[k];
+        rc = me_value_set_ints(v, iv, n);
+        me_free(iv);
+        return rc;
+    }
+    if ((int64_t)t->n_float_data == n || (int64_t)t->n_double_data == n) {
+        double *fv = me_malloc(sizeof(double) * (size_t)(n ? n : 1));
+        if (!fv) return ME_ENOMEM;
+        for (int64_t k = 0; k < n; k++) fv[k] = t->n_float_data ? t->float_data[k] : t->double_data[k];
+        rc = me_value_set_floats(v, fv, n);
+        me_free(fv);
+        return rc;
+    }
+    return 0;
+}
+
+static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
+{
+    if (!a->name) return me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): an attribute has no name", o->g->path, n->name, n->op);
+    MeAttr *m;
+    switch (a->type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        if (!(m = me_node_add_attr(n, a->name, ME_A_INT))) return ME_ENOMEM;
+        m->i = a->i;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+        if (!(m = me_node_add_attr(n, a->name, ME_A_FLOAT))) return ME_ENOMEM;
+        m->f = a->f;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+        if (!(m = me_node_add_attr(n, a->name, ME_A_STRING))) return ME_ENOMEM;
+        if (!(m->s = me_strndup((const char *)a->s.data, a->s.len))) return ME_ENOMEM;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+        if (!(m = me_node_add_attr(n, a->name, ME_A_INTS))) return ME_ENOMEM;
+        if (a->n_ints > 1u << 20) return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s' has %zu values", o->g->path, n->name, a->name, a->n_ints);
+        if (!(m->ints = me_malloc(sizeof(int64_t) * (a->n_ints ? a->n_ints : 1)))) return ME_ENOMEM;
+        if (a->n_ints) memcpy(m->ints, a->ints, sizeof(int64_t) * a->n_ints);
+        m->n = (int)a->n_ints;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+        if (!(m = me_node_add_attr(n, a->name, ME_A_FLOATS))) return ME_ENOMEM;
+        if (a->n_floats > 1u << 20) return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s' has %zu values", o->g->path, n->name, a->name, a->n_floats);
+        if (!(m->floats = me_malloc(sizeof(double) * (a->n_floats ? a->n_floats : 1)))) return ME_ENOMEM;
+        for (size_t k = 0; k < a->n_floats; k++) m->floats[k] = a->floats[k];
+        m->n = (int)a->n_floats;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+        if (!a->t) return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s' has no tensor", o->g->path, n->name, a->name);
+        char base[300];
+        snprintf(base, sizeof(base), "%s/%s", n->name, a->name);
+        int vi, rc = tensor_from_proto(o, a->t, base, &vi);
+        if (rc < 0) return rc;
+        if (!(m = me_node_add_attr(n, a->name, ME_A_TENSOR))) return ME_ENOMEM;
+        m->tensor = vi;
+        return 0;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+        /* Subgraphs (If/Loop/Scan) are kept as a marker; such nodes are
+         * reported as unsupported rather than guessed. */
+        if (!(m = me_node_add_attr(n, a->name, ME_A_GRAPH))) return ME_ENOMEM;
+        return 0;
+    default:
+        if (!(m = me_node_add_attr(n, a->name, ME_A_OTHER))) return ME_ENOMEM;
+        return 0;
+    }
+}
+
+/* torch.onnx (>= 1.13) names nodes after their module scope,
+ * "/layer1/layer1.0/conv1/Conv": the dotted module path is rebuilt from the
+ * scope segments ("layer1.0" already repeats its parent "layer1"). */
+static char *module_name(const char *name, const char *op)
+{
+    if (name[0] != '/' || !strchr(name + 1, '/')) return me_strdup(*name ? name : op);
+    size_t len = strlen(name);
+    char *out = me_malloc(len + 1);
+    if (!out) return NULL;
+    out[0] = 0;
+    const char *seg = name + 1;
+    for (;;) {
+        const char *slash = strchr(seg, '/');
+        if (!slash) break; /* last segment is the op (Conv, Relu_1): dropped */
+        size_t sl = (size_t)(slash - seg), ol = strlen(out);
+        if (sl) {
+            if (ol && sl > ol && !strncmp(seg, out, ol) && seg[ol] == '.') {
+                memcpy(out, seg, sl);
+                out[sl] = 0;
+            } else {
+                if (ol) strcat(out, ".");
+                strncat(out, seg, sl);
+            }
+        }
+        seg = slash + 1;
+    }
+    if (!out[0]) {
+        me_free(out);
+        return me_strdup(name);
+    }
+    return out;
+}
+
+static int load_node(OCtx *o, const uint8_t *p, size_t len, int index)
+{
+    Onnx__NodeProto *np = onnx__node_proto__unpack(NULL, len, p);
+    if (!np) {
+        char what[64];
+        snprintf(what, sizeof(what), "node %d", index);
+        return bad(o, what);
+    }
+    int rc = 0;
+    char fallback[64];
+    snprintf(fallback, sizeof(fallback), "%s_%d", np->op_type ? np->op_type : "node", index);
+    const char *name = np->name && *np->name ? np->name : fallback;
+    if (!np->op_type || !*np->op_type) {
+        rc = me_error(o->d, ME_EINVAL, "%s: node %d ('%s') has no op_type", o->g->path, index, name);
+        goto end;
+    }
+    if (np->n_input > 4096 || np->n_output > 4096) {
+        rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s) has %zu inputs and %zu outputs", o->g->path, name, np->op_type, np->n_input, np->n_output);
+        goto end;
+    }
+    int ni;
+    if ((rc = me_graph_add_node(o->g, np->op_type, name, (int)np->n_input, (int)np->n_output, &ni)) < 0) goto end;
+    MeNode *n = &o->g->n[ni];
+    if (np->domain && *np->domain) {
+        me_free(n->domain);
+        if (!(n->domain = me_strdup(np->domain))) { rc = ME_ENOMEM; goto end; }
+    }
+    if (!(n->module = module_name(name, np->op_type))) { rc = ME_ENOMEM; goto end; }
+    for (size_t k = 0; k < np->n_input; k++) {
+        if (!np->input[k] || !*np->input[k]) continue; /* absent optional input */
+        int vi;
+        if ((rc = me_graph_value(o->g, np->input[k], &vi)) < 0) goto end;
+        o->g->n[ni].in[k] = vi;
+    }
+    for (size_t k = 0; k < np->n_output; k++) {
+        if (!np->output[k] || !*np->output[k]) continue;
+        int vi;
+        if ((rc = me_graph_value(o->g, np->output[k], &vi)) < 0) goto end;
+        o->g->n[ni].out[k] = vi;
+    }
+    for (size_t k = 0; k < np->n_attribute && rc >= 0; k++)
+        rc = convert_attr(o, &o->g->n[ni], np->attribute[k]);
+end:
+    onnx__node_proto__free_unpacked(np, NULL);
+    return rc;
+}
+
+/* Graph inputs/outputs/value_info: element type and shape, symbolic dims named. */
+static int load_value_info(OCtx *o, const uint8_t *p, size_t len, int which, int index)
+{
+    static const char *const kinds[] = { "input", "output", "value_info" };
+    Onnx__ValueInfoProto *vp = onnx__value_info_proto__unpack(NULL, len, p);
+    char what[64];
+    snprintf(what, sizeof(what), "graph %s %d", kinds[which], index);
+    if (!vp) return bad(o, what);
+    int rc = 0;
+    if (!vp->name || !*vp->name) {
+        rc = me_error(o->d, ME_EINVAL, "%s: %s has no name", o->g->path, what);
+        goto end;
+    }
+    int existing = me_graph_find(o->g, vp->name);
+    if (which == 0 && existing >= 0 && o->g->v[existing].kind == ME_V_INIT) goto end; /* a weight listed as input */
+    int vi;
+    if ((rc = me_graph_value(o->g, vp->name, &vi)) < 0) goto end;
+    MeValue *v = &o->g->v[vi];
+    const Onnx__TypeProto *tp = vp->type;
+    const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    if (which == 0) {
+        if (!tt || !tt->shape) {
+            rc = me_error(o->d, ME_EINVAL, "%s: graph input '%s' has no tensor type with a shape", o->g->path, vp->name);
+            goto end;
+        }
+        if (tt->shape->n_dim > ME_MAX_RANK) {
+            rc = me_error(o->d, ME_EINVAL, "%s: graph input '%s' has rank %zu, above %d", o->g->path, vp->name, tt->shape->n_dim, ME_MAX_RANK);
+            goto end;
+        }
+        if (!tt->has_elem_type || tt->elem_type <= 0 || tt->elem_type >= ME_DT_COUNT) {
+            rc = me_error(o->d, ME_EINVAL, "%s: graph input '%s' has an unknown element type", o->g->path, vp->name);
+            goto end;
+        }
+        v->kind = ME_V_INPUT;
+        v->dtype = (MeDType)tt->elem_type;
+        v->shape.rank = (int)tt->shape->n_dim;
+        if (!(v->sym = me_calloc(ME_MAX_RANK, sizeof(char *)))) { rc = ME_ENOMEM; goto end; }
+        for (size_t k = 0; k < tt->shape->n_dim; k++) {
+            const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+            v->shape.d[k] = -1;
+            if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+                if (dm->dim_value < 0 || dm->dim_value > ME_MAX_DIM) {
+                    rc = me_error(o->d, ME_EINVAL, "%s: graph input '%s' dim %zu is %lld", o->g->path, vp->name, k, (long long)dm->dim_value);
+                    goto end;
+                }
+                v->shape.d[k] = dm->dim_value;
+            } else if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param && *dm->dim_param) {
+                if (!(v->sym[k] = me_strdup(dm->dim_param))) { rc = ME_ENOMEM; goto end; }
+            }
+        }
+        int *ni = me_realloc(o->g->inputs, sizeof(int) * (size_t)(o->g->n_inputs + 1));
+        if (!ni) { rc = ME_ENOMEM; goto end; }
+        o->g->inputs = ni;
+        ni[o->g->n_inputs++] = vi;
+    } else if (which == 1) {
+        int *no = me_realloc(o->g->outputs, sizeof(int) * (size_t)(o->g->n_outputs + 1));
+        if (!no) { rc = ME_ENOMEM; goto end; }
+        o->g->outputs = no;
+        no[o->g->n_outputs++] = vi;
+    }
+    /* A fully static shape from the file serves ops the registry lacks. */
+    if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->known) {
+        bool ok = tt->has_elem_type && tt->elem_type > 0 && tt->elem_type < ME_DT_COUNT;
+        MeShape s = { .rank = (int)tt->shape->n_dim };
+        for (size_t k = 0; k < tt->shape->n_dim && ok; k++) {
+            const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+            ok = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dm->dim_value >= 0 && dm->dim_value <= ME_MAX_DIM;
+            s.d[k] = dm->dim_value;
+        }
+        if (ok) {
+            v->shape = s;
+            v->dtype = (MeDType)tt->elem_type;
+            v->known = true;
+        }
+    }
+end:
+    onnx__value_info_proto__free_unpacked(vp, NULL);
+    return rc;
+}
+
+typedef struct Span { const uint8_t *p; size_t len; } Span;
+
+static int load_graph(OCtx *o, const uint8_t *p, size_t len)
+{
+    /* Collect field spans first: initializers must be known before inputs
+     * and nodes, whatever order the writer chose. */
+    Span *spans[4] = { NULL };
+    int counts[4] = { 0 }, caps[4] = { 0 };
+    enum { S_NODE, S_INIT, S_VI, S_OTHER };
+    const uint8_t *cur = p, *end = p + len;
+    PbField f;
+    int r, rc = 0;
+    int order_inputs = 0, order_outputs = 0;
+    Span *io[2] = { NULL };
+    int io_n[2] = { 0 }, io_cap[2] = { 0 };
+    while ((r = pb_next(&cur, end, &f)) > 0) {
+        int slot = f.num == 1 ? S_NODE : f.num == 5 ? S_INIT : f.num == 13 ? S_VI : -1;
+        int ioslot = f.num == 11 ? 0 : f.num == 12 ? 1 : -1;
+        if (f.num == 2 && f.wt == 2 && !o->g->name && f.len < 4096) {
+            if (!(o->g->name = me_strndup((const char *)f.p, f.len))) { rc = ME_ENOMEM; goto end; }
+        }
+        if (f.num == 15) {
+            rc = me_error(o->d, ME_EINVAL, "%s: sparse initializers are not supported", o->g->path);
+            goto end;
+        }
+        if ((slot >= 0 || ioslot >= 0) && f.wt != 2) { rc = bad(o, "graph field"); goto end; }
+        if (slot >= 0) {
+            if (me_grow(&spans[slot], &caps[slot], counts[slot] + 1, sizeof(Span)) < 0) { rc = ME_ENOMEM; goto end; }
+            spans[slot][counts[slot]++] = (Span){ f.p, f.len };
+        } else if (ioslot >= 0) {
+            if (me_grow(&io[ioslot], &io_cap[ioslot], io_n[ioslot] + 1, sizeof(Span)) < 0) { rc = ME_ENOMEM; goto end; }
+            io[ioslot][io_n[ioslot]++] = (Span){ f.p, f.len };
+        }
+    }
+    if (r < 0) { rc = bad(o, "graph"); goto end; }
+    if (!counts[S_NODE]) { rc = me_error(o->d, ME_EINVAL, "%s: the graph has no nodes", o->g->path); goto end; }
+    for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) rc = load_initializer(o, spans[S_INIT][i].p, spans[S_INIT][i].len, i);
+    for (int i = 0; i < io_n[0] && rc >= 0; i++, order_inputs++) rc = load_value_info(o, io[0][i].p, io[0][i].len, 0, i);
+    for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) rc = load_node(o, spans[S_NODE][i].p, spans[S_NODE][i].len, i);
+    for (int i = 0; i < io_n[1] && rc >= 0; i++, order_outputs++) rc = load_value_info(o, io[1][i].p, io[1][i].len, 1, i);
+    for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, spans[S_VI][i].p, spans[S_VI][i].len, 2, i);
+    if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
+    if (rc >= 0 && !o->g->n_outputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no outputs", o->g->path);
+end:
+    for (int i = 0; i < 4; i++) me_free(spans[i]);
+    me_free(io[0]);
+    me_free(io[1]);
+    return rc;
+}
+
+int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return me_error(d, ME_EIO, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return me_error(d, ME_EINVAL, "%s: the file is empty", path);
+    }
+    MappedFile *m = me_calloc(1, sizeof(*m));
+    if (!m) { close(fd); return ME_ENOMEM; }
+    void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        me_free(m);
+        return me_error(d, ME_EIO, "%s: cannot map: %s", path, strerror(errno));
+    }
+    m->base = base;
+    m->size = (size_t)st.st_size;
+    g->loader = m;
+    g->loader_free = unmap_file;
+
+    OCtx o = { .g = g, .d = d, .map = m };
+    const uint8_t *cur = m->base, *end = m->base + m->size, *graph = NULL;
+    size_t graph_len = 0;
+    PbField f;
+    int r, rc = 0;
+    int64_t opset = -1;
+    bool any = false;
+    while ((r = pb_next(&cur, end, &f)) > 0) {
+        any = true;
+        if (f.num == 7 && f.wt == 2) {
+            graph = f.p;
+            graph_len = f.len;
+        } else if (f.num == 8 && f.wt == 2) {
+            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, f.len, f.p);
+            if (!op) return bad(&o, "opset_import");
+            if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
+            onnx__operator_set_id_proto__free_unpacked(op, NULL);
+        } else if (f.num == 7 || f.num == 8) {
+            return bad(&o, "model field");
+        }
+    }
+    if (r < 0 || !any) return bad(&o, "model");
+    if (!graph) return me_error(d, ME_EINVAL, "%s: not an ONNX model: no graph", path);
+    if (opset < 1) return me_error(d, ME_EINVAL, "%s: opset_import names no version for the default ONNX domain", path);
+    if (opset > ME_ONNX_MAX_OPSET)
+        return me_error(d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
+    g->opset = (int)opset;
+    rc = load_graph(&o, graph, graph_len);
+    return rc;
+}

@@ -1,0 +1,38 @@
+/* The public MemestModel: a graph plus the results of the last analysis. */
+#ifndef MEMEST_MODEL_H
+#define MEMEST_MODEL_H
+
+#include "graph.h"
+#include "ops/ops.h"
+
+typedef enum MeCostStatus {
+    ME_COST_OK = 0,
+    ME_COST_UNKNOWN_OP,  /* the registry does not know the op */
+    ME_COST_NO_SHAPE,    /* an input's shape could not be inferred */
+    ME_COST_UNCOUNTED,   /* the convention counts this op as zero */
+} MeCostStatus;
+
+typedef struct MeCost {
+    uint64_t params;     /* parameter elements this node reads */
+    uint64_t macs, flops;/* convention's two work columns */
+    uint64_t read, write;/* bytes */
+    uint64_t out_bytes;  /* bytes of the outputs */
+    uint8_t status;      /* MeCostStatus */
+} MeCost;
+
+struct MemestModel {
+    MeGraph g;
+    MeCost *cost;        /* per node, after memest_analyze */
+    MemestConvention conv;
+    MemestTotals totals;
+    int *rows;           /* report rows: node index per row (see build_rows) */
+    int n_rows;
+    bool analyzed;
+};
+
+/* Cost of one node under a convention (conventions.c). */
+void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *out);
+/* Elements per sample: numel / batch (torchstat's |x|). */
+uint64_t me_per_sample(const MeShape *s);
+
+#endif

@@ -1,0 +1,155 @@
+/* Conv and ConvTranspose (N-d, grouped, dilated, auto_pad).
+ *
+ * MACs, default convention:
+ *   Conv:          N · Cout · ∏out_spatial · (Cin/g) · ∏k
+ *   ConvTranspose: N · Cin  · ∏in_spatial  · (Cout/g) · ∏k
+ *     (every input pixel scatters a k-window into Cout/g channels; counting
+ *      it as a Conv over the output is the classic miscount)
+ * FLOPs = 2 · MACs + |out| when there is a bias. */
+#include <string.h>
+
+#include "ops.h"
+
+typedef struct ConvParams {
+    int sp;                       /* spatial rank */
+    int64_t k[ME_MAX_RANK], s[ME_MAX_RANK], dil[ME_MAX_RANK];
+    int64_t pb[ME_MAX_RANK], pe[ME_MAX_RANK], opad[ME_MAX_RANK];
+    int64_t group;
+    const char *auto_pad;
+} ConvParams;
+
+/* Reads kernel/stride/dilation/pads; the kernel comes from the weight when
+ * the attribute is absent. */
+static int conv_params(const MeCtx *c, const MeShape *x, const MeShape *w, ConvParams *p)
+{
+    int64_t tmp[2 * ME_MAX_RANK];
+    memset(p, 0, sizeof(*p));
+    if (x->rank < 3) return me_fail(c, "input must be at least 3-d (N, C, spatial...), got rank %d", x->rank);
+    if (w->rank != x->rank) return me_fail(c, "weight rank %d differs from input rank %d", w->rank, x->rank);
+    p->sp = x->rank - 2;
+    p->group = me_attr_i(c->n, "group", 1);
+    if (p->group < 1) return me_fail(c, "attribute 'group' must be >= 1, got %lld", (long long)p->group);
+    int n;
+    for (int i = 0; i < p->sp; i++) {
+        p->k[i] = w->d[i + 2];
+        p->s[i] = p->dil[i] = 1;
+    }
+    if ((n = me_attr_ints(c, "kernel_shape", tmp, ME_MAX_RANK)) >= 0) {
+        if (n != p->sp) return me_fail(c, "kernel_shape has %d values for %d spatial dims", n, p->sp);
+        for (int i = 0; i < n; i++)
+            if (tmp[i] != p->k[i]) return me_fail(c, "kernel_shape[%d]=%lld disagrees with the weight (%lld)", i, (long long)tmp[i], (long long)p->k[i]);
+    } else if (c->d->code) return c->d->code;
+    if ((n = me_attr_ints(c, "strides", tmp, ME_MAX_RANK)) >= 0) {
+        if (n != p->sp) return me_fail(c, "strides has %d values for %d spatial dims", n, p->sp);
+        memcpy(p->s, tmp, sizeof(int64_t) * (size_t)n);
+    } else if (c->d->code) return c->d->code;
+    if ((n = me_attr_ints(c, "dilations", tmp, ME_MAX_RANK)) >= 0) {
+        if (n != p->sp) return me_fail(c, "dilations has %d values for %d spatial dims", n, p->sp);
+        memcpy(p->dil, tmp, sizeof(int64_t) * (size_t)n);
+    } else if (c->d->code) return c->d->code;
+    if ((n = me_attr_ints(c, "pads", tmp, 2 * ME_MAX_RANK)) >= 0) {
+        if (n != 2 * p->sp) return me_fail(c, "pads has %d values for %d spatial dims", n, p->sp);
+        for (int i = 0; i < p->sp; i++) { p->pb[i] = tmp[i]; p->pe[i] = tmp[i + p->sp]; }
+    } else if (c->d->code) return c->d->code;
+    if ((n = me_attr_ints(c, "output_padding", tmp, ME_MAX_RANK)) >= 0) {
+        if (n != p->sp) return me_fail(c, "output_padding has %d values for %d spatial dims", n, p->sp);
+        memcpy(p->opad, tmp, sizeof(int64_t) * (size_t)n);
+    } else if (c->d->code) return c->d->code;
+    for (int i = 0; i < p->sp; i++) {
+        if (p->k[i] < 1 || p->s[i] < 1 || p->dil[i] < 1 || p->pb[i] < 0 || p->pe[i] < 0 || p->opad[i] < 0)
+            return me_fail(c, "spatial dim %d: kernel %lld, stride %lld, dilation %lld, pads %lld/%lld are not valid",
+                           i, (long long)p->k[i], (long long)p->s[i], (long long)p->dil[i], (long long)p->pb[i], (long long)p->pe[i]);
+        if (p->k[i] > ME_MAX_DIM || p->s[i] > ME_MAX_DIM || p->dil[i] > ME_MAX_DIM || p->pb[i] > ME_MAX_DIM || p->pe[i] > ME_MAX_DIM)
+            return me_fail(c, "spatial dim %d: absurd kernel/stride/dilation/pad", i);
+    }
+    p->auto_pad = me_attr_s(c->n, "auto_pad", "NOTSET");
+    return 0;
+}
+
+static int infer_conv(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0), *w = me_in_shape(c, 1);
+    ConvParams p;
+    int rc = conv_params(c, x, w, &p);
+    if (rc < 0) return rc;
+    if (w->d[0] % p.group) return me_fail(c, "output channels %lld are not divisible by group %lld", (long long)w->d[0], (long long)p.group);
+    if (x->d[1] != w->d[1] * p.group)
+        return me_fail(c, "input has %lld channels but weight expects %lld (= %lld x group %lld)",
+                       (long long)x->d[1], (long long)(w->d[1] * p.group), (long long)w->d[1], (long long)p.group);
+    const MeShape *b = me_in_shape(c, 2);
+    if (b && (b->rank != 1 || b->d[0] != w->d[0])) return me_fail(c, "bias must be [%lld]", (long long)w->d[0]);
+    MeShape o = { .rank = x->rank };
+    o.d[0] = x->d[0];
+    o.d[1] = w->d[0];
+    for (int i = 0; i < p.sp; i++) {
+        int64_t in = x->d[i + 2], ext = (p.k[i] - 1) * p.dil[i] + 1;
+        if (!strcmp(p.auto_pad, "SAME_UPPER") || !strcmp(p.auto_pad, "SAME_LOWER")) {
+            o.d[i + 2] = (in + p.s[i] - 1) / p.s[i];
+        } else {
+            if (!strcmp(p.auto_pad, "VALID")) p.pb[i] = p.pe[i] = 0;
+            int64_t span = in + p.pb[i] + p.pe[i] - ext;
+            if (span < 0) return me_fail(c, "spatial dim %d: input %lld (padded %lld) is smaller than the kernel extent %lld",
+                                         i, (long long)in, (long long)(in + p.pb[i] + p.pe[i]), (long long)ext);
+            o.d[i + 2] = span / p.s[i] + 1;
+        }
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static int infer_convt(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0), *w = me_in_shape(c, 1);
+    ConvParams p;
+    int rc = conv_params(c, x, w, &p);
+    if (rc < 0) return rc;
+    if (x->d[1] != w->d[0]) return me_fail(c, "input has %lld channels but weight expects %lld", (long long)x->d[1], (long long)w->d[0]);
+    MeShape o = { .rank = x->rank };
+    o.d[0] = x->d[0];
+    if (!me_mul64(w->d[1], p.group, &o.d[1])) return me_fail(c, "output channels overflow");
+    int64_t os[ME_MAX_RANK];
+    int n_os = me_attr_ints(c, "output_shape", os, ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    for (int i = 0; i < p.sp; i++) {
+        int64_t in = x->d[i + 2], ext = (p.k[i] - 1) * p.dil[i] + 1;
+        if (n_os >= p.sp) o.d[i + 2] = os[n_os - p.sp + i];
+        else if (!strcmp(p.auto_pad, "SAME_UPPER") || !strcmp(p.auto_pad, "SAME_LOWER")) o.d[i + 2] = in * p.s[i];
+        else {
+            o.d[i + 2] = p.s[i] * (in - 1) + p.opad[i] + ext - p.pb[i] - p.pe[i];
+            if (o.d[i + 2] < 1) return me_fail(c, "spatial dim %d: output size %lld is not positive", i, (long long)o.d[i + 2]);
+        }
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static uint64_t kernel_volume(const MeShape *w)
+{
+    uint64_t k = 1;
+    for (int i = 2; i < w->rank; i++) k = me_smul(k, (uint64_t)w->d[i]);
+    return k;
+}
+
+static void cost_conv(const MeCtx *c, MeOpCost *o)
+{
+    const MeShape *w = me_in_shape(c, 1);
+    /* per output element: Cin/g · ∏k multiply-accumulates; weight is [Cout, Cin/g, k...] */
+    o->macs = me_smul((uint64_t)me_numel_out(c, 0), me_smul((uint64_t)w->d[1], kernel_volume(w)));
+    o->flops = me_sadd(me_smul(2, o->macs), me_in(c, 2) ? (uint64_t)me_numel_out(c, 0) : 0);
+}
+
+static void cost_convt(const MeCtx *c, MeOpCost *o)
+{
+    const MeShape *w = me_in_shape(c, 1);
+    /* per input element: (Cout/g) · ∏k; weight is [Cin, Cout/g, k...] */
+    o->macs = me_smul((uint64_t)me_numel_in(c, 0), me_smul((uint64_t)w->d[1], kernel_volume(w)));
+    o->flops = me_sadd(me_smul(2, o->macs), me_in(c, 2) ? (uint64_t)me_numel_out(c, 0) : 0);
+}
+
+const MeOpDesc me_op_conv = {
+    .name = "Conv", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "xww", .cls = ME_C_CONV, .infer = infer_conv, .cost = cost_conv,
+};
+
+const MeOpDesc me_op_conv_transpose = {
+    .name = "ConvTranspose", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "xww", .cls = ME_C_CONVT, .infer = infer_convt, .cost = cost_convt,
+};

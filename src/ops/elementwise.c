@@ -1,0 +1,296 @@
+/* Elementwise ops. Default convention: no MACs, FLOPs = one per output
+ * element (activations, arithmetic, comparisons alike; the same rule
+ * DeepSpeed's profiler uses). Small integer tensors are evaluated, since
+ * exported graphs compute shapes with Add/Mul/Div/Equal/Where. */
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* Linear index into a broadcast input for output element i. */
+static int64_t bidx(const MeShape *o, const MeShape *in, int64_t i)
+{
+    int64_t idx = 0, stride = 1;
+    for (int k = o->rank - 1; k >= 0; k--) {
+        int64_t c = i % o->d[k];
+        i /= o->d[k];
+        int ki = k - (o->rank - in->rank);
+        if (ki < 0) continue;
+        if (in->d[ki] != 1) idx += c * stride;
+        stride *= in->d[ki];
+    }
+    return idx;
+}
+
+typedef enum { F_NONE, F_ADD, F_SUB, F_MUL, F_DIV, F_POW, F_MOD, F_MAX, F_MIN,
+               F_EQ, F_LT, F_GT, F_LE, F_GE, F_AND, F_OR, F_XOR } FoldOp;
+
+static FoldOp fold_op(const char *op)
+{
+    static const struct { const char *n; FoldOp f; } t[] = {
+        { "Add", F_ADD }, { "Sub", F_SUB }, { "Mul", F_MUL }, { "Div", F_DIV }, { "Pow", F_POW },
+        { "Mod", F_MOD }, { "Max", F_MAX }, { "Min", F_MIN }, { "Equal", F_EQ }, { "Less", F_LT },
+        { "Greater", F_GT }, { "LessOrEqual", F_LE }, { "GreaterOrEqual", F_GE }, { "And", F_AND },
+        { "Or", F_OR }, { "Xor", F_XOR },
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (!strcmp(t[i].n, op)) return t[i].f;
+    return F_NONE;
+}
+
+static bool is_compare(FoldOp f) { return f >= F_EQ; }
+
+static double apply_f(FoldOp f, double a, double b)
+{
+    switch (f) {
+    case F_ADD: return a + b;
+    case F_SUB: return a - b;
+    case F_MUL: return a * b;
+    case F_DIV: return a / b;
+    case F_POW: return pow(a, b);
+    case F_MOD: return fmod(a, b);
+    case F_MAX: return a > b ? a : b;
+    case F_MIN: return a < b ? a : b;
+    case F_EQ: return a == b;
+    case F_LT: return a < b;
+    case F_GT: return a > b;
+    case F_LE: return a <= b;
+    case F_GE: return a >= b;
+    case F_AND: return (a != 0) && (b != 0);
+    case F_OR: return (a != 0) || (b != 0);
+    case F_XOR: return (a != 0) != (b != 0);
+    default: return 0;
+    }
+}
+
+static int apply_i(const MeCtx *c, FoldOp f, int64_t a, int64_t b, int64_t *r)
+{
+    switch (f) {
+    case F_ADD: if (!me_add64(a, b, r)) goto ovf; return 0;
+    case F_SUB: if (__builtin_sub_overflow(a, b, r)) goto ovf; return 0;
+    case F_MUL: if (!me_mul64(a, b, r)) goto ovf; return 0;
+    case F_DIV:
+    case F_MOD:
+        if (b == 0 || (a == INT64_MIN && b == -1)) return me_fail(c, "integer division by zero while evaluating shapes");
+        *r = f == F_DIV ? a / b : a % b;
+        return 0;
+    case F_POW: {
+        int64_t x = 1;
+        for (int64_t k = 0; k < b && k < 64; k++) if (!me_mul64(x, a, &x)) goto ovf;
+        *r = b < 0 ? 0 : x;
+        return 0;
+    }
+    default: *r = (int64_t)apply_f(f, (double)a, (double)b); return 0;
+    }
+ovf:
+    return me_fail(c, "integer overflow while evaluating shapes");
+}
+
+/* Evaluates a binary op when both operands are known and small. */
+static int fold_binary(const MeCtx *c, FoldOp f, const MeShape *o)
+{
+    int64_t n = me_shape_numel(o);
+    if (f == F_NONE || n < 0 || n > ME_MAX_FOLD || !me_in_has_val(c, 0) || !me_in_has_val(c, 1)) return 0;
+    MeValue *a = me_in(c, 0), *b = me_in(c, 1), *out = me_out(c, 0);
+    bool ints = a->ival && b->ival;
+    int rc = 0;
+    if (ints) {
+        int64_t *r = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+        if (!r) return ME_ENOMEM;
+        for (int64_t i = 0; i < n && rc >= 0; i++)
+            rc = apply_i(c, f, a->ival[bidx(o, &a->shape, i)], b->ival[bidx(o, &b->shape, i)], &r[i]);
+        if (rc >= 0) rc = me_value_set_ints(out, r, n);
+        me_free(r);
+    } else {
+        double *r = me_malloc(sizeof(double) * (size_t)(n ? n : 1));
+        if (!r) return ME_ENOMEM;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t ia = bidx(o, &a->shape, i), ib = bidx(o, &b->shape, i);
+            r[i] = apply_f(f, a->ival ? (double)a->ival[ia] : a->fval[ia], b->ival ? (double)b->ival[ib] : b->fval[ib]);
+        }
+        rc = me_value_set_floats(out, r, n);
+        me_free(r);
+    }
+    return rc;
+}
+
+static int infer_binary(MeCtx *c)
+{
+    MeShape o;
+    int rc = me_broadcast(c, me_in_shape(c, 0), me_in_shape(c, 1), &o);
+    if (rc < 0) return rc;
+    FoldOp f = fold_op(c->n->op);
+    rc = me_set_out(c, 0, is_compare(f) ? ME_DT_BOOL : me_in(c, 0)->dtype, &o);
+    if (rc < 0) return rc;
+    return fold_binary(c, f, &o);
+}
+
+/* Variadic Sum/Mean/Max/Min: broadcast all inputs. */
+static int infer_variadic(MeCtx *c)
+{
+    MeShape o = *me_in_shape(c, 0);
+    for (int i = 1; i < c->n->n_in; i++) {
+        if (!me_in_shape(c, i)) continue;
+        int rc = me_broadcast(c, &o, me_in_shape(c, i), &o);
+        if (rc < 0) return rc;
+    }
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    if (rc < 0 || c->n->n_in != 2) return rc;
+    return fold_binary(c, fold_op(c->n->op), &o);
+}
+
+static int infer_where(MeCtx *c)
+{
+    MeShape o;
+    int rc = me_broadcast(c, me_in_shape(c, 0), me_in_shape(c, 1), &o);
+    if (rc >= 0) rc = me_broadcast(c, &o, me_in_shape(c, 2), &o);
+    if (rc >= 0) rc = me_set_out(c, 0, me_in(c, 1)->dtype, &o);
+    if (rc < 0) return rc;
+    int64_t n = me_shape_numel(&o);
+    if (n > ME_MAX_FOLD || !me_in_has_val(c, 0) || !me_in_has_val(c, 1) || !me_in_has_val(c, 2)) return 0;
+    MeValue *cond = me_in(c, 0), *x = me_in(c, 1), *y = me_in(c, 2);
+    if (!x->ival || !y->ival || !cond->ival) return 0;
+    int64_t *r = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!r) return ME_ENOMEM;
+    for (int64_t i = 0; i < n; i++)
+        r[i] = cond->ival[bidx(&o, &cond->shape, i)] ? x->ival[bidx(&o, &x->shape, i)] : y->ival[bidx(&o, &y->shape, i)];
+    rc = me_value_set_ints(me_out(c, 0), r, n);
+    me_free(r);
+    return rc;
+}
+
+static int infer_unary(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    const char *op = c->n->op;
+    bool logical = !strcmp(op, "Not") || !strcmp(op, "IsNaN") || !strcmp(op, "IsInf");
+    int rc = me_set_out(c, 0, logical ? ME_DT_BOOL : me_in(c, 0)->dtype, x);
+    if (rc < 0 || !me_in_has_val(c, 0) || me_in(c, 0)->nval > ME_MAX_FOLD) return rc;
+    MeValue *v = me_in(c, 0), *out = me_out(c, 0);
+    if (v->ival && (!strcmp(op, "Neg") || !strcmp(op, "Abs") || !strcmp(op, "Not") || !strcmp(op, "Relu"))) {
+        int64_t *r = me_malloc(sizeof(int64_t) * (size_t)(v->nval ? v->nval : 1));
+        if (!r) return ME_ENOMEM;
+        for (int64_t i = 0; i < v->nval; i++) {
+            int64_t a = v->ival[i];
+            r[i] = op[0] == 'N' && op[1] == 'e' ? -a : op[0] == 'A' ? (a < 0 ? -a : a) : op[0] == 'N' ? !a : (a > 0 ? a : 0);
+        }
+        rc = me_value_set_ints(out, r, v->nval);
+        me_free(r);
+        return rc;
+    }
+    static const struct { const char *n; double (*fn)(double); } fns[] = {
+        { "Sqrt", sqrt }, { "Floor", floor }, { "Ceil", ceil }, { "Exp", exp }, { "Log", log },
+        { "Neg", NULL }, { "Abs", fabs }, { "Reciprocal", NULL },
+    };
+    for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]); k++) {
+        if (strcmp(fns[k].n, op)) continue;
+        double *r = me_malloc(sizeof(double) * (size_t)(v->nval ? v->nval : 1));
+        if (!r) return ME_ENOMEM;
+        for (int64_t i = 0; i < v->nval; i++) {
+            double a = v->fval ? v->fval[i] : (double)v->ival[i];
+            r[i] = fns[k].fn ? fns[k].fn(a) : op[0] == 'N' ? -a : 1.0 / a;
+        }
+        rc = me_value_set_floats(out, r, v->nval);
+        me_free(r);
+        return rc;
+    }
+    return 0;
+}
+
+static int infer_dropout(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, x);
+    if (rc >= 0) rc = me_set_out(c, 1, ME_DT_BOOL, x);
+    return rc;
+}
+
+static void cost_per_elem(const MeCtx *c, MeOpCost *o)
+{
+    o->flops = (uint64_t)me_numel_out(c, 0);
+}
+
+static void cost_dropout(const MeCtx *c, MeOpCost *o)
+{
+    /* inference: identity; training: one compare and one multiply per element */
+    o->flops = c->n->n_out > 1 ? me_smul(2, (uint64_t)me_numel_out(c, 0)) : 0;
+}
+
+#define UNARY(sym, opname, klass) \
+    const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, \
+                           .roles = "x", .cls = klass, .infer = infer_unary, .cost = cost_per_elem }
+#define BINARY(sym, opname) \
+    const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1, \
+                           .roles = "xx", .cls = ME_C_ELTWISE, .infer = infer_binary, .cost = cost_per_elem }
+
+UNARY(me_op_relu, "Relu", ME_C_RELU);
+UNARY(me_op_leaky_relu, "LeakyRelu", ME_C_RELU);
+UNARY(me_op_elu, "Elu", ME_C_RELU);
+UNARY(me_op_selu, "Selu", ME_C_ACT);
+UNARY(me_op_celu, "Celu", ME_C_ACT);
+UNARY(me_op_sigmoid, "Sigmoid", ME_C_ACT);
+UNARY(me_op_hard_sigmoid, "HardSigmoid", ME_C_ACT);
+UNARY(me_op_hard_swish, "HardSwish", ME_C_ACT);
+UNARY(me_op_tanh, "Tanh", ME_C_ACT);
+UNARY(me_op_softplus, "Softplus", ME_C_ACT);
+UNARY(me_op_softsign, "Softsign", ME_C_ACT);
+UNARY(me_op_mish, "Mish", ME_C_ACT);
+UNARY(me_op_gelu, "Gelu", ME_C_ACT);
+UNARY(me_op_silu, "SiLU", ME_C_ACT);   /* from JSON; ONNX spells it Sigmoid + Mul */
+UNARY(me_op_erf, "Erf", ME_C_ELTWISE);
+UNARY(me_op_sqrt, "Sqrt", ME_C_ELTWISE);
+UNARY(me_op_exp, "Exp", ME_C_ELTWISE);
+UNARY(me_op_log, "Log", ME_C_ELTWISE);
+UNARY(me_op_neg, "Neg", ME_C_ELTWISE);
+UNARY(me_op_abs, "Abs", ME_C_ELTWISE);
+UNARY(me_op_reciprocal, "Reciprocal", ME_C_ELTWISE);
+UNARY(me_op_floor, "Floor", ME_C_ELTWISE);
+UNARY(me_op_ceil, "Ceil", ME_C_ELTWISE);
+UNARY(me_op_round, "Round", ME_C_ELTWISE);
+UNARY(me_op_sign, "Sign", ME_C_ELTWISE);
+UNARY(me_op_sin, "Sin", ME_C_ELTWISE);
+UNARY(me_op_cos, "Cos", ME_C_ELTWISE);
+UNARY(me_op_not, "Not", ME_C_ELTWISE);
+UNARY(me_op_isnan, "IsNaN", ME_C_ELTWISE);
+UNARY(me_op_isinf, "IsInf", ME_C_ELTWISE);
+
+BINARY(me_op_add, "Add");
+BINARY(me_op_sub, "Sub");
+BINARY(me_op_mul, "Mul");
+BINARY(me_op_div, "Div");
+BINARY(me_op_pow, "Pow");
+BINARY(me_op_mod, "Mod");
+BINARY(me_op_equal, "Equal");
+BINARY(me_op_less, "Less");
+BINARY(me_op_greater, "Greater");
+BINARY(me_op_less_equal, "LessOrEqual");
+BINARY(me_op_greater_equal, "GreaterOrEqual");
+BINARY(me_op_and, "And");
+BINARY(me_op_or, "Or");
+BINARY(me_op_xor, "Xor");
+
+const MeOpDesc me_op_prelu = {
+    .name = "PRelu", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .roles = "xw", .cls = ME_C_ACT, .infer = infer_binary, .cost = cost_per_elem,
+};
+/* Clip before opset 11 takes min/max as attributes, later as inputs. */
+const MeOpDesc me_op_clip = {
+    .name = "Clip", .since = 1, .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "xcc", .cls = ME_C_RELU, .infer = infer_unary, .cost = cost_per_elem,
+};
+const MeOpDesc me_op_where = {
+    .name = "Where", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "cxx", .cls = ME_C_ELTWISE, .infer = infer_where, .cost = cost_per_elem,
+};
+#define VARIADIC(sym, opname) \
+    const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = ME_VARIADIC, .min_out = 1, .max_out = 1, \
+                           .roles = "x", .cls = ME_C_ELTWISE, .infer = infer_variadic, .cost = cost_per_elem }
+VARIADIC(me_op_max, "Max");
+VARIADIC(me_op_min, "Min");
+VARIADIC(me_op_sum, "Sum");
+VARIADIC(me_op_mean, "Mean");
+
+const MeOpDesc me_op_dropout = {
+    .name = "Dropout", .since = 1, .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 2,
+    .roles = "xcc", .cls = ME_C_DROPOUT, .infer = infer_dropout, .cost = cost_dropout,
+};

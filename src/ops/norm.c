@@ -1,0 +1,103 @@
+/* Normalizations and softmax. Default convention (no MACs):
+ *   BatchNormalization: FLOPs = 2·|x| in inference (folded scale and shift);
+ *                       6·|x| in training mode (mean: 1, variance: 3, then 2)
+ *   LayerNormalization, InstanceNormalization: FLOPs = 8·|x|
+ *                       (mean 1, variance 3, normalize 2, affine 2)
+ *   Softmax, LogSoftmax: FLOPs = 5·|x| (max, subtract, exp, sum, divide) */
+#include "ops.h"
+
+static int infer_bn(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    if (x->rank < 2) return me_fail(c, "input must be at least 2-d (N, C, ...), got rank %d", x->rank);
+    for (int i = 1; i < 5; i++) {
+        const MeShape *p = me_in_shape(c, i);
+        if (!p) continue;
+        if (p->rank != 1 || p->d[0] != x->d[1])
+            return me_fail(c, "input %d must be [%lld] (one value per channel)", i, (long long)x->d[1]);
+    }
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, x);
+    MeShape ch = { .rank = 1, .d = { x->d[1] } };
+    for (int k = 1; k < c->n->n_out && rc >= 0; k++) rc = me_set_out(c, k, me_in(c, 1)->dtype, &ch);
+    return rc;
+}
+
+static bool bn_training(const MeCtx *c)
+{
+    /* opset >= 14 says so in an attribute; older graphs by asking for the
+     * batch statistics outputs */
+    return me_attr_i(c->n, "training_mode", 0) || c->n->n_out > 1;
+}
+
+static void cost_bn(const MeCtx *c, MeOpCost *o)
+{
+    o->flops = me_smul((uint64_t)me_numel_in(c, 0), bn_training(c) ? 6 : 2);
+}
+
+static int infer_ln(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int axis;
+    int rc = me_axis(c, me_attr_i(c->n, "axis", -1), x->rank, &axis);
+    if (rc < 0) return rc;
+    for (int i = 1; i < 3; i++) {
+        const MeShape *p = me_in_shape(c, i);
+        if (!p) continue;
+        if (p->rank > x->rank - axis) return me_fail(c, "input %d has rank %d, more than the normalized dims (%d)", i, p->rank, x->rank - axis);
+        for (int k = 0; k < p->rank; k++)
+            if (p->d[k] != x->d[x->rank - p->rank + k] && p->d[k] != 1)
+                return me_fail(c, "input %d shape does not match the normalized dims", i);
+    }
+    rc = me_set_out(c, 0, me_in(c, 0)->dtype, x);
+    MeShape st = *x;
+    for (int k = axis; k < st.rank; k++) st.d[k] = 1;
+    for (int k = 1; k < c->n->n_out && rc >= 0; k++) rc = me_set_out(c, k, ME_DT_F32, &st);
+    return rc;
+}
+
+static int infer_instance_norm(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    if (x->rank < 3) return me_fail(c, "input must be at least 3-d, got rank %d", x->rank);
+    return me_set_out(c, 0, me_in(c, 0)->dtype, x);
+}
+
+static void cost_ln(const MeCtx *c, MeOpCost *o)
+{
+    o->flops = me_smul((uint64_t)me_numel_in(c, 0), 8);
+}
+
+static int infer_softmax(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int axis;
+    int rc = me_axis(c, me_attr_i(c->n, "axis", -1), x->rank, &axis);
+    if (rc < 0) return rc;
+    return me_set_out(c, 0, me_in(c, 0)->dtype, x);
+}
+
+static void cost_softmax(const MeCtx *c, MeOpCost *o)
+{
+    o->flops = me_smul((uint64_t)me_numel_in(c, 0), 5);
+}
+
+const MeOpDesc me_op_batch_norm = {
+    .name = "BatchNormalization", .since = 1, .min_in = 5, .max_in = 5, .min_out = 1, .max_out = 5,
+    .roles = "xwwbb", .cls = ME_C_BN, .infer = infer_bn, .cost = cost_bn,
+};
+const MeOpDesc me_op_layer_norm = {
+    .name = "LayerNormalization", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 3,
+    .roles = "xww", .cls = ME_C_NORM, .infer = infer_ln, .cost = cost_ln,
+};
+const MeOpDesc me_op_instance_norm = {
+    .name = "InstanceNormalization", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "xww", .cls = ME_C_NORM, .infer = infer_instance_norm, .cost = cost_ln,
+};
+const MeOpDesc me_op_softmax = {
+    .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
+};
+const MeOpDesc me_op_log_softmax = {
+    .name = "LogSoftmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
+};

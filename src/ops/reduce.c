@@ -1,0 +1,74 @@
+/* Reductions. Default convention: FLOPs = |in| (one accumulate per input
+ * element; ReduceMean's divide and ReduceL2's square root are per output and
+ * ignored), no MACs. Axes come from an attribute (older opsets) or input 1
+ * (ReduceSum from 13, the others from 18). */
+#include <string.h>
+
+#include "ops.h"
+
+static int infer_reduce(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t axes[ME_MAX_RANK];
+    int n = me_attr_ints(c, "axes", axes, ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    if (n < 0 && me_in(c, 1)) {
+        const int64_t *v;
+        int64_t cnt;
+        int rc = me_in_ints(c, 1, &v, &cnt);
+        if (rc < 0) return rc;
+        if (cnt > ME_MAX_RANK) return me_fail(c, "too many axes (%lld)", (long long)cnt);
+        memcpy(axes, v, sizeof(int64_t) * (size_t)cnt);
+        n = (int)cnt;
+    }
+    bool red[ME_MAX_RANK] = { false };
+    if (n <= 0) {
+        if (n == 0 && me_attr_i(c->n, "noop_with_empty_axes", 0))
+            return me_set_out(c, 0, me_in(c, 0)->dtype, x);
+        for (int i = 0; i < x->rank; i++) red[i] = true;
+    }
+    for (int i = 0; i < n; i++) {
+        int a, rc = me_axis(c, axes[i], x->rank, &a);
+        if (rc < 0) return rc;
+        red[a] = true;
+    }
+    int keep = (int)me_attr_i(c->n, "keepdims", 1);
+    MeShape o = { .rank = 0 };
+    for (int i = 0; i < x->rank; i++) {
+        if (!red[i]) o.d[o.rank++] = x->d[i];
+        else if (keep) o.d[o.rank++] = 1;
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static int infer_argreduce(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int a, rc = me_axis(c, me_attr_i(c->n, "axis", 0), x->rank, &a);
+    if (rc < 0) return rc;
+    MeShape o = *x;
+    if (me_attr_i(c->n, "keepdims", 1)) o.d[a] = 1;
+    else {
+        for (int i = a; i < o.rank - 1; i++) o.d[i] = o.d[i + 1];
+        o.rank--;
+    }
+    return me_set_out(c, 0, ME_DT_I64, &o);
+}
+
+static void cost_reduce(const MeCtx *c, MeOpCost *o)
+{
+    o->flops = (uint64_t)me_numel_in(c, 0);
+}
+
+#define REDUCE(sym, opname, fn) \
+    const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1, \
+                           .roles = "xc", .cls = ME_C_ELTWISE, .infer = fn, .cost = cost_reduce }
+REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce);
+REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce);
+REDUCE(me_op_reduce_max, "ReduceMax", infer_reduce);
+REDUCE(me_op_reduce_min, "ReduceMin", infer_reduce);
+REDUCE(me_op_reduce_prod, "ReduceProd", infer_reduce);
+REDUCE(me_op_reduce_l2, "ReduceL2", infer_reduce);
+REDUCE(me_op_reduce_sum_square, "ReduceSumSquare", infer_reduce);
+REDUCE(me_op_argmax, "ArgMax", infer_argreduce);
+REDUCE(me_op_argmin, "ArgMin", infer_argreduce);

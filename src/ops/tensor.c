@@ -1,0 +1,594 @@
+/* Shape and data-movement ops: Shape, Constant, Reshape, Flatten, Squeeze,
+ * Unsqueeze, Concat, Gather, Transpose, Slice, Cast, ConstantOfShape,
+ * Range, Expand, Identity, Split, Tile, Pad.
+ *
+ * Their results are evaluated whenever the inputs are known and small, which
+ * is how the Shape → Gather → Unsqueeze → Concat → Reshape chains of
+ * torch-exported graphs resolve. Default convention: no arithmetic; views
+ * (Reshape, Flatten, Squeeze, Unsqueeze, Identity) move no bytes. */
+#include <string.h>
+
+#include "ops.h"
+
+static int set_out_ints(const MeCtx *c, int k, MeDType t, const MeShape *s, const int64_t *vals)
+{
+    int rc = me_set_out(c, k, t, s);
+    if (rc < 0) return rc;
+    int64_t n = me_shape_numel(s);
+    if (!vals || n > ME_MAX_FOLD || !me_out(c, k)) return rc;
+    return me_value_set_ints(me_out(c, k), vals, n);
+}
+
+/* Passes the input's contents through when the output is the same data. */
+static int pass_vals(const MeCtx *c)
+{
+    if (!me_in_has_val(c, 0) || !me_out(c, 0)) return 0;
+    MeValue *v = me_in(c, 0);
+    return v->ival ? me_value_set_ints(me_out(c, 0), v->ival, v->nval) : me_value_set_floats(me_out(c, 0), v->fval, v->nval);
+}
+
+static int infer_shape_op(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t r = x->rank, start = me_attr_i(c->n, "start", 0), end = me_attr_i(c->n, "end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = start < 0 ? 0 : start > r ? r : start;
+    end = end < 0 ? 0 : end > r ? r : end;
+    if (end < start) end = start;
+    MeShape o = { .rank = 1, .d = { end - start } };
+    return set_out_ints(c, 0, ME_DT_I64, &o, x->d + start);
+}
+
+static int infer_size(MeCtx *c)
+{
+    MeShape o = { .rank = 0 };
+    int64_t n = me_numel_in(c, 0);
+    return set_out_ints(c, 0, ME_DT_I64, &o, &n);
+}
+
+static int infer_constant(MeCtx *c)
+{
+    const MeAttr *a = c->n->n_attr > 0 ? &c->n->attr[0] : NULL;
+    MeValue *o = me_out(c, 0);
+    if (!a) return me_fail(c, "has no value attribute");
+    MeShape s = { .rank = 0 };
+    int rc;
+    if (a->type == ME_A_TENSOR && a->tensor >= 0) {
+        MeValue *t = &c->g->v[a->tensor];
+        if (!t->known) return me_fail(c, "value tensor has no shape");
+        /* materialize the tensor's contents through the value's loader hook */
+        if (t->materialize && !t->has_val) {
+            int vi = a->tensor;
+            int (*m)(MeGraph *, int, MeDiag *) = t->materialize;
+            t->materialize = NULL;
+            if ((rc = m(c->g, vi, c->d)) < 0) return rc;
+            t = &c->g->v[vi];
+            o = me_out(c, 0);
+        }
+        if ((rc = me_set_out(c, 0, t->dtype, &t->shape)) < 0) return rc;
+        if (!t->has_val) return 0;
+        return t->ival ? me_value_set_ints(o, t->ival, t->nval) : me_value_set_floats(o, t->fval, t->nval);
+    }
+    if (!strcmp(a->name, "value_int")) return set_out_ints(c, 0, ME_DT_I64, &s, &a->i);
+    if (!strcmp(a->name, "value_ints")) {
+        s.rank = 1;
+        s.d[0] = a->n;
+        return set_out_ints(c, 0, ME_DT_I64, &s, a->ints);
+    }
+    if (!strcmp(a->name, "value_float")) {
+        if ((rc = me_set_out(c, 0, ME_DT_F32, &s)) < 0) return rc;
+        return me_value_set_floats(o, &a->f, 1);
+    }
+    if (!strcmp(a->name, "value_floats")) {
+        s.rank = 1;
+        s.d[0] = a->n;
+        if ((rc = me_set_out(c, 0, ME_DT_F32, &s)) < 0) return rc;
+        return me_value_set_floats(o, a->floats, a->n);
+    }
+    return me_fail(c, "attribute '%s' is not a supported constant form", a->name);
+}
+
+static int infer_constant_of_shape(MeCtx *c)
+{
+    const int64_t *dims;
+    int64_t n;
+    int rc = me_in_ints(c, 0, &dims, &n);
+    if (rc < 0) return rc;
+    if (n > ME_MAX_RANK) return me_fail(c, "shape has %lld dims, at most %d are supported", (long long)n, ME_MAX_RANK);
+    MeShape s = { .rank = (int)n };
+    memcpy(s.d, dims, sizeof(int64_t) * (size_t)n);
+    MeDType t = ME_DT_F32;
+    double fill = 0;
+    const MeAttr *a = me_node_attr(c->n, "value");
+    if (a && a->type == ME_A_TENSOR && a->tensor >= 0) {
+        MeValue *tv = &c->g->v[a->tensor];
+        t = tv->dtype;
+        if (tv->materialize && !tv->has_val) {
+            int vi = a->tensor;
+            int (*m)(MeGraph *, int, MeDiag *) = tv->materialize;
+            tv->materialize = NULL;
+            if ((rc = m(c->g, vi, c->d)) < 0) return rc;
+            tv = &c->g->v[vi];
+        }
+        if (tv->has_val && tv->nval > 0) fill = tv->ival ? (double)tv->ival[0] : tv->fval[0];
+    }
+    if ((rc = me_set_out(c, 0, t, &s)) < 0) return rc;
+    int64_t cnt = me_shape_numel(&s);
+    if (cnt > ME_MAX_FOLD) return 0;
+    int64_t *vals = me_malloc(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
+    if (!vals) return ME_ENOMEM;
+    for (int64_t i = 0; i < cnt; i++) vals[i] = (int64_t)fill;
+    rc = me_value_set_ints(me_out(c, 0), vals, cnt);
+    me_free(vals);
+    return rc;
+}
+
+static int infer_reshape(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    const int64_t *t;
+    int64_t n;
+    int rc = me_in_ints(c, 1, &t, &n);
+    if (rc < 0) return rc;
+    if (n > ME_MAX_RANK) return me_fail(c, "target shape has %lld dims, at most %d are supported", (long long)n, ME_MAX_RANK);
+    int allowzero = (int)me_attr_i(c->n, "allowzero", 0);
+    MeShape o = { .rank = (int)n };
+    int infer_at = -1;
+    int64_t known = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t d = t[i];
+        if (d == 0 && !allowzero) {
+            if (i >= x->rank) return me_fail(c, "target dim %d is 0 (copy) but the input has rank %d", i, x->rank);
+            d = x->d[i];
+        }
+        if (d == -1) {
+            if (infer_at >= 0) return me_fail(c, "target shape has more than one -1");
+            infer_at = i;
+            continue;
+        }
+        if (d < 0) return me_fail(c, "target dim %d is %lld", i, (long long)d);
+        o.d[i] = d;
+        if (!me_mul64(known, d, &known)) return me_fail(c, "target shape overflows");
+    }
+    int64_t total = me_shape_numel(x);
+    if (infer_at >= 0) {
+        if (known == 0 || total % known) return me_fail(c, "cannot reshape %lld elements with a -1 and %lld known", (long long)total, (long long)known);
+        o.d[infer_at] = total / known;
+    } else if (known != total) {
+        char a[128], b[128];
+        me_shape_str(x, a, sizeof(a), "x", 0);
+        me_shape_str(&o, b, sizeof(b), "x", 0);
+        return me_fail(c, "cannot reshape %s (%lld elements) to %s (%lld)", a, (long long)total, b, (long long)known);
+    }
+    if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
+    return pass_vals(c);
+}
+
+static int infer_flatten(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t axis = me_attr_i(c->n, "axis", 1);
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis > x->rank) return me_fail(c, "axis %lld is out of range for rank %d", (long long)me_attr_i(c->n, "axis", 1), x->rank);
+    MeShape o = { .rank = 2, .d = { 1, 1 } };
+    for (int i = 0; i < x->rank; i++) o.d[i >= axis] *= x->d[i];
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    return rc < 0 ? rc : pass_vals(c);
+}
+
+/* Axes from the attribute (old opsets) or the second input (opset 13+). */
+static int get_axes(const MeCtx *c, int input, int64_t *axes, int *n)
+{
+    int k = me_attr_ints(c, "axes", axes, ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    if (k >= 0) { *n = k; return 0; }
+    if (!me_in(c, input)) { *n = -1; return 0; }
+    const int64_t *v;
+    int64_t cnt;
+    int rc = me_in_ints(c, input, &v, &cnt);
+    if (rc < 0) return rc;
+    if (cnt > ME_MAX_RANK) return me_fail(c, "too many axes (%lld)", (long long)cnt);
+    memcpy(axes, v, sizeof(int64_t) * (size_t)cnt);
+    *n = (int)cnt;
+    return 0;
+}
+
+static int infer_squeeze(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t axes[ME_MAX_RANK];
+    int n, rc = get_axes(c, 1, axes, &n);
+    if (rc < 0) return rc;
+    bool drop[ME_MAX_RANK] = { false };
+    if (n < 0) {
+        for (int i = 0; i < x->rank; i++) drop[i] = x->d[i] == 1;
+    } else {
+        for (int i = 0; i < n; i++) {
+            int a;
+            if ((rc = me_axis(c, axes[i], x->rank, &a)) < 0) return rc;
+            if (x->d[a] != 1) return me_fail(c, "cannot squeeze axis %d of size %lld", a, (long long)x->d[a]);
+            drop[a] = true;
+        }
+    }
+    MeShape o = { .rank = 0 };
+    for (int i = 0; i < x->rank; i++)
+        if (!drop[i]) o.d[o.rank++] = x->d[i];
+    rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    return rc < 0 ? rc : pass_vals(c);
+}
+
+static int infer_unsqueeze(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t axes[ME_MAX_RANK];
+    int n, rc = get_axes(c, 1, axes, &n);
+    if (rc < 0) return rc;
+    if (n < 0) return me_fail(c, "axes are required");
+    int r = x->rank + n;
+    if (r > ME_MAX_RANK) return me_fail(c, "result rank %d exceeds %d", r, ME_MAX_RANK);
+    bool ins[ME_MAX_RANK] = { false };
+    for (int i = 0; i < n; i++) {
+        int a;
+        if ((rc = me_axis(c, axes[i], r, &a)) < 0) return rc;
+        if (ins[a]) return me_fail(c, "axis %d repeated", a);
+        ins[a] = true;
+    }
+    MeShape o = { .rank = r };
+    for (int i = 0, k = 0; i < r; i++) o.d[i] = ins[i] ? 1 : x->d[k++];
+    rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    return rc < 0 ? rc : pass_vals(c);
+}
+
+static int infer_concat(MeCtx *c)
+{
+    const MeShape *x0 = me_in_shape(c, 0);
+    int axis, rc = me_axis(c, me_attr_i(c->n, "axis", 1), x0->rank, &axis);
+    if (rc < 0) return rc;
+    MeShape o = *x0;
+    o.d[axis] = 0;
+    bool fold = true;
+    int64_t total = 0;
+    for (int i = 0; i < c->n->n_in; i++) {
+        const MeShape *s = me_in_shape(c, i);
+        if (!s) continue;
+        if (s->rank != o.rank) return me_fail(c, "input %d has rank %d, input 0 has %d", i, s->rank, o.rank);
+        for (int k = 0; k < o.rank; k++)
+            if (k != axis && s->d[k] != o.d[k]) return me_fail(c, "input %d dim %d is %lld, expected %lld", i, k, (long long)s->d[k], (long long)o.d[k]);
+        if (!me_add64(o.d[axis], s->d[axis], &o.d[axis])) return me_fail(c, "concatenated size overflows");
+        if (!me_in_has_val(c, i) || !me_in(c, i)->ival) fold = false;
+        total += me_shape_numel(s);
+    }
+    if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
+    if (!fold || o.rank != 1 || total > ME_MAX_FOLD) return 0;
+    int64_t *vals = me_malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
+    if (!vals) return ME_ENOMEM;
+    int64_t at = 0;
+    for (int i = 0; i < c->n->n_in; i++) {
+        MeValue *v = me_in(c, i);
+        if (!v) continue;
+        memcpy(vals + at, v->ival, sizeof(int64_t) * (size_t)v->nval);
+        at += v->nval;
+    }
+    rc = me_value_set_ints(me_out(c, 0), vals, at);
+    me_free(vals);
+    return rc;
+}
+
+static int infer_gather(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0), *idx = me_in_shape(c, 1);
+    int axis, rc = me_axis(c, me_attr_i(c->n, "axis", 0), x->rank, &axis);
+    if (rc < 0) return rc;
+    MeShape o = { .rank = x->rank - 1 + idx->rank };
+    if (o.rank > ME_MAX_RANK) return me_fail(c, "result rank %d exceeds %d", o.rank, ME_MAX_RANK);
+    int r = 0;
+    for (int i = 0; i < axis; i++) o.d[r++] = x->d[i];
+    for (int i = 0; i < idx->rank; i++) o.d[r++] = idx->d[i];
+    for (int i = axis + 1; i < x->rank; i++) o.d[r++] = x->d[i];
+    if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
+    /* Evaluate the common shape case: 1-d known data, known indices. */
+    if (x->rank != 1 || !me_in_has_val(c, 0) || !me_in_has_val(c, 1)) return 0;
+    MeValue *d = me_in(c, 0), *iv = me_in(c, 1);
+    if (!d->ival || !iv->ival || iv->nval > ME_MAX_FOLD) return 0;
+    int64_t *vals = me_malloc(sizeof(int64_t) * (size_t)(iv->nval ? iv->nval : 1));
+    if (!vals) return ME_ENOMEM;
+    for (int64_t i = 0; i < iv->nval; i++) {
+        int64_t k = iv->ival[i];
+        if (k < 0) k += d->nval;
+        if (k < 0 || k >= d->nval) {
+            me_free(vals);
+            return me_fail(c, "index %lld is out of range for %lld elements", (long long)iv->ival[i], (long long)d->nval);
+        }
+        vals[i] = d->ival[k];
+    }
+    rc = me_value_set_ints(me_out(c, 0), vals, iv->nval);
+    me_free(vals);
+    return rc;
+}
+
+static int infer_transpose(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t perm[ME_MAX_RANK];
+    int n = me_attr_ints(c, "perm", perm, ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    if (n < 0) {
+        n = x->rank;
+        for (int i = 0; i < n; i++) perm[i] = n - 1 - i;
+    }
+    if (n != x->rank) return me_fail(c, "perm has %d values for rank %d", n, x->rank);
+    MeShape o = { .rank = n };
+    bool seen[ME_MAX_RANK] = { false };
+    for (int i = 0; i < n; i++) {
+        if (perm[i] < 0 || perm[i] >= n || seen[perm[i]]) return me_fail(c, "perm is not a permutation of 0..%d", n - 1);
+        seen[perm[i]] = true;
+        o.d[i] = x->d[perm[i]];
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static int infer_slice(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t st[ME_MAX_RANK], en[ME_MAX_RANK], ax[ME_MAX_RANK], sp[ME_MAX_RANK];
+    int n;
+    int rc;
+    if (me_in(c, 1)) {
+        const int64_t *v;
+        int64_t cnt, cnt2;
+        if ((rc = me_in_ints(c, 1, &v, &cnt)) < 0) return rc;
+        if (cnt > x->rank) return me_fail(c, "starts has %lld values for rank %d", (long long)cnt, x->rank);
+        memcpy(st, v, sizeof(int64_t) * (size_t)cnt);
+        if ((rc = me_in_ints(c, 2, &v, &cnt2)) < 0) return rc;
+        if (cnt2 != cnt) return me_fail(c, "starts and ends differ in length");
+        memcpy(en, v, sizeof(int64_t) * (size_t)cnt);
+        n = (int)cnt;
+        for (int i = 0; i < n; i++) { ax[i] = i; sp[i] = 1; }
+        if (me_in(c, 3)) {
+            if ((rc = me_in_ints(c, 3, &v, &cnt2)) < 0) return rc;
+            if (cnt2 != cnt) return me_fail(c, "axes has %lld values, starts %lld", (long long)cnt2, (long long)cnt);
+            memcpy(ax, v, sizeof(int64_t) * (size_t)cnt);
+        }
+        if (me_in(c, 4)) {
+            if ((rc = me_in_ints(c, 4, &v, &cnt2)) < 0) return rc;
+            if (cnt2 != cnt) return me_fail(c, "steps has %lld values, starts %lld", (long long)cnt2, (long long)cnt);
+            memcpy(sp, v, sizeof(int64_t) * (size_t)cnt);
+        }
+    } else {
+        n = me_attr_ints(c, "starts", st, ME_MAX_RANK);
+        int ne = me_attr_ints(c, "ends", en, ME_MAX_RANK);
+        if (c->d->code) return c->d->code;
+        if (n < 0 || ne != n) return me_fail(c, "needs starts and ends of equal length");
+        for (int i = 0; i < n; i++) { ax[i] = i; sp[i] = 1; }
+        int na = me_attr_ints(c, "axes", ax, ME_MAX_RANK);
+        if (c->d->code) return c->d->code;
+        if (na >= 0 && na != n) return me_fail(c, "axes and starts differ in length");
+    }
+    MeShape o = *x;
+    int64_t off[ME_MAX_RANK] = { 0 }, step[ME_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) step[i] = 1;
+    for (int i = 0; i < n; i++) {
+        int a;
+        if ((rc = me_axis(c, ax[i], x->rank, &a)) < 0) return rc;
+        int64_t dim = x->d[a], s = st[i], e = en[i], k = sp[i];
+        if (k == 0) return me_fail(c, "step is 0 on axis %d", a);
+        if (s < 0) s += dim;
+        if (e < 0 && e > INT64_MIN / 2) e += dim;
+        int64_t len;
+        if (k > 0) {
+            s = clamp64(s, 0, dim);
+            e = clamp64(e, 0, dim);
+            len = e > s ? (e - s + k - 1) / k : 0;
+        } else {
+            s = clamp64(s, -1, dim - 1);
+            e = clamp64(e, -1, dim - 1);
+            len = s > e ? (s - e + (-k) - 1) / (-k) : 0;
+        }
+        o.d[a] = len;
+        off[a] = s;
+        step[a] = k;
+    }
+    if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
+    if (x->rank != 1 || !me_in_has_val(c, 0) || !me_in(c, 0)->ival) return 0;
+    MeValue *d = me_in(c, 0);
+    int64_t vals[ME_MAX_RANK * 4];
+    if (o.d[0] > (int64_t)(sizeof(vals) / sizeof(vals[0]))) return 0;
+    for (int64_t i = 0; i < o.d[0]; i++) vals[i] = d->ival[off[0] + i * step[0]];
+    return me_value_set_ints(me_out(c, 0), vals, o.d[0]);
+}
+
+static int infer_cast(MeCtx *c)
+{
+    int64_t to = me_attr_i(c->n, "to", 0);
+    if (to <= 0 || to >= ME_DT_COUNT) return me_fail(c, "attribute 'to' is not a known type (%lld)", (long long)to);
+    int rc = me_set_out(c, 0, (MeDType)to, me_in_shape(c, 0));
+    if (rc < 0 || !me_in_has_val(c, 0)) return rc;
+    MeValue *v = me_in(c, 0), *o = me_out(c, 0);
+    if (me_dtype_is_float((MeDType)to)) {
+        if (v->fval) return me_value_set_floats(o, v->fval, v->nval);
+        double *f = me_malloc(sizeof(double) * (size_t)(v->nval ? v->nval : 1));
+        if (!f) return ME_ENOMEM;
+        for (int64_t i = 0; i < v->nval; i++) f[i] = (double)v->ival[i];
+        rc = me_value_set_floats(o, f, v->nval);
+        me_free(f);
+        return rc;
+    }
+    if (v->ival) return me_value_set_ints(o, v->ival, v->nval);
+    int64_t *iv = me_malloc(sizeof(int64_t) * (size_t)(v->nval ? v->nval : 1));
+    if (!iv) return ME_ENOMEM;
+    for (int64_t i = 0; i < v->nval; i++) iv[i] = to == ME_DT_BOOL ? v->fval[i] != 0 : (int64_t)v->fval[i];
+    rc = me_value_set_ints(o, iv, v->nval);
+    me_free(iv);
+    return rc;
+}
+
+static int infer_range(MeCtx *c)
+{
+    double a[1], b[1], d[1];
+    int n1, n2, n3, rc;
+    if ((rc = me_in_floats(c, 0, a, 1, &n1)) < 0 || (rc = me_in_floats(c, 1, b, 1, &n2)) < 0 || (rc = me_in_floats(c, 2, d, 1, &n3)) < 0)
+        return rc;
+    if (n1 != 1 || n2 != 1 || n3 != 1) return me_fail(c, "start, limit and delta must be scalars");
+    if (d[0] == 0) return me_fail(c, "delta is 0");
+    double cnt = (b[0] - a[0]) / d[0];
+    int64_t n = cnt <= 0 ? 0 : (int64_t)cnt + ((double)(int64_t)cnt < cnt);
+    if (n > ME_MAX_DIM) return me_fail(c, "range of %lld elements is absurd", (long long)n);
+    MeShape o = { .rank = 1, .d = { n } };
+    MeDType t = me_in(c, 0)->dtype;
+    if ((rc = me_set_out(c, 0, t, &o)) < 0) return rc;
+    if (me_dtype_is_float(t) || n > ME_MAX_FOLD) return 0;
+    int64_t *vals = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!vals) return ME_ENOMEM;
+    for (int64_t i = 0; i < n; i++) vals[i] = (int64_t)a[0] + i * (int64_t)d[0];
+    rc = me_value_set_ints(me_out(c, 0), vals, n);
+    me_free(vals);
+    return rc;
+}
+
+static int infer_expand(MeCtx *c)
+{
+    const int64_t *t;
+    int64_t n;
+    int rc = me_in_ints(c, 1, &t, &n);
+    if (rc < 0) return rc;
+    if (n > ME_MAX_RANK) return me_fail(c, "shape has %lld dims", (long long)n);
+    MeShape s = { .rank = (int)n }, o;
+    for (int i = 0; i < n; i++) {
+        if (t[i] < 0) return me_fail(c, "shape dim %d is %lld", i, (long long)t[i]);
+        s.d[i] = t[i];
+    }
+    if ((rc = me_broadcast(c, me_in_shape(c, 0), &s, &o)) < 0) return rc;
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static int infer_identity(MeCtx *c)
+{
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, me_in_shape(c, 0));
+    return rc < 0 ? rc : pass_vals(c);
+}
+
+static int infer_split(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int axis, rc = me_axis(c, me_attr_i(c->n, "axis", 0), x->rank, &axis);
+    if (rc < 0) return rc;
+    int nout = c->n->n_out;
+    int64_t sizes[256];
+    if (nout > 256) return me_fail(c, "more than 256 outputs");
+    int n = me_attr_ints(c, "split", sizes, 256);
+    if (c->d->code) return c->d->code;
+    if (n < 0 && me_in(c, 1)) {
+        const int64_t *v;
+        int64_t cnt;
+        if ((rc = me_in_ints(c, 1, &v, &cnt)) < 0) return rc;
+        if (cnt > 256) return me_fail(c, "split has too many values");
+        memcpy(sizes, v, sizeof(int64_t) * (size_t)cnt);
+        n = (int)cnt;
+    }
+    int64_t dim = x->d[axis];
+    if (n < 0) {
+        int64_t parts = me_attr_i(c->n, "num_outputs", nout);
+        if (parts < 1) return me_fail(c, "num_outputs must be positive");
+        int64_t chunk = (dim + parts - 1) / parts;
+        for (int i = 0; i < nout; i++) {
+            int64_t left = dim - chunk * i;
+            sizes[i] = left < 0 ? 0 : left < chunk ? left : chunk;
+        }
+        n = nout;
+    }
+    if (n != nout) return me_fail(c, "split has %d sizes for %d outputs", n, nout);
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0) return me_fail(c, "split size %d is negative", i);
+        sum += sizes[i];
+    }
+    if (sum != dim) return me_fail(c, "split sizes add up to %lld, the axis has %lld", (long long)sum, (long long)dim);
+    for (int i = 0; i < nout && rc >= 0; i++) {
+        MeShape o = *x;
+        o.d[axis] = sizes[i];
+        rc = me_set_out(c, i, me_in(c, 0)->dtype, &o);
+    }
+    return rc;
+}
+
+static int infer_tile(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    const int64_t *r;
+    int64_t n;
+    int rc = me_in_ints(c, 1, &r, &n);
+    if (rc < 0) return rc;
+    if (n != x->rank) return me_fail(c, "repeats has %lld values for rank %d", (long long)n, x->rank);
+    MeShape o = *x;
+    for (int i = 0; i < n; i++)
+        if (r[i] < 0 || !me_mul64(o.d[i], r[i], &o.d[i])) return me_fail(c, "repeats[%d]=%lld is not valid", i, (long long)r[i]);
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static int infer_pad(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t pads[2 * ME_MAX_RANK];
+    int n = me_attr_ints(c, "pads", pads, 2 * ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    int64_t axes[ME_MAX_RANK];
+    int na = -1;
+    if (n < 0) {
+        const int64_t *v;
+        int64_t cnt;
+        int rc = me_in_ints(c, 1, &v, &cnt);
+        if (rc < 0) return rc;
+        if (cnt > 2 * ME_MAX_RANK) return me_fail(c, "pads has %lld values", (long long)cnt);
+        memcpy(pads, v, sizeof(int64_t) * (size_t)cnt);
+        n = (int)cnt;
+        if (me_in(c, 3)) {
+            if ((rc = me_in_ints(c, 3, &v, &cnt)) < 0) return rc;
+            if (cnt > ME_MAX_RANK) return me_fail(c, "too many axes");
+            memcpy(axes, v, sizeof(int64_t) * (size_t)cnt);
+            na = (int)cnt;
+        }
+    }
+    if (na < 0) {
+        na = x->rank;
+        for (int i = 0; i < na; i++) axes[i] = i;
+    }
+    if (n != 2 * na) return me_fail(c, "pads has %d values for %d axes", n, na);
+    MeShape o = *x;
+    for (int i = 0; i < na; i++) {
+        int a, rc = me_axis(c, axes[i], x->rank, &a);
+        if (rc < 0) return rc;
+        int64_t d = o.d[a] + pads[i] + pads[i + na];
+        if (pads[i] > ME_MAX_DIM || pads[i + na] > ME_MAX_DIM || d < 0) return me_fail(c, "pads make axis %d size %lld", a, (long long)d);
+        o.d[a] = d;
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops = 0; }
+
+#define TENSOR_OP(sym, opname, ver, mi, xi, mo, xo, rl, klass, fn) \
+    const MeOpDesc sym = { .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = mo, .max_out = xo, \
+                           .roles = rl, .cls = klass, .infer = fn, .cost = cost_none }
+
+TENSOR_OP(me_op_shape, "Shape", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, infer_shape_op);
+TENSOR_OP(me_op_size, "Size", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, infer_size);
+TENSOR_OP(me_op_constant, "Constant", 1, 0, 0, 1, 1, "c", ME_C_SHAPE, infer_constant);
+TENSOR_OP(me_op_constant_of_shape, "ConstantOfShape", 1, 1, 1, 1, 1, "c", ME_C_MOVE, infer_constant_of_shape);
+TENSOR_OP(me_op_reshape, "Reshape", 5, 2, 2, 1, 1, "xc", ME_C_VIEW, infer_reshape);
+TENSOR_OP(me_op_flatten, "Flatten", 1, 1, 1, 1, 1, "x", ME_C_VIEW, infer_flatten);
+TENSOR_OP(me_op_squeeze, "Squeeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, infer_squeeze);
+TENSOR_OP(me_op_unsqueeze, "Unsqueeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, infer_unsqueeze);
+TENSOR_OP(me_op_identity, "Identity", 1, 1, 1, 1, 1, "x", ME_C_VIEW, infer_identity);
+TENSOR_OP(me_op_concat, "Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, infer_concat);
+TENSOR_OP(me_op_gather, "Gather", 1, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_gather);
+TENSOR_OP(me_op_transpose, "Transpose", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_transpose);
+TENSOR_OP(me_op_slice, "Slice", 1, 1, 5, 1, 1, "xc", ME_C_MOVE, infer_slice);
+TENSOR_OP(me_op_cast, "Cast", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_cast);
+TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, infer_range);
+TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_expand);
+TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, infer_split);
+TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_tile);
+TENSOR_OP(me_op_pad, "Pad", 1, 1, 4, 1, 1, "xcc", ME_C_MOVE, infer_pad);

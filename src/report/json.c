@@ -1,0 +1,113 @@
+/* JSON report, schema "memest-report" version 1 (doc/report-schema.md).
+ * Keys come out in a fixed order so the output is deterministic. */
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "report/report.h"
+
+static cJSON *shape_json(const MeValue *v)
+{
+    if (!v || !v->known) return cJSON_CreateNull();
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < v->shape.rank; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v->shape.d[i]));
+    return a;
+}
+
+/* Counts above 2^53 lose precision as JSON numbers: write those as strings. */
+static void add_u64(cJSON *o, const char *k, uint64_t v)
+{
+    if (v > (UINT64_C(1) << 53)) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+        cJSON_AddStringToObject(o, k, buf);
+    } else {
+        cJSON_AddNumberToObject(o, k, (double)v);
+    }
+}
+
+static const char *status_name(uint8_t s)
+{
+    switch (s) {
+    case ME_COST_OK: return "counted";
+    case ME_COST_UNCOUNTED: return "uncounted";
+    case ME_COST_UNKNOWN_OP: return "unknown_op";
+    default: return "unknown_shape";
+    }
+}
+
+static cJSON *op_counts_json(const MemestModel *m, MeCostStatus st)
+{
+    const char *ops[256];
+    int counts[256];
+    int k = me_op_counts(m, st, ops, counts, 256);
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; o && i < k; i++) cJSON_AddNumberToObject(o, ops[i], counts[i]);
+    return o;
+}
+
+int me_report_json(const MemestModel *m, FILE *f)
+{
+    const MeGraph *g = &m->g;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return ME_ENOMEM;
+    cJSON_AddStringToObject(root, "schema", "memest-report");
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddStringToObject(root, "memest", memest_version());
+    cJSON_AddStringToObject(root, "model", g->path);
+    cJSON_AddStringToObject(root, "convention", memest_convention_name(m->conv));
+    cJSON_AddNumberToObject(root, "opset", g->opset);
+    cJSON *ins = cJSON_AddArrayToObject(root, "inputs");
+    for (int i = 0; i < g->n_inputs; i++) {
+        const MeValue *v = &g->v[g->inputs[i]];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", v->name);
+        cJSON_AddStringToObject(o, "dtype", me_dtype_name(v->dtype));
+        cJSON_AddItemToObject(o, "shape", shape_json(v));
+        cJSON_AddItemToArray(ins, o);
+    }
+    cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+    for (int r = 0; r < m->n_rows; r++) {
+        MeRowView rv;
+        me_row_view(m, r, &rv);
+        const MeNode *n = rv.node;
+        const MeCost *c = rv.cost;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", n->module);
+        cJSON_AddStringToObject(o, "node", n->name);
+        cJSON_AddStringToObject(o, "op", n->op);
+        const MeValue *in = NULL;
+        for (int i = 0; i < n->n_in && !in; i++)
+            if (n->in[i] >= 0 && g->v[n->in[i]].kind != ME_V_INIT) in = &g->v[n->in[i]];
+        cJSON_AddItemToObject(o, "input_shape", shape_json(in));
+        cJSON_AddItemToObject(o, "output_shape", shape_json(n->n_out && n->out[0] >= 0 ? &g->v[n->out[0]] : NULL));
+        add_u64(o, "params", c->params);
+        add_u64(o, "output_bytes", c->out_bytes);
+        add_u64(o, m->conv == MEMEST_CONVENTION_TORCHSTAT ? "madd" : "macs", c->macs);
+        add_u64(o, "flops", c->flops);
+        add_u64(o, "mem_read", c->read);
+        add_u64(o, "mem_write", c->write);
+        cJSON_AddStringToObject(o, "status", status_name(c->status));
+        cJSON_AddItemToArray(layers, o);
+    }
+    const MemestTotals *t = &m->totals;
+    cJSON *tot = cJSON_AddObjectToObject(root, "totals");
+    add_u64(tot, "params", t->params);
+    add_u64(tot, "param_bytes", t->param_bytes);
+    add_u64(tot, "buffers", t->buffers);
+    add_u64(tot, m->conv == MEMEST_CONVENTION_TORCHSTAT ? "madd" : "macs", t->macs);
+    add_u64(tot, "flops", t->flops);
+    add_u64(tot, "mem_read", t->mem_read);
+    add_u64(tot, "mem_write", t->mem_write);
+    add_u64(tot, "output_bytes", t->output_bytes);
+    add_u64(tot, "seed_sum_bytes", t->seed_sum_bytes);
+    cJSON_AddNumberToObject(tot, "nodes", t->nodes);
+    cJSON_AddItemToObject(root, "unknown_ops", op_counts_json(m, ME_COST_UNKNOWN_OP));
+    cJSON_AddItemToObject(root, "uncounted_ops", op_counts_json(m, ME_COST_UNCOUNTED));
+    char *s = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!s) return ME_ENOMEM;
+    fputs(s, f);
+    fputc('\n', f);
+    cJSON_free(s);
+    return 0;
+}

@@ -1,0 +1,359 @@
+/* Table (torchstat-like), CSV and Markdown reports. */
+#include <string.h>
+
+#include "report/report.h"
+
+static void shape_text(const MemestModel *m, const MeValue *v, char *buf, size_t n)
+{
+    if (!v || !v->known) { snprintf(buf, n, "?"); return; }
+    if (m->conv == MEMEST_CONVENTION_TORCHSTAT) {
+        /* torchstat prints one sample, space-separated */
+        me_shape_str(&v->shape, buf, n, " ", v->shape.rank > 1 ? 1 : 0);
+        return;
+    }
+    me_shape_str(&v->shape, buf, n, "x", 0);
+    if (!v->shape.rank) snprintf(buf, n, "scalar");
+}
+
+void me_row_view(const MemestModel *m, int row, MeRowView *rv)
+{
+    memset(rv, 0, sizeof(*rv));
+    int ni = m->rows[row];
+    rv->node = &m->g.n[ni];
+    rv->cost = &m->cost[ni];
+    const MeNode *n = rv->node;
+    const MeValue *in = NULL;
+    for (int i = 0; i < n->n_in && !in; i++)
+        if (n->in[i] >= 0 && m->g.v[n->in[i]].kind != ME_V_INIT) in = &m->g.v[n->in[i]];
+    if (!in && n->n_in && n->in[0] >= 0) in = &m->g.v[n->in[0]];
+    shape_text(m, in, rv->in_shape, sizeof(rv->in_shape));
+    if (!n->n_in) snprintf(rv->in_shape, sizeof(rv->in_shape), "-");
+    shape_text(m, n->n_out && n->out[0] >= 0 ? &m->g.v[n->out[0]] : NULL, rv->out_shape, sizeof(rv->out_shape));
+    rv->rw = me_sadd(rv->cost->read, rv->cost->write);
+    rv->mark = rv->cost->status == ME_COST_UNCOUNTED ? '*' : rv->cost->status != ME_COST_OK ? '?' : ' ';
+}
+
+int me_op_counts(const MemestModel *m, MeCostStatus status, const char **ops, int *counts, int max)
+{
+    int k = 0;
+    int n = status == ME_COST_UNKNOWN_OP ? m->g.nn : m->n_rows;
+    for (int i = 0; i < n; i++) {
+        int ni = status == ME_COST_UNKNOWN_OP ? i : m->rows[i];
+        if (m->cost[ni].status != status) continue;
+        const char *op = m->g.n[ni].op;
+        int j = 0;
+        while (j < k && strcmp(ops[j], op)) j++;
+        if (j == k) {
+            if (k == max) continue;
+            ops[k] = op;
+            counts[k++] = 0;
+        }
+        counts[j]++;
+    }
+    return k;
+}
+
+/* 1234567 → "1,234,567" */
+static void thousands(uint64_t v, char *buf, size_t n)
+{
+    char tmp[32];
+    int len = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v), o = 0;
+    for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
+        if (i && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = 0;
+}
+
+/* 3.64G-style, the way torchstat prints its totals */
+static void scaled(double v, char *buf, size_t n, const char *unit)
+{
+    const char *p = "";
+    if (v >= 1e12) { v /= 1e12; p = "T"; }
+    else if (v >= 1e9) { v /= 1e9; p = "G"; }
+    else if (v >= 1e6) { v /= 1e6; p = "M"; }
+    else if (v >= 1e3) { v /= 1e3; p = "K"; }
+    snprintf(buf, n, "%.2f%s%s", v, p, unit);
+}
+
+enum { NCOL = 13 };
+
+/* One table line: index, name, [type], shapes, figures. */
+typedef struct Cells { char c[NCOL][128]; } Cells;
+
+static void row_cells(const MemestModel *m, const MeRowView *rv, int idx, Cells *c, bool ts)
+{
+    char a[40], b[40];
+    int k = 0;
+    snprintf(c->c[k++], 128, "%d", idx);
+    snprintf(c->c[k++], 128, "%.127s", rv->node->module);
+    if (!ts) snprintf(c->c[k++], 128, "%.127s", rv->node->op);
+    snprintf(c->c[k++], 128, "%s", rv->in_shape);
+    snprintf(c->c[k++], 128, "%s", rv->out_shape);
+    const MeCost *co = rv->cost;
+    bool known = co->status == ME_COST_OK || co->status == ME_COST_UNCOUNTED;
+    if (ts) {
+        /* torchstat's pandas formatting: floats with one decimal, MAdd and
+         * Flops with thousands separators */
+        snprintf(c->c[k++], 128, "%.1f", (double)co->params);
+        snprintf(c->c[k++], 128, "%.2f", (double)co->out_bytes / (1024.0 * 1024.0));
+        thousands(co->macs, a, sizeof(a));
+        thousands(co->flops, b, sizeof(b));
+        snprintf(c->c[k++], 128, "%s.0%c", a, rv->mark);
+        snprintf(c->c[k++], 128, "%s.0%c", b, rv->mark);
+        snprintf(c->c[k++], 128, "%.1f", (double)co->read);
+        snprintf(c->c[k++], 128, "%.1f", (double)co->write);
+        snprintf(c->c[k++], 128, "-");
+        snprintf(c->c[k++], 128, "%.1f", (double)rv->rw);
+        return;
+    }
+    thousands(co->params, c->c[k++], 128);
+    snprintf(c->c[k++], 128, "%.2f", (double)co->out_bytes / (1024.0 * 1024.0));
+    if (!known) {
+        for (int i = 0; i < 4; i++) snprintf(c->c[k++], 128, "?");
+        snprintf(c->c[k++], 128, "-");
+        snprintf(c->c[k++], 128, "?");
+        return;
+    }
+    thousands(co->macs, c->c[k++], 128);
+    thousands(co->flops, c->c[k++], 128);
+    thousands(co->read, c->c[k++], 128);
+    thousands(co->write, c->c[k++], 128);
+    snprintf(c->c[k++], 128, "-");
+    thousands(rv->rw, c->c[k++], 128);
+}
+
+static const char *const head_default[NCOL] = { "", "module name", "type", "input shape", "output shape", "params",
+    "memory(MB)", "MACs", "FLOPs", "MemRead(B)", "MemWrite(B)", "duration[%]", "MemR+W(B)" };
+/* torchstat's own columns, without the type */
+static const char *const head_ts[NCOL - 1] = { "", "module name", "input shape", "output shape", "params", "memory(MB)",
+    "MAdd", "Flops", "MemRead(B)", "MemWrite(B)", "duration[%]", "MemR+W(B)" };
+
+static int ncols(bool ts) { return ts ? NCOL - 1 : NCOL; }
+static const char *heading(bool ts, int i) { return ts ? head_ts[i] : head_default[i]; }
+
+static void totals_cells(const MemestModel *m, Cells *c, bool ts)
+{
+    const MemestTotals *t = &m->totals;
+    memset(c, 0, sizeof(*c));
+    int k = 0;
+    snprintf(c->c[k++], 128, "total");
+    k += ts ? 3 : 4;
+    if (ts) {
+        uint64_t p = 0;
+        for (int r = 0; r < m->n_rows; r++) p += m->cost[m->rows[r]].params;
+        snprintf(c->c[k++], 128, "%.1f", (double)p);
+        snprintf(c->c[k++], 128, "%.2f", (double)t->output_bytes / (1024.0 * 1024.0));
+        char a[40];
+        thousands(t->macs, a, sizeof(a));
+        snprintf(c->c[k++], 128, "%s.0", a);
+        thousands(t->flops, a, sizeof(a));
+        snprintf(c->c[k++], 128, "%s.0", a);
+        snprintf(c->c[k++], 128, "%.1f", (double)t->mem_read);
+        snprintf(c->c[k++], 128, "%.1f", (double)t->mem_write);
+        snprintf(c->c[k++], 128, "-");
+        snprintf(c->c[k++], 128, "%.1f", (double)(t->mem_read + t->mem_write));
+        return;
+    }
+    thousands(t->params, c->c[k++], 128);
+    snprintf(c->c[k++], 128, "%.2f", (double)t->output_bytes / (1024.0 * 1024.0));
+    thousands(t->macs, c->c[k++], 128);
+    thousands(t->flops, c->c[k++], 128);
+    thousands(t->mem_read, c->c[k++], 128);
+    thousands(t->mem_write, c->c[k++], 128);
+    snprintf(c->c[k++], 128, "-");
+    thousands(me_sadd(t->mem_read, t->mem_write), c->c[k++], 64);
+}
+
+static void fill_row(const MemestModel *m, int r, Cells *out, bool ts)
+{
+    MeRowView rv;
+    me_row_view(m, r, &rv);
+    memset(out, 0, sizeof(*out));
+    row_cells(m, &rv, r, out, ts);
+}
+
+static void print_lists(const MemestModel *m, FILE *f)
+{
+    const char *ops[64];
+    int counts[64];
+    int k = me_op_counts(m, ME_COST_UNKNOWN_OP, ops, counts, 64);
+    if (k) {
+        fprintf(f, "Unknown ops (no shape inference, no cost; --strict makes this an error):");
+        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", ops[i], counts[i]);
+        fprintf(f, "\n");
+    }
+    k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 64);
+    if (k) {
+        fprintf(f, "* not counted by %s (its totals leave these out; the rows show memest's own figures):", memest_convention_name(m->conv));
+        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", ops[i], counts[i]);
+        fprintf(f, "\n");
+    }
+    k = me_op_counts(m, ME_COST_NO_SHAPE, ops, counts, 64);
+    if (k) {
+        fprintf(f, "? shapes unknown below an unknown op:");
+        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", ops[i], counts[i]);
+        fprintf(f, "\n");
+    }
+}
+
+static int report_table(const MemestModel *m, FILE *f)
+{
+    bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
+    int nc = ncols(ts);
+    Cells tot;
+    int w[NCOL] = { 0 };
+    for (int i = 0; i < nc; i++) w[i] = (int)strlen(heading(ts, i));
+    Cells *cells = me_malloc(sizeof(Cells) * (size_t)(m->n_rows ? m->n_rows : 1));
+    if (!cells) return ME_ENOMEM;
+    for (int r = 0; r < m->n_rows; r++) {
+        fill_row(m, r, &cells[r], ts);
+        for (int i = 0; i < nc; i++) {
+            int l = (int)strlen(cells[r].c[i]);
+            if (l > w[i]) w[i] = l;
+        }
+    }
+    totals_cells(m, &tot, ts);
+    for (int i = 0; i < nc; i++) {
+        int l = (int)strlen(tot.c[i]);
+        if (l > w[i]) w[i] = l;
+    }
+    int total_w = 0;
+    for (int i = 0; i < nc; i++) {
+        fprintf(f, "%s%*s", i ? "  " : "", w[i], heading(ts, i));
+        total_w += w[i] + (i ? 2 : 0);
+    }
+    fprintf(f, "\n");
+    for (int r = 0; r < m->n_rows; r++) {
+        for (int i = 0; i < nc; i++) fprintf(f, "%s%*s", i ? "  " : "", w[i], cells[r].c[i]);
+        fprintf(f, "\n");
+    }
+    for (int i = 0; i < nc; i++) fprintf(f, i == 0 ? "%-*s" : "  %*s", w[i], tot.c[i]);
+    fprintf(f, "\n");
+    me_free(cells);
+    for (int i = 0; i < total_w; i++) fputc('=', f);
+    fputc('\n', f);
+
+    const MemestTotals *t = &m->totals;
+    char a[40], b[40];
+    if (ts) {
+        uint64_t p = 0;
+        for (int r = 0; r < m->n_rows; r++) p += m->cost[m->rows[r]].params;
+        thousands(p, a, sizeof(a));
+        fprintf(f, "Total params: %s\n", a);
+        for (int i = 0; i < total_w; i++) fputc('-', f);
+        fputc('\n', f);
+        fprintf(f, "Total memory: %.2fMB\n", (double)t->output_bytes / (1024.0 * 1024.0));
+        scaled((double)t->macs, a, sizeof(a), "MAdd");
+        fprintf(f, "Total MAdd: %s\n", a);
+        scaled((double)t->flops, a, sizeof(a), "Flops");
+        fprintf(f, "Total Flops: %s\n", a);
+        fprintf(f, "Total MemR+W: %.2fMB\n", (double)(t->mem_read + t->mem_write) / (1024.0 * 1024.0));
+        fprintf(f, "(convention torchstat: one sample, as torchstat forces batch 1; MB = 2^20 bytes)\n");
+        print_lists(m, f);
+        return 0;
+    }
+    int64_t batch = m->g.n_inputs ? m->g.v[m->g.inputs[0]].shape.d[0] : 1;
+    thousands(t->params, a, sizeof(a));
+    fprintf(f, "Total params: %s (%.2f MiB)", a, (double)t->param_bytes / (1024.0 * 1024.0));
+    if (t->buffers) {
+        thousands(t->buffers, b, sizeof(b));
+        fprintf(f, ", buffers: %s", b);
+    }
+    fprintf(f, "\n");
+    thousands(t->macs, a, sizeof(a));
+    scaled((double)t->macs, b, sizeof(b), "");
+    fprintf(f, "Total MACs: %s (%s)\n", a, b);
+    thousands(t->flops, a, sizeof(a));
+    scaled((double)t->flops, b, sizeof(b), "");
+    fprintf(f, "Total FLOPs: %s (%s)\n", a, b);
+    fprintf(f, "Total memory (sum of layer outputs): %.2f MiB\n", (double)t->output_bytes / (1024.0 * 1024.0));
+    fprintf(f, "Total MemR+W: %.2f MiB\n", (double)me_sadd(t->mem_read, t->mem_write) / (1024.0 * 1024.0));
+    fprintf(f, "Seed view (every layer output summed, in-place layers skipped): %.4f MB forward, %.4f MB with backward (x2); MB = 10^6 bytes\n",
+            (double)t->seed_sum_bytes / 1e6, 2.0 * (double)t->seed_sum_bytes / 1e6);
+    fprintf(f, "(batch %lld, convention default: MACs of contractions, FLOPs = 2 x MACs + other arithmetic; doc/conventions.md)\n",
+            (long long)batch);
+    print_lists(m, f);
+    return 0;
+}
+
+static void csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\n")) { fputs(s, f); return; }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static int report_csv(const MemestModel *m, FILE *f, bool markdown)
+{
+    static const char *const cols[] = { "module", "type", "input_shape", "output_shape", "params", "output_bytes",
+        "macs", "flops", "mem_read", "mem_write", "mem_rw", "counted" };
+    int nc = (int)(sizeof(cols) / sizeof(cols[0]));
+    bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
+    for (int i = 0; i < nc; i++) {
+        const char *h = cols[i];
+        if (ts && i == 6) h = "madd";
+        fprintf(f, markdown ? "| %s " : "%s%s", markdown ? h : (i ? "," : ""), markdown ? "" : h);
+    }
+    fprintf(f, markdown ? "|\n" : "\n");
+    if (markdown) {
+        for (int i = 0; i < nc; i++) fprintf(f, i >= 4 && i < 11 ? "|---:" : "|---");
+        fprintf(f, "|\n");
+    }
+    for (int r = 0; r < m->n_rows; r++) {
+        MeRowView rv;
+        me_row_view(m, r, &rv);
+        const MeCost *c = rv.cost;
+        const char *counted = c->status == ME_COST_OK ? "yes" : c->status == ME_COST_UNCOUNTED ? "uncounted" : "unknown";
+        char num[7][32];
+        uint64_t vals[7] = { c->params, c->out_bytes, c->macs, c->flops, c->read, c->write, rv.rw };
+        for (int i = 0; i < 7; i++) snprintf(num[i], 32, "%llu", (unsigned long long)vals[i]);
+        const char *cells[12] = { rv.node->module, rv.node->op, rv.in_shape, rv.out_shape, num[0], num[1], num[2],
+                                  num[3], num[4], num[5], num[6], counted };
+        for (int i = 0; i < nc; i++) {
+            if (markdown) {
+                fprintf(f, "| ");
+                for (const char *s = cells[i]; *s; s++) {
+                    if (*s == '|') fputc('\\', f);
+                    fputc(*s, f);
+                }
+                fputc(' ', f);
+            } else {
+                if (i) fputc(',', f);
+                csv_field(f, cells[i]);
+            }
+        }
+        fprintf(f, markdown ? "|\n" : "\n");
+    }
+    if (markdown) {
+        const MemestTotals *t = &m->totals;
+        fprintf(f, "\n**Totals** (convention %s): params %llu, MACs%s %llu, FLOPs %llu, MemR+W %llu bytes\n",
+                memest_convention_name(m->conv), (unsigned long long)t->params, ts ? " (MAdd)" : "",
+                (unsigned long long)t->macs, (unsigned long long)t->flops, (unsigned long long)(t->mem_read + t->mem_write));
+    }
+    return 0;
+}
+
+int memest_format_from_name(const char *name)
+{
+    static const char *const names[] = { "table", "json", "csv", "markdown" };
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(names[i], name)) return i;
+    return -1;
+}
+
+int memest_report(const MemestModel *m, MemestFormat fmt, FILE *f)
+{
+    if (!m || !m->analyzed) return ME_EINVAL;
+    switch (fmt) {
+    case MEMEST_FORMAT_TABLE: return report_table(m, f);
+    case MEMEST_FORMAT_JSON: return me_report_json(m, f);
+    case MEMEST_FORMAT_CSV: return report_csv(m, f, false);
+    case MEMEST_FORMAT_MARKDOWN: return report_csv(m, f, true);
+    default: return ME_EINVAL;
+    }
+}

@@ -1,0 +1,250 @@
+/* Shape inference driver and the helpers op hooks use. Ops that compute
+ * shapes (Shape, Gather, Concat, arithmetic on small int64 tensors) also fill
+ * in their outputs' contents, so a Reshape downstream sees a known target:
+ * that is the partial evaluation torch-exported graphs need. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+int me_fail(const MeCtx *c, const char *fmt, ...)
+{
+    char msg[640];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return me_error(c->d, ME_EINVAL, "%s: node '%s' (%s): %s", c->g->path, c->n->name, c->n->op, msg);
+}
+
+MeValue *me_in(const MeCtx *c, int i)
+{
+    if (i < 0 || i >= c->n->n_in || c->n->in[i] < 0) return NULL;
+    return &c->g->v[c->n->in[i]];
+}
+
+const MeShape *me_in_shape(const MeCtx *c, int i)
+{
+    MeValue *v = me_in(c, i);
+    return v && v->known ? &v->shape : NULL;
+}
+
+MeValue *me_out(const MeCtx *c, int k)
+{
+    if (k < 0 || k >= c->n->n_out || c->n->out[k] < 0) return NULL;
+    return &c->g->v[c->n->out[k]];
+}
+
+int me_check_shape(const MeCtx *c, const MeShape *s)
+{
+    if (s->rank < 0 || s->rank > ME_MAX_RANK)
+        return me_fail(c, "rank %d is outside 0..%d", s->rank, ME_MAX_RANK);
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] < 0 || s->d[i] > ME_MAX_DIM)
+            return me_fail(c, "dimension %d would be %lld", i, (long long)s->d[i]);
+    if (me_shape_numel(s) < 0)
+        return me_fail(c, "output has more elements than 64 bits can count");
+    return 0;
+}
+
+int me_set_out(const MeCtx *c, int k, MeDType t, const MeShape *s)
+{
+    MeValue *v = me_out(c, k);
+    if (!v) return 0; /* optional output not requested */
+    int rc = me_check_shape(c, s);
+    if (rc < 0) return rc;
+    v->dtype = t;
+    v->shape = *s;
+    v->known = true;
+    return 0;
+}
+
+int64_t me_numel_in(const MeCtx *c, int i)
+{
+    const MeShape *s = me_in_shape(c, i);
+    return s ? me_shape_numel(s) : 0;
+}
+
+int64_t me_numel_out(const MeCtx *c, int k)
+{
+    MeValue *v = me_out(c, k);
+    return v && v->known ? me_shape_numel(&v->shape) : 0;
+}
+
+int64_t me_attr_i(const MeNode *n, const char *name, int64_t def)
+{
+    const MeAttr *a = me_node_attr(n, name);
+    return a && a->type == ME_A_INT ? a->i : def;
+}
+
+double me_attr_f(const MeNode *n, const char *name, double def)
+{
+    const MeAttr *a = me_node_attr(n, name);
+    if (!a) return def;
+    return a->type == ME_A_FLOAT ? a->f : a->type == ME_A_INT ? (double)a->i : def;
+}
+
+const char *me_attr_s(const MeNode *n, const char *name, const char *def)
+{
+    const MeAttr *a = me_node_attr(n, name);
+    return a && a->type == ME_A_STRING ? a->s : def;
+}
+
+int me_attr_ints(const MeCtx *c, const char *name, int64_t *out, int max)
+{
+    const MeAttr *a = me_node_attr(c->n, name);
+    if (!a) return -1;
+    if (a->type != ME_A_INTS && a->type != ME_A_INT)
+        return me_fail(c, "attribute '%s' should be a list of integers", name);
+    if (a->type == ME_A_INT) {
+        out[0] = a->i;
+        return 1;
+    }
+    if (a->n > max) return me_fail(c, "attribute '%s' has %d values, at most %d make sense", name, a->n, max);
+    memcpy(out, a->ints, sizeof(int64_t) * (size_t)a->n);
+    return a->n;
+}
+
+static int materialize(const MeCtx *c, MeValue *v)
+{
+    if (v->has_val || !v->materialize) return 0;
+    int vi = (int)(v - c->g->v);
+    int rc = v->materialize(c->g, vi, c->d);
+    v = &c->g->v[vi];
+    v->materialize = NULL;
+    return rc;
+}
+
+bool me_in_has_val(const MeCtx *c, int i)
+{
+    MeValue *v = me_in(c, i);
+    if (!v) return false;
+    if (!v->has_val && v->materialize && materialize(c, v) < 0) return false;
+    return v->has_val;
+}
+
+int me_in_ints(const MeCtx *c, int i, const int64_t **vals, int64_t *n)
+{
+    MeValue *v = me_in(c, i);
+    if (!v) return me_fail(c, "input %d is required", i);
+    int rc = materialize(c, v);
+    if (rc < 0) return rc;
+    if (!v->has_val) {
+        if (v->data_external)
+            return me_fail(c, "input %d '%s' must be known to compute shapes, but its data is in an external file", i, v->name);
+        return me_fail(c, "input %d '%s' must be a constant (or computable from shapes) to infer the output shape", i, v->name);
+    }
+    if (!v->ival) {
+        /* float contents: convert (e.g. a float shape tensor) */
+        int64_t *tmp = me_malloc(sizeof(int64_t) * (size_t)(v->nval ? v->nval : 1));
+        if (!tmp) return ME_ENOMEM;
+        for (int64_t k = 0; k < v->nval; k++) tmp[k] = (int64_t)v->fval[k];
+        rc = me_value_set_ints(v, tmp, v->nval);
+        me_free(tmp);
+        if (rc < 0) return rc;
+    }
+    *vals = v->ival;
+    *n = v->nval;
+    return 0;
+}
+
+int me_in_floats(const MeCtx *c, int i, double *out, int max, int *n)
+{
+    MeValue *v = me_in(c, i);
+    *n = 0;
+    if (!v) return 0;
+    int rc = materialize(c, v);
+    if (rc < 0) return rc;
+    if (!v->has_val) return me_fail(c, "input %d '%s' must be a constant", i, v->name);
+    if (v->nval > max) return me_fail(c, "input %d '%s' has %lld values, expected at most %d", i, v->name, (long long)v->nval, max);
+    for (int64_t k = 0; k < v->nval; k++) out[k] = v->fval ? v->fval[k] : (double)v->ival[k];
+    *n = (int)v->nval;
+    return 0;
+}
+
+int me_axis(const MeCtx *c, int64_t axis, int rank, int *out)
+{
+    if (axis < -rank || axis >= (rank ? rank : 1))
+        return me_fail(c, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return 0;
+}
+
+int me_broadcast(const MeCtx *c, const MeShape *a, const MeShape *b, MeShape *out)
+{
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    MeShape s = { .rank = r };
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - a->rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char sa[128], sb[128];
+            me_shape_str(a, sa, sizeof(sa), "x", 0);
+            me_shape_str(b, sb, sizeof(sb), "x", 0);
+            return me_fail(c, "shapes %s and %s do not broadcast", sa, sb);
+        }
+        s.d[i] = da == 1 ? db : da;
+    }
+    *out = s;
+    return 0;
+}
+
+/* Which stored tensors are parameters follows from the slots that use them. */
+static void assign_roles(MeGraph *g)
+{
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0) continue;
+            MeValue *v = &g->v[n->in[k]];
+            if (v->kind != ME_V_INIT) continue;
+            char r = 'x';
+            if (n->desc) {
+                size_t len = strlen(n->desc->roles);
+                r = len ? n->desc->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
+            }
+            MeRole role = ME_R_CONST;
+            if (me_dtype_is_float(v->dtype) && (r == 'w' || r == 'x')) role = ME_R_PARAM;
+            else if (r == 'b') role = ME_R_BUFFER;
+            if (role == ME_R_PARAM || (role == ME_R_BUFFER && v->role != ME_R_PARAM) || v->role == ME_R_NONE)
+                v->role = role;
+        }
+    }
+}
+
+int me_infer_shapes(MeGraph *g, MeDiag *d)
+{
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        n->desc = me_op_find(n->op, n->domain, g->opset);
+    }
+    assign_roles(g);
+    for (int oi = 0; oi < g->nn; oi++) {
+        MeNode *n = &g->n[g->order[oi]];
+        MeCtx c = { .g = g, .d = d, .n = n };
+        const MeOpDesc *desc = n->desc;
+        if (!desc) continue; /* unknown op: outputs keep what the file said */
+        int n_in = n->n_in;
+        while (n_in > 0 && n->in[n_in - 1] < 0) n_in--;
+        if (n_in < desc->min_in || (desc->max_in != ME_VARIADIC && n_in > desc->max_in))
+            return me_fail(&c, "has %d inputs, expected %d..%d", n_in, desc->min_in, desc->max_in);
+        if (n->n_out < desc->min_out || (desc->max_out != ME_VARIADIC && n->n_out > desc->max_out))
+            return me_fail(&c, "has %d outputs, expected %d..%d", n->n_out, desc->min_out, desc->max_out);
+        bool ready = true;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !g->v[n->in[k]].known) ready = false;
+        if (!ready) {
+            /* An upstream unknown op: this node's outputs stay unknown. */
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] >= 0 && g->v[n->out[k]].producer >= 0) g->v[n->out[k]].known = false;
+            continue;
+        }
+        int rc = desc->infer(&c);
+        if (rc < 0) return rc;
+        for (int k = 0; k < n->n_out; k++) {
+            MeValue *v = me_out(&c, k);
+            if (v && v->has_val) v->kind = ME_V_CONST;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,141 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Allocation goes through hooks so tests can make any allocation fail. */
+static MemestAllocator g_alloc;
+
+void memest_set_allocator(const MemestAllocator *a)
+{
+    if (a)
+        g_alloc = *a;
+    else
+        memset(&g_alloc, 0, sizeof(g_alloc));
+}
+
+void *me_malloc(size_t size)
+{
+    if (!size) size = 1;
+    return g_alloc.malloc_fn ? g_alloc.malloc_fn(g_alloc.opaque, size) : malloc(size);
+}
+
+void *me_realloc(void *p, size_t size)
+{
+    if (!size) size = 1;
+    return g_alloc.realloc_fn ? g_alloc.realloc_fn(g_alloc.opaque, p, size) : realloc(p, size);
+}
+
+void me_free(void *p)
+{
+    if (!p) return;
+    if (g_alloc.free_fn) g_alloc.free_fn(g_alloc.opaque, p);
+    else free(p);
+}
+
+void *me_calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) return NULL;
+    void *p = me_malloc(total);
+    if (p) memset(p, 0, total);
+    return p;
+}
+
+char *me_strndup(const char *s, size_t n)
+{
+    char *r = me_malloc(n + 1);
+    if (!r) return NULL;
+    memcpy(r, s, n);
+    r[n] = 0;
+    return r;
+}
+
+char *me_strdup(const char *s)
+{
+    return me_strndup(s, strlen(s));
+}
+
+int me_grow(void *arr, int *cap, int need, size_t elsz)
+{
+    void **pa = arr;
+    if (need <= *cap) return 0;
+    if (need > (1 << 30)) return ME_ENOMEM;
+    int ncap = *cap ? *cap : 8;
+    while (ncap < need) ncap *= 2;
+    void *p = me_realloc(*pa, (size_t)ncap * elsz);
+    if (!p) return ME_ENOMEM;
+    memset((char *)p + (size_t)*cap * elsz, 0, (size_t)(ncap - *cap) * elsz);
+    *pa = p;
+    *cap = ncap;
+    return 0;
+}
+
+int me_error(MeDiag *d, int code, const char *fmt, ...)
+{
+    if (d && !d->code) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
+        va_end(ap);
+        d->code = code;
+    }
+    return code;
+}
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+int me_strmap_put(MeStrMap *m, const char *key, int val)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        uint32_t ncap = m->cap ? m->cap * 2 : 64;
+        const char **nk = me_calloc(ncap, sizeof(*nk));
+        int *nv = me_calloc(ncap, sizeof(*nv));
+        if (!nk || !nv) { me_free(nk); me_free(nv); return ME_ENOMEM; }
+        for (uint32_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            uint32_t j = hash_str(m->keys[i]) & (ncap - 1);
+            while (nk[j]) j = (j + 1) & (ncap - 1);
+            nk[j] = m->keys[i];
+            nv[j] = m->vals[i];
+        }
+        me_free(m->keys);
+        me_free(m->vals);
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = ncap;
+    }
+    uint32_t j = hash_str(key) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (!strcmp(m->keys[j], key)) { m->vals[j] = val; return 0; }
+        j = (j + 1) & (m->cap - 1);
+    }
+    m->keys[j] = key;
+    m->vals[j] = val;
+    m->count++;
+    return 0;
+}
+
+int me_strmap_get(const MeStrMap *m, const char *key)
+{
+    if (!m->cap) return -1;
+    uint32_t j = hash_str(key) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (!strcmp(m->keys[j], key)) return m->vals[j];
+        j = (j + 1) & (m->cap - 1);
+    }
+    return -1;
+}
+
+void me_strmap_free(MeStrMap *m)
+{
+    me_free(m->keys);
+    me_free(m->vals);
+    memset(m, 0, sizeof(*m));
+}

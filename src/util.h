@@ -1,0 +1,66 @@
+/* Small shared helpers: allocation through replaceable hooks, overflow-checked
+ * 64-bit arithmetic, diagnostics and a string → int map. */
+#ifndef MEMEST_UTIL_H
+#define MEMEST_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memest/memest.h"
+
+/* Error codes used everywhere inside the library (negative errno style). */
+enum {
+    ME_OK = 0,
+    ME_EINVAL = -22,       /* bad input: file, shape, attribute, option */
+    ME_ENOMEM = -12,
+    ME_EIO = -5,
+    ME_EUNSUPPORTED = -95, /* an op the registry does not know (strict mode) */
+};
+
+void *me_malloc(size_t size);
+void *me_calloc(size_t n, size_t size);
+void *me_realloc(void *p, size_t size);
+void me_free(void *p);
+char *me_strdup(const char *s);
+char *me_strndup(const char *s, size_t n);
+/* Grows *arr (of *cap elements of size elsz) to hold at least need elements. */
+int me_grow(void *arr, int *cap, int need, size_t elsz);
+
+/* Overflow-checked arithmetic: return false when the result does not fit. */
+static inline bool me_mul64(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static inline bool me_add64(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+static inline bool me_umul64(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+/* Saturating unsigned add/mul for cost counters: a count that overflows 2^64
+ * is reported as UINT64_MAX rather than wrapping. */
+static inline uint64_t me_sadd(uint64_t a, uint64_t b) { uint64_t r; return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r; }
+static inline uint64_t me_smul(uint64_t a, uint64_t b) { uint64_t r; return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r; }
+
+/* Diagnostics: the library never prints; the first error is kept here. */
+typedef struct MeDiag {
+    char msg[1024];
+    int code;
+} MeDiag;
+
+#ifdef __GNUC__
+#define ME_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define ME_PRINTF(a, b)
+#endif
+
+/* Records an error (only the first one sticks) and returns code. */
+int me_error(MeDiag *d, int code, const char *fmt, ...) ME_PRINTF(3, 4);
+
+/* Open-addressing map from string to int; keys are borrowed, not copied. */
+typedef struct MeStrMap {
+    const char **keys;
+    int *vals;
+    uint32_t cap, count;
+} MeStrMap;
+
+int me_strmap_put(MeStrMap *m, const char *key, int val); /* replaces */
+int me_strmap_get(const MeStrMap *m, const char *key);    /* -1 if absent */
+void me_strmap_free(MeStrMap *m);
+
+#endif
