@@ -68,6 +68,7 @@ typedef struct MeValue {
     int producer;        /* node index, -1 for inputs and stored tensors */
     int n_uses;
     char **sym;          /* graph inputs: symbolic dim names (NULL entries) */
+    bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     /* Known contents (constants, folded shapes), as int64 or double. */
     bool has_val;
     int64_t nval;

@@ -36,7 +36,7 @@ static int bind_dim(MeGraph *g, MeValue *v, int k, int64_t val, Binding *b, int 
 {
     int64_t cur = v->shape.d[k];
     const char *sym = v->sym ? v->sym[k] : NULL;
-    if (cur >= 0 && !sym) {
+    if (cur >= 0 && !sym && !v->dims_default) {
         if (cur != val)
             return me_error(d, ME_EINVAL, "%s: %s: input '%s' dim %d is %lld in the model, not %lld",
                             g->path, what, v->name, k, (long long)cur, (long long)val);

@@ -456,6 +456,7 @@ static int load_inputs(JCtx *j, const cJSON *root)
         v->sym = me_calloc(ME_MAX_RANK, sizeof(char *));
         if (!v->sym || !(v->sym[0] = me_strdup("batch"))) return ME_ENOMEM;
         v->shape.d[0] = -1; /* the batch, bound later */
+        v->dims_default = true;
         int i = 1;
         for (const cJSON *s = shape->child; s; s = s->next, i++) {
             if (!is_int(s) || s->valuedouble < 0 || s->valuedouble > (double)ME_MAX_DIM)

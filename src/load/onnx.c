@@ -383,8 +383,10 @@ static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
 }
 
 /* torch.onnx (>= 1.13) names nodes after their module scope,
- * "/layer1/layer1.0/conv1/Conv": the dotted module path is rebuilt from the
- * scope segments ("layer1.0" already repeats its parent "layer1"). */
+ * "/layer1/layer1.0/conv1/Conv" or "/features/features.1/conv/conv.0/conv.0.0/Conv":
+ * a segment that starts with the previous segment plus '.' names a child of
+ * that container ("layer1.0" = layer1[0]); others are attribute names. The
+ * last segment is the op (Conv, Relu_1) and is dropped. */
 static char *module_name(const char *name, const char *op)
 {
     if (name[0] != '/' || !strchr(name + 1, '/')) return me_strdup(*name ? name : op);
@@ -392,19 +394,23 @@ static char *module_name(const char *name, const char *op)
     char *out = me_malloc(len + 1);
     if (!out) return NULL;
     out[0] = 0;
-    const char *seg = name + 1;
+    const char *seg = name + 1, *prev = NULL;
+    size_t prev_len = 0;
     for (;;) {
         const char *slash = strchr(seg, '/');
-        if (!slash) break; /* last segment is the op (Conv, Relu_1): dropped */
-        size_t sl = (size_t)(slash - seg), ol = strlen(out);
+        if (!slash) break;
+        size_t sl = (size_t)(slash - seg);
         if (sl) {
-            if (ol && sl > ol && !strncmp(seg, out, ol) && seg[ol] == '.') {
-                memcpy(out, seg, sl);
-                out[sl] = 0;
-            } else {
-                if (ol) strcat(out, ".");
-                strncat(out, seg, sl);
+            const char *add = seg;
+            size_t add_len = sl;
+            if (prev && sl > prev_len + 1 && !strncmp(seg, prev, prev_len) && seg[prev_len] == '.') {
+                add = seg + prev_len + 1;
+                add_len = sl - prev_len - 1;
             }
+            if (out[0]) strcat(out, ".");
+            strncat(out, add, add_len);
+            prev = seg;
+            prev_len = sl;
         }
         seg = slash + 1;
     }

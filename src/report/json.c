@@ -80,6 +80,15 @@ int me_report_json(const MemestModel *m, FILE *f)
             if (n->in[i] >= 0 && g->v[n->in[i]].kind != ME_V_INIT) in = &g->v[n->in[i]];
         cJSON_AddItemToObject(o, "input_shape", shape_json(in));
         cJSON_AddItemToObject(o, "output_shape", shape_json(n->n_out && n->out[0] >= 0 ? &g->v[n->out[0]] : NULL));
+        cJSON *outs = cJSON_AddArrayToObject(o, "outputs");
+        for (int k = 0; k < n->n_out; k++) {
+            if (n->out[k] < 0) continue;
+            cJSON *ov = cJSON_CreateObject();
+            cJSON_AddStringToObject(ov, "name", g->v[n->out[k]].name);
+            cJSON_AddStringToObject(ov, "dtype", me_dtype_name(g->v[n->out[k]].dtype));
+            cJSON_AddItemToObject(ov, "shape", shape_json(&g->v[n->out[k]]));
+            cJSON_AddItemToArray(outs, ov);
+        }
         add_u64(o, "params", c->params);
         add_u64(o, "output_bytes", c->out_bytes);
         add_u64(o, m->conv == MEMEST_CONVENTION_TORCHSTAT ? "madd" : "macs", c->macs);

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the memest command against truth files.
+
+usage: test_cli.py MEMEST SOURCE_ROOT CASE [ARG]
+
+Truth comes from PyTorch (golden/truth/*.json, made by tests/zoo/*.py) or
+from the seed documents (golden/torchstat_resnet18_seed.txt); never from
+memest. Stdlib only, so CI needs no torch.
+"""
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_craft as oc  # noqa: E402
+
+MEMEST, ROOT, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+ARG = sys.argv[4] if len(sys.argv) > 4 else None
+failures = []
+
+
+def run(*args):
+    p = subprocess.run([MEMEST, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_json(*args):
+    rc, out, err = run(*args, "--format", "json")
+    if rc != 0:
+        raise SystemExit(f"memest {' '.join(args)} failed ({rc}): {err}")
+    return json.loads(out)
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def path(*p):
+    return os.path.join(ROOT, *p)
+
+
+def parse_table(lines):
+    """Rows of a torchstat-style table: index, name, then shapes and figures."""
+    rows = {}
+    for line in lines:
+        parts = line.split()
+        if not parts or not (parts[0].isdigit() or parts[0] == "total"):
+            continue
+        nums = [p.replace(",", "").rstrip("*") for p in parts]
+        # last 8 fields: params, memory, MAdd, Flops, MemRead, MemWrite, duration, MemR+W
+        key = parts[1] if parts[0] != "total" else "total"
+        tail = nums[-8:]
+        rows[key] = {"params": float(tail[0]), "memory": float(tail[1]), "madd": float(tail[2]),
+                     "flops": float(tail[3]), "read": float(tail[4]), "write": float(tail[5]),
+                     "rw": float(tail[7]), "shapes": " ".join(parts[2:-8]), "marked": "*" in line}
+    return rows
+
+
+def case_torchstat_seed():
+    seed_lines = open(path("golden", "torchstat_resnet18_seed.txt")).read().splitlines()
+    seed = parse_table(seed_lines)
+    rc, out, err = run(path("models", "resnet18.json"), "--convention", "torchstat")
+    check(rc == 0, f"memest exited {rc}: {err}")
+    mine = parse_table(out.splitlines())
+    names = [k for k in seed if k != "total"]
+    check(len(names) == 52, f"seed table should have 52 rows, parsed {len(names)}")
+    check(list(k for k in mine if k != "total") == names, "row names/order differ from the seed")
+    for name in names:
+        s, m = seed[name], mine.get(name)
+        if m is None:
+            check(False, f"row {name} missing")
+            continue
+        if name == "avgpool":
+            # torchstat cannot compute AdaptiveAvgPool2d (zeros); memest shows real figures, marked
+            check(m["marked"] and m["madd"] == 25088 and m["read"] == 100352, f"avgpool row: {m}")
+            continue
+        check(s["shapes"] == m["shapes"], f"{name}: shapes '{m['shapes']}' != seed '{s['shapes']}'")
+        for col in ("params", "memory", "madd", "flops", "read", "write", "rw"):
+            check(s[col] == m[col], f"{name}.{col}: memest {m[col]} != seed {s[col]}")
+    t = mine["total"]
+    check(t["params"] == 11689512, f"total params {t['params']}")
+    check(t["memory"] == 25.65, f"total memory {t['memory']}")
+    check(t["madd"] == 3638757912, f"total MAdd {t['madd']}")
+    check(t["flops"] == 1821399040, f"total Flops {t['flops']}")
+    check(t["rw"] == 101756992, f"total MemR+W {t['rw']}")
+    for line in ("Total params: 11,689,512", "Total memory: 25.65MB", "Total MAdd: 3.64GMAdd",
+                 "Total Flops: 1.82GFlops", "Total MemR+W: 97.04MB"):
+        check(line in out, f"summary line '{line}' missing")
+
+
+def case_json_models():
+    truth = json.load(open(path("golden", "truth", "json_models.json")))
+    for name, t in truth.items():
+        if not isinstance(t, dict) or "params" not in t:
+            continue
+        d = run_json(path("models", name + ".json"))
+        check(d["totals"]["params"] == t["params"], f"{name}: params {d['totals']['params']} != PyTorch {t['params']}")
+        check(d["layers"][-1]["output_shape"] == t["output_shape"], f"{name}: output shape")
+        # module name -> shape of its last call
+        mine = {}
+        for layer in d["layers"]:
+            mine[layer["name"]] = layer["output_shape"]
+        for mod, shape in t["module_shapes"].items():
+            check(mine.get(mod) == shape, f"{name}: module {mod} shape {mine.get(mod)} != PyTorch {shape}")
+
+
+def case_seed_sequential():
+    d = run_json(path("models", "seed_sequential.json"))
+    check(d["totals"]["params"] == 112576, f"params {d['totals']['params']} != 112,576")
+    check(d["totals"]["param_bytes"] == 450304, "0.450304 MB of fp32 parameters")
+    check(d["totals"]["seed_sum_bytes"] == 336089600, f"seed sum {d['totals']['seed_sum_bytes']} != 336.0896 MB")
+    rc, out, _ = run(path("models", "seed_sequential.json"))
+    check("336.0896 MB forward, 672.1792 MB with backward" in out, "table shows the seed's two views")
+
+
+def case_zoo(stem):
+    truth = json.load(open(path("golden", "truth", stem + ".json")))
+    f = path("models", "onnx", stem + ".onnx")
+    for b, t in truth["batches"].items():
+        d = run_json(f, "--input", "3x224x224", "--batch", b)
+        check(d["totals"]["params"] == truth["params"], f"{stem} b{b}: params {d['totals']['params']} != PyTorch {truth['params']}")
+        check(d["unknown_ops"] == {}, f"{stem}: unknown ops {d['unknown_ops']}")
+        outs = {o["name"]: o["shape"] for layer in d["layers"] for o in layer["outputs"]}
+        check(outs.get("output") == t["output_shape"], f"{stem} b{b}: output {outs.get('output')} != PyTorch {t['output_shape']}")
+        compared = 0
+        # Constant nodes hold data, not layers: the report leaves them out
+        expected = {k: v for k, v in t["value_shapes"].items() if not re.search(r"/Constant(_\d+)?_output_0$", k)}
+        for name, shape in expected.items():
+            if name in outs:
+                compared += 1
+                check(outs[name] == shape, f"{stem} b{b}: {name} {outs[name]} != onnx {shape}")
+        check(compared == len(expected), f"{stem} b{b}: compared only {compared} of {len(expected)} shapes")
+        # per-module shapes from PyTorch hooks, where the scope names a leaf module
+        by_module = {}
+        for layer in d["layers"]:
+            by_module.setdefault(layer["name"], layer["output_shape"])
+        hooked = 0
+        for mod, shape in t["module_shapes"].items():
+            # hooks keep a module's last call; torch names later calls relu_1, relu_2
+            called_again = any(re.fullmatch(re.escape(mod) + r"_\d+", n) for n in by_module)
+            if mod in by_module and truth["mode"] == "train" and not called_again:
+                hooked += 1
+                check(by_module[mod] == shape, f"{stem} b{b}: module {mod} {by_module[mod]} != hook {shape}")
+        if truth["mode"] == "train":
+            check(hooked > 10, f"{stem}: only {hooked} modules matched by name")
+
+
+def expect_bad(args, words, code=2, label=None):
+    rc, out, err = run(*args)
+    label = label or " ".join(os.path.basename(a) for a in args)
+    check(rc == code, f"[{label}] exit {rc}, expected {code}; stderr: {err.strip()}")
+    for w in words:
+        check(w in err, f"[{label}] message lacks '{w}': {err.strip()}")
+    check("AddressSanitizer" not in err and "runtime error" not in err, f"[{label}] sanitizer report")
+
+
+def case_bad_input():
+    tmp = tempfile.mkdtemp(prefix="memest-bad-")
+
+    def write(name, data):
+        p = os.path.join(tmp, name)
+        with open(p, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data)
+        return p
+
+    good = open(path("models", "onnx", "resnet18_op17_eval.onnx"), "rb").read()
+    for cut in (1, 10, 1000, len(good) // 2, len(good) - 3):
+        p = write(f"trunc{cut}.onnx", good[:cut])
+        expect_bad([p, "--input", "3x224x224"], [p], label=f"truncated at {cut}")
+    rnd = random.Random(1)
+    for i in range(5):
+        p = write(f"random{i}.onnx", bytes(rnd.getrandbits(8) for _ in range(4096)))
+        expect_bad([p], [p], label=f"random bytes {i}")
+    expect_bad([write("empty.onnx", b"")], ["empty"], label="empty file")
+    expect_bad([os.path.join(tmp, "missing.onnx")], ["cannot open"], label="missing file")
+    expect_bad([write("bad.json", '{"format": "memest-graph", "version": 1,\n "inputs": [')], ["bad.json:2:", "invalid JSON"])
+    expect_bad([write("fmt.json", '{"format": "other", "version": 1}')], ["format"])
+    base = {"format": "memest-graph", "version": 1, "inputs": [{"name": "x", "shape": [3, 8, 8]}]}
+
+    def model(*layers):
+        return json.dumps(dict(base, layers=list(layers)))
+
+    expect_bad([write("unknown.json", model({"name": "f", "type": "Foo"}))], ["layers[0]", "unknown layer type 'Foo'"])
+    expect_bad([write("kernel.json", model({"name": "c", "type": "Conv2d", "in_channels": 3, "out_channels": 4, "kernel_size": "three"}))],
+               ['layers[0] ("c").kernel_size', "expected an integer"])
+    expect_bad([write("chan.json", model({"name": "c", "type": "Conv2d", "in_channels": 4, "out_channels": 4, "kernel_size": 3}))],
+               ["node 'c' (Conv)", "input has 3 channels"])
+    expect_bad([write("dangling.json", model({"name": "a", "type": "Add", "inputs": ["x", "nowhere"]}))],
+               ["'nowhere' is not a graph input or an earlier layer"])
+    expect_bad([write("negshape.json", json.dumps(dict(base, inputs=[{"name": "x", "shape": [-3, 8]}], layers=[{"name": "r", "type": "ReLU"}])))],
+               ["inputs[0].shape[0]"])
+    r18 = path("models", "onnx", "resnet18_op17_eval.onnx")
+    expect_bad([r18, "--input", "3x224"], ["rank 4"], label="--input rank")
+    expect_bad([r18, "--input", "4x224x224"], ["dim 1 is 3 in the model, not 4"], label="--input channels")
+    expect_bad([r18, "--input", "foo=3x224x224"], ["no input named 'foo'", "inputs: input"], label="--input name")
+    expect_bad([r18, "--input", "3x22a4x224"], ["expected sizes"], label="--input syntax")
+    expect_bad([path("models", "seed_sequential.json"), "--input", "3x1x1"], ["node '4' (MaxPool)", "smaller than the window"], label="--input too small")
+    expect_bad([r18, "--batch", "0"], ["--batch"], label="--batch 0")
+    expect_bad([r18, "--frobnicate"], ["unknown option"], label="unknown option")
+    expect_bad([r18, "--convention", "nope"], ["--convention"], label="bad convention")
+
+
+def case_crafted():
+    """Hand-written ONNX files: external data, unknown ops, hostile fields."""
+    tmp = tempfile.mkdtemp(prefix="memest-craft-")
+
+    def write(name, data):
+        p = os.path.join(tmp, name)
+        open(p, "wb").write(data)
+        return p
+
+    ok = write("conv.onnx", oc.conv_model())
+    d = run_json(ok, "--input", "3x32x32", "--batch", "4")
+    layer = d["layers"][0]
+    check(layer["output_shape"] == [4, 8, 30, 30], f"conv output {layer['output_shape']}")
+    check(d["totals"]["params"] == 8 * 3 * 3 * 3, "params of an external-data weight")
+    # MACs = N·Cout·Hout·Wout·(Cin/g)·k² = 4·8·30·30·3·9
+    check(d["totals"]["macs"] == 4 * 8 * 30 * 30 * 27, f"conv MACs {d['totals']['macs']}")
+    unk = write("unknown.onnx", oc.conv_model(extra_nodes=[oc.node("FancyOp", ["y"], ["z"], name="fancy")]))
+    rc, out, err = run(unk, "--input", "3x32x32")
+    check(rc == 0 and "FancyOp x1" in out, f"unknown op listed with its count (rc {rc}): {out[-300:]} {err}")
+    expect_bad([unk, "--input", "3x32x32", "--strict"], ["FancyOp", "--strict"], code=3, label="strict")
+    expect_bad([write("opset.onnx", oc.conv_model(opset=99))], ["opset 99"], label="unknown opset")
+    expect_bad([write("negdim.onnx", oc.conv_model(weight_dims=(8, 3, -3, 3)))], ["initializer 'w'", "dim 2"], label="negative dim")
+    expect_bad([write("hugedim.onnx", oc.conv_model(weight_dims=(1 << 62, 3, 3, 3)))], ["initializer 'w'"], label="huge dim")
+    expect_bad([write("noinit.onnx", oc.model(oc.graph([oc.node("Conv", ["x", "w"], ["y"])], [oc.value_info("x", [1, 3, 8, 8])], [oc.value_info("y", [])])))],
+               ["input 1 'w' is not produced"], label="missing initializer")
+    cyc = oc.graph([oc.node("Relu", ["x2"], ["x1"], name="a"), oc.node("Relu", ["x1"], ["x2"], name="b"), oc.node("Add", ["x", "x2"], ["y"], name="c")],
+                   [oc.value_info("x", [1, 4])], [oc.value_info("y", [])])
+    expect_bad([write("cycle.onnx", oc.model(cyc))], ["cycle"], label="cycle")
+    expect_bad([write("nograph.onnx", oc.f_varint(1, 8))], ["no graph"], label="no graph")
+    huge = oc.f_varint(1, 8) + oc.key(7, 2) + oc.varint(1 << 60) + b"\x00" * 16
+    expect_bad([write("hugelen.onnx", huge)], ["truncated or corrupt"], label="huge length field")
+    empty_graph = oc.model(oc.graph([], [oc.value_info("x", [1])], [oc.value_info("x", [])]))
+    expect_bad([write("emptygraph.onnx", empty_graph)], ["no nodes"], label="empty graph")
+    raw_short = oc.model(oc.graph([oc.node("Reshape", ["x", "s"], ["y"])], [oc.value_info("x", [2, 6])], [oc.value_info("y", [])],
+                                  [oc.tensor("s", [2], oc.INT64, raw=oc.int64_raw([3])) ]))
+    expect_bad([write("rawshort.onnx", raw_short)], ["raw_data has 8 bytes"], label="raw_data length")
+    # Shape folding: x[2,6] -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape
+    g = oc.graph([oc.node("Shape", ["x"], ["s"]), oc.node("Gather", ["s", "i0"], ["n"], attrs=[oc.attr_int("axis", 0)]),
+                  oc.node("Unsqueeze", ["n", "ax"], ["nu"]), oc.node("Concat", ["nu", "m1"], ["t"], attrs=[oc.attr_int("axis", 0)]),
+                  oc.node("Reshape", ["x", "t"], ["y"])],
+                 [oc.value_info("x", ["batch", 6])], [oc.value_info("y", [])],
+                 [oc.tensor("i0", [], oc.INT64, raw=oc.int64_raw([0])), oc.tensor("ax", [1], oc.INT64, raw=oc.int64_raw([0])),
+                  oc.tensor("m1", [1], oc.INT64, raw=oc.int64_raw([-1]))])
+    d = run_json(write("fold.onnx", oc.model(g)), "--batch", "5")
+    check(d["layers"][-1]["output_shape"] == [5, 6], f"folded reshape gives {d['layers'][-1]['output_shape']}")
+
+
+CASES = {"torchstat_seed": case_torchstat_seed, "json_models": case_json_models, "seed_sequential": case_seed_sequential,
+         "zoo": case_zoo, "bad_input": case_bad_input, "crafted": case_crafted}
+
+if __name__ == "__main__":
+    fn = CASES[CASE]
+    fn(ARG) if ARG else fn()
+    print(f"{CASE}{' ' + ARG if ARG else ''}: {len(failures)} failure(s)")
+    sys.exit(1 if failures else 0)

@@ -1,0 +1,539 @@
+#!/usr/bin/python3
+"""Export the extended zoo (tests/zoo/models.py) to graph-only ONNX and record truth.
+
+Usage:
+    /usr/bin/python3 tests/zoo/export_zoo2.py [--models a,b]
+
+For each model in models.MODELS, one ONNX export at opset 17 with a dynamic
+"batch" axis on every input and output:
+    models/onnx/zoo/<name>.onnx     graph only: tensors above 1 KiB point to a
+                                    .data file that is deleted on purpose
+    golden/truth/zoo/<name>.json    params (exact, from PyTorch), output shapes
+                                    (PyTorch), value shapes (onnx.shape_inference)
+                                    and MACs from an independent dispatch-level
+                                    counter in PyTorch, at batch 1 and 8
+
+Export mode: training-mode export (model.train(), TrainingMode.TRAINING,
+do_constant_folding=False) where it works, so BatchNorm stays unfolded and the
+parameter truth is sum(p.numel()); otherwise (stochastic depth -> Bernoulli)
+eval mode with TrainingMode.PRESERVE, do_constant_folding=False, and if the
+exporter folded BatchNorm into Conv the truth is the parameter count of
+torch.fx.experimental.optimization.fuse(model.eval()).
+
+Runs with Debian's python3-torch / python3-torchvision / python3-onnx; always
+call it as /usr/bin/python3. Weights are random (weights=None), seeded.
+"""
+import argparse
+import copy
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+
+import torch
+import torch.fx.experimental.optimization as fx_opt
+from torch.utils._python_dispatch import TorchDispatchMode
+import torchvision
+import onnx
+import onnx.shape_inference
+from onnx import TensorProto
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import MODELS, VOCAB  # noqa: E402
+
+torch.set_num_threads(2)
+warnings.filterwarnings("ignore", category=UserWarning)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ONNX_DIR = os.path.join(ROOT, "models", "onnx", "zoo")
+TRUTH_DIR = os.path.join(ROOT, "golden", "truth", "zoo")
+OPSET = 17
+BATCHES = (1, 8)
+EXPORT_BATCH = 2  # dummy batch for tracing: not 1, so nothing specialises on it
+SIZE_THRESHOLD = 1024
+FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE,
+               TensorProto.BFLOAT16}
+
+
+# --------------------------------------------------------------------------
+# Model construction
+
+def build_model(name):
+    """Seeded random-weight model; constant-valued float tensors perturbed."""
+    ctor, _ = MODELS[name]
+    torch.manual_seed(0)
+    model = ctor()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        tensors = list(model.named_parameters()) + [
+            (n, b) for n, b in model.named_buffers() if b.is_floating_point()]
+        for _, t in tensors:
+            if t.numel() > 1 and bool((t == t.reshape(-1)[0]).all()):
+                v = float(t.reshape(-1)[0])
+                noise = 0.01 * torch.randn(t.shape, generator=g)
+                if v != 0.0:
+                    t.mul_(1.0 + noise)  # keeps sign (running_var stays > 0)
+                else:
+                    t.add_(noise)
+        # no two float tensors of the same shape may be equal
+        seen = {}
+        for n, t in tensors:
+            if t.numel() <= 1:
+                continue
+            h = hashlib.sha1(t.detach().contiguous().numpy().tobytes()).hexdigest()
+            key = (tuple(t.shape), h)
+            if key in seen:
+                raise RuntimeError("equal tensors %s and %s" % (seen[key], n))
+            seen[key] = n
+    return model
+
+
+def make_inputs(name, batch, seed):
+    _, specs = MODELS[name]
+    g = torch.Generator().manual_seed(seed)
+    xs = []
+    for _, shape, dtype in specs:
+        if dtype == torch.int64:
+            xs.append(torch.randint(0, VOCAB[name], (batch,) + tuple(shape),
+                                    generator=g, dtype=torch.int64))
+        else:
+            xs.append(torch.randn((batch,) + tuple(shape), generator=g, dtype=dtype))
+    return xs
+
+
+def dtype_name(dt):
+    return str(dt).replace("torch.", "")
+
+
+# --------------------------------------------------------------------------
+# Export
+
+def export(model, name, mode, path):
+    """mode 'train': TRAINING export; 'eval_preserve': eval + PRESERVE."""
+    m = copy.deepcopy(model)  # a train-mode trace updates BN running stats
+    if mode == "train":
+        m.train()
+        training = torch.onnx.TrainingMode.TRAINING
+    else:
+        m.eval()
+        training = torch.onnx.TrainingMode.PRESERVE
+    _, specs = MODELS[name]
+    xs = make_inputs(name, EXPORT_BATCH, 2)
+    in_names = [s[0] for s in specs]
+    out_names = ["output"]
+    dyn = {n: {0: "batch"} for n in in_names + out_names}
+    torch.manual_seed(5)
+    torch.onnx.export(
+        m, tuple(xs), path, input_names=in_names, output_names=out_names,
+        dynamic_axes=dyn, opset_version=OPSET, training=training,
+        do_constant_folding=False, verbose=False)
+
+
+def make_graph_only(src, dst):
+    m = onnx.load(src)
+    loc = os.path.splitext(os.path.basename(dst))[0] + ".data"
+    data_path = os.path.join(os.path.dirname(dst), loc)
+    for p in (dst, data_path):
+        if os.path.exists(p):
+            os.remove(p)
+    onnx.save_model(m, dst, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location=loc,
+                    size_threshold=SIZE_THRESHOLD)
+    if os.path.exists(data_path):
+        os.remove(data_path)
+
+
+def initializer_stats(g):
+    """Float / non-float initializer elements, big-initializer shapes, Constant floats."""
+    flt, other, shapes = 0, {}, []
+    for t in g.graph.initializer:
+        n = 1
+        for d in t.dims:
+            n *= d
+        if t.data_type in FLOAT_TYPES:
+            flt += n
+            shapes.append(tuple(t.dims))
+        else:
+            key = TensorProto.DataType.Name(t.data_type)
+            other[key] = other.get(key, 0) + n
+    const_float = 0
+    for node in g.graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and a.t.data_type in FLOAT_TYPES:
+                    n = 1
+                    for d in a.t.dims:
+                        n *= d
+                    const_float += n
+    return flt, other, shapes, const_float
+
+
+def onnx_shapes(path, batch):
+    """Fully known shapes of node outputs from onnx.shape_inference at a batch."""
+    m = onnx.load(path, load_external_data=False)
+    del m.graph.value_info[:]  # infer from scratch
+    for vi in list(m.graph.input) + list(m.graph.output):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param == "batch":
+                d.Clear()
+                d.dim_value = batch
+    mode = "strict"
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    except Exception as e:  # noqa: BLE001
+        print("  strict shape inference failed (%s); non-strict" % str(e)[:200])
+        inferred = onnx.shape_inference.infer_shapes(m)
+        mode = "non-strict"
+    known = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        dims = tt.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            known[vi.name] = [d.dim_value for d in dims]
+    values, missing, missing_names = {}, 0, []
+    for node in inferred.graph.node:
+        for out in node.output:
+            if not out:
+                continue
+            if out in known:
+                values[out] = known[out]
+            else:
+                missing += 1
+                missing_names.append("%s (%s)" % (out, node.op_type))
+    return values, missing, missing_names, mode
+
+
+# --------------------------------------------------------------------------
+# Independent MAC counter (aten dispatch level)
+
+def _numel(t):
+    return t.numel() if isinstance(t, torch.Tensor) else 0
+
+
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= int(x)
+    return p
+
+
+def _conv_macs(name, args, kwargs, out):
+    inp, w = args[0], args[1]
+    if name in ("aten.convolution", "aten._convolution",
+                "aten.convolution_overrideable"):
+        transposed = bool(args[6]) if len(args) > 6 else bool(kwargs.get("transposed", False))
+    else:
+        transposed = "transpose" in name
+    # non-transposed weight [C_out, C_in/g, k...]; transposed [C_in, C_out/g, k...]
+    per = int(w.shape[1]) * _prod(w.shape[2:])
+    o = out[0] if isinstance(out, (tuple, list)) else out
+    return (_numel(inp) if transposed else _numel(o)) * per
+
+
+def _mha_macs(args, kwargs, out):
+    # _native_multi_head_attention(query, key, value, embed_dim, num_head,
+    #   qkv_weight, qkv_bias, proj_weight, proj_bias, mask, need_weights, ...)
+    q, k, v = args[0], args[1], args[2]
+    e = int(args[3])
+    lq = _numel(q) // e   # B*L
+    lk = _numel(k) // e   # B*S
+    lv = _numel(v) // e
+    b = q.shape[0] if q.dim() == 3 else 1
+    L = q.shape[-2]
+    S = k.shape[-2]
+    return (lq * e * e + lk * e * e + lv * e * e   # in-projections
+            + b * L * S * e                         # Q K^T over all heads
+            + b * L * S * e                         # attn @ V
+            + lq * e * e)                           # out-projection
+
+
+def op_macs(name, args, kwargs, out):
+    """MACs of one aten call; None if the op does no contraction."""
+    if "conv" in name and name not in ("aten.convert_element_type",):
+        if isinstance(args[1], torch.Tensor) and args[1].dim() >= 3:
+            return _conv_macs(name, args, kwargs, out)
+    if name == "aten.mm":
+        return _numel(out) * int(args[0].shape[-1])
+    if name == "aten.addmm":
+        return _numel(out) * int(args[1].shape[-1])
+    if name == "aten.bmm":
+        return _numel(out) * int(args[0].shape[-1])
+    if name == "aten.baddbmm":
+        return _numel(out) * int(args[1].shape[-1])
+    if name == "aten.addbmm":
+        return int(args[1].shape[0]) * _numel(out) * int(args[1].shape[-1])
+    if name == "aten.matmul":
+        return _numel(out) * int(args[0].shape[-1])
+    if name == "aten.linear":
+        return _numel(out) * int(args[1].shape[-1])
+    if name == "aten.mv":
+        return _numel(args[0])
+    if name == "aten.addmv":
+        return _numel(args[1])
+    if name in ("aten.dot", "aten.vdot"):
+        return _numel(args[0])
+    if name == "aten._native_multi_head_attention":
+        return _mha_macs(args, kwargs, out)
+    return None
+
+
+CONTRACTION_HINTS = ("conv", "mm", "matmul", "linear", "einsum", "lstm", "gru",
+                     "rnn", "attention", "dot", "mv", "tensordot", "bilinear",
+                     "transformer")
+
+
+class MacCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = {}
+        self.macs = {}
+        self.unhandled = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = str(func.overloadpacket)
+        self.calls[name] = self.calls.get(name, 0) + 1
+        n = op_macs(name, args, kwargs, out)
+        if n is not None:
+            self.macs[name] = self.macs.get(name, 0) + int(n)
+        elif any(h in name.lower() for h in CONTRACTION_HINTS):
+            self.unhandled.add(name)
+        return out
+
+
+def count_macs(model, name, batch, train_mode, seed):
+    """One forward under no_grad with the counter; returns (counter, output)."""
+    m = copy.deepcopy(model)
+    m.train(train_mode)
+    xs = make_inputs(name, batch, seed)
+    torch.manual_seed(4)
+    with torch.no_grad(), MacCounter() as c:
+        y = m(*xs)
+    return c, y
+
+
+def shape_list(t):
+    if isinstance(t, torch.Tensor):
+        return list(t.shape)
+    if isinstance(t, (tuple, list)):
+        return [shape_list(x) for x in t]
+    raise TypeError("unexpected output type %s" % type(t))
+
+
+def output_shapes(y):
+    return [shape_list(y)] if isinstance(y, torch.Tensor) else [shape_list(x) for x in y]
+
+
+# --------------------------------------------------------------------------
+
+def dump_json(obj):
+    """json.dumps with indent 1, but lists of numbers kept on one line."""
+    text = json.dumps(obj, indent=1)
+
+    def one_line(m):
+        items = [x.strip() for x in m.group(1).split(",") if x.strip()]
+        return "[" + ", ".join(items) + "]"
+    text = re.sub(r"\[([-0-9.e,\s]*)\]", one_line, text)
+    return text + "\n"
+
+
+def count_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def has_bn(model):
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+               for m in model.modules())
+
+
+def how_string(mode, params_rule):
+    return ("generated by tests/zoo/export_zoo2.py with torch %s torchvision %s "
+            "onnx %s on %s; export mode %s at opset %d with do_constant_folding="
+            "False; params %s; output_shapes from a seeded PyTorch forward in the "
+            "export mode under no_grad; value_shapes from onnx.shape_inference on "
+            "the graph-only file with the batch dim set; macs from a "
+            "TorchDispatchMode counter over aten ops (convolution, mm, addmm, "
+            "bmm, baddbmm, _native_multi_head_attention, ...) on one eval-mode "
+            "no_grad forward"
+            % (torch.__version__, torchvision.__version__, onnx.__version__,
+               datetime.date.today().isoformat(), mode, OPSET, params_rule))
+
+
+def process(name, tmp):
+    t0 = time.time()
+    model = build_model(name)
+    params_unfused = count_params(model)
+    buffers_float = sum(b.numel() for b in model.buffers() if b.is_floating_point())
+    full = os.path.join(tmp, name + ".onnx")
+    dst = os.path.join(ONNX_DIR, name + ".onnx")
+    notes = []
+    mode = "train"
+    try:
+        export(model, name, "train", full)
+    except Exception as e:  # noqa: BLE001
+        msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300])
+        print("  training-mode export failed (%s); eval + PRESERVE" % msg)
+        notes.append("training-mode export failed: " + msg)
+        mode = "eval_preserve"
+        if os.path.exists(full):
+            os.remove(full)
+        export(model, name, "eval_preserve", full)
+    full_size = os.path.getsize(full)
+    make_graph_only(full, dst)
+    os.remove(full)
+    size = os.path.getsize(dst)
+    g = onnx.load(dst, load_external_data=False)
+    op_types = sorted({n.op_type for n in g.graph.node})
+    flt, other_init, init_shapes, const_float = initializer_stats(g)
+    bn_nodes = sum(1 for n in g.graph.node if n.op_type == "BatchNormalization")
+
+    # parameter truth
+    if mode == "train":
+        params = params_unfused
+        params_rule = "= sum(p.numel() for p in model.parameters())"
+        expected_init = params_unfused + buffers_float
+        init_rule = "params + float buffers (BatchNorm running stats)"
+    elif has_bn(model) and bn_nodes == 0:
+        params = count_params(fx_opt.fuse(copy.deepcopy(model).eval()))
+        params_rule = ("= parameter count of torch.fx.experimental.optimization."
+                       "fuse(model.eval()) (the exporter folded BatchNorm into Conv)")
+        expected_init = params
+        init_rule = "fused params"
+    else:
+        params = params_unfused
+        params_rule = "= sum(p.numel() for p in model.parameters())"
+        expected_init = params_unfused + buffers_float
+        init_rule = "params + float buffers"
+    init_ok = flt == expected_init
+    if not init_ok:
+        notes.append("float initializer elements %d != %s %d (diff %d)"
+                     % (flt, init_rule, expected_init, flt - expected_init))
+
+    truth = {
+        "how": how_string(mode, params_rule),
+        "model": name,
+        "opset": OPSET,
+        "export_mode": mode,
+        "inputs": [{"name": n, "shape": list(s), "dtype": dtype_name(d)}
+                   for n, s, d in MODELS[name][1]],
+        "params": params,
+        "params_unfused": params_unfused,
+        "buffers_float": buffers_float,
+        "float_initializer_elements": flt,
+        "nonfloat_initializer_elements": other_init,
+        "onnx_op_types": op_types,
+        "batches": {},
+    }
+    if notes:
+        truth["notes"] = notes
+
+    per_batch_print = []
+    for b in BATCHES:
+        # PyTorch forward in the export mode (output shapes + MAC cross-check)
+        c_exp, y = count_macs(model, name, b, mode == "train", 3)
+        outs = output_shapes(y)
+        del y
+        # primary MAC count: eval mode, no_grad
+        if mode == "train":
+            c, y2 = count_macs(model, name, b, False, 3)
+            del y2
+        else:
+            c = c_exp
+        macs = sum(c.macs.values())
+        macs_exp = sum(c_exp.macs.values())
+        entry = {"output_shapes": outs}
+        vals, missing, missing_names, si_mode = onnx_shapes(dst, b)
+        entry["value_shapes"] = vals
+        entry["value_shapes_missing"] = missing
+        if si_mode != "strict":
+            entry["shape_inference"] = si_mode
+        entry["macs"] = macs
+        entry["macs_by_op"] = dict(sorted(c.macs.items()))
+        entry["aten_ops"] = dict(sorted(c.calls.items()))
+        if c.unhandled:
+            entry["unhandled_contraction_ops"] = sorted(c.unhandled)
+        if macs_exp != macs:
+            entry["macs_export_mode"] = macs_exp
+            entry["macs_export_mode_by_op"] = dict(sorted(c_exp.macs.items()))
+            print("  WARNING batch %d: MACs in export mode %d != eval %d"
+                  % (b, macs_exp, macs))
+        truth["batches"][str(b)] = entry
+        per_batch_print.append((b, macs, macs_exp, outs, missing, missing_names,
+                                sorted(c.calls), sorted(c.unhandled)))
+
+    tpath = os.path.join(TRUTH_DIR, name + ".json")
+    with open(tpath, "w") as f:
+        f.write(dump_json(truth))
+
+    print("  mode %s, %s %.1f KB, %d nodes, truth %s"
+          % (mode, os.path.relpath(dst, ROOT), size / 1024.0, len(g.graph.node),
+             os.path.relpath(tpath, ROOT)))
+    print("  ops: %s" % " ".join(op_types))
+    print("  params %d (unfused %d, float buffers %d); float initializer elements "
+          "%d (expected %s = %d: %s); non-float initializers %s; Constant-node "
+          "floats %d"
+          % (params, params_unfused, buffers_float, flt, init_rule, expected_init,
+             "OK" if init_ok else "MISMATCH", other_init, const_float))
+    big = sorted(init_shapes, key=_prod, reverse=True)[:3]
+    print("  largest float initializers: %s" % big)
+    for b, macs, macs_exp, outs, missing, missing_names, calls, unh in per_batch_print:
+        print("  batch %d: MACs %d (export-mode pass %d%s), outputs %s, "
+              "value shapes missing %d%s"
+              % (b, macs, macs_exp, "" if macs == macs_exp else " DIFFERS", outs,
+                 missing, (": " + ", ".join(missing_names[:8])) if missing else ""))
+        if b == 1:
+            print("  aten ops: %s" % " ".join(calls))
+        if unh:
+            print("  WARNING unhandled contraction-like aten ops: %s" % unh)
+    if size > 200 * 1024:
+        print("  WARNING: %s is larger than 200 KB" % dst)
+    print("  %.1f s" % (time.time() - t0))
+    return {"mode": mode, "params": params, "float_init": flt,
+            "macs1": truth["batches"]["1"]["macs"], "ops": op_types,
+            "init_ok": init_ok}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", help="comma-separated subset of " + ",".join(MODELS))
+    args = ap.parse_args()
+    models = args.models.split(",") if args.models else list(MODELS)
+    for m in models:
+        if m not in MODELS:
+            ap.error("unknown model %r (known: %s)" % (m, ", ".join(MODELS)))
+    os.makedirs(ONNX_DIR, exist_ok=True)
+    os.makedirs(TRUTH_DIR, exist_ok=True)
+    failures, summary = [], {}
+    with tempfile.TemporaryDirectory(prefix="export_zoo2_") as tmp:
+        for name in models:
+            print("== %s" % name, flush=True)
+            try:
+                summary[name] = process(name, tmp)
+            except Exception as e:  # noqa: BLE001 - report and go on
+                print("FAILED %s: %s: %s" % (name, type(e).__name__, e))
+                traceback.print_exc(limit=5)
+                failures.append(name)
+            sys.stdout.flush()
+    print("\n%-16s %-14s %12s %12s %4s %16s" % ("model", "mode", "params",
+                                                "float_init", "ok", "MACs@1"))
+    for n, s in summary.items():
+        print("%-16s %-14s %12d %12d %4s %16d" % (n, s["mode"], s["params"],
+              s["float_init"], "yes" if s["init_ok"] else "NO", s["macs1"]))
+    print("done: %d models written, %d failures%s"
+          % (len(summary), len(failures),
+             (": " + ", ".join(failures)) if failures else ""))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
