@@ -1,14 +1,16 @@
-/* ONNX loader. The file is mapped, never read whole: ModelProto, GraphProto
- * and TensorProto (initializers) are walked at the wire level so weight bytes
- * (raw_data, float_data, ...) are skipped by length and never copied or
- * touched; the small messages (NodeProto, ValueInfoProto, OperatorSetIdProto)
- * are unpacked with the protobuf-c code generated from Debian's onnx.proto.
- * An initializer's contents are decoded later, and only when shape inference
- * asks for them (a Reshape target, say). */
+/* ONNX loader. The file is never read whole: ModelProto, GraphProto and
+ * TensorProto (initializers) are walked at the wire level through a small
+ * pread window, so weight bytes (raw_data, float_data, ...) are skipped by
+ * offset and never read, copied or mapped (a memory map would not do: the
+ * kernel maps whole page-cache folios around every header touched, and
+ * memory use would grow with weight size). The small messages (NodeProto,
+ * ValueInfoProto, OperatorSetIdProto) are read and unpacked with the
+ * protobuf-c code generated from Debian's onnx.proto. An initializer's
+ * contents are read later, and only when shape inference asks for them (a
+ * Reshape target, say). */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,17 +19,51 @@
 
 #define ME_ONNX_MAX_OPSET 23
 
-typedef struct MappedFile {
-    const uint8_t *base;
-    size_t size;
-} MappedFile;
+/* A window over the file: the only way bytes are read. */
+typedef struct Reader {
+    int fd;
+    uint64_t size;
+    uint8_t *buf;
+    uint64_t woff;   /* file offset of buf[0] */
+    size_t wlen;     /* valid bytes in buf */
+} Reader;
 
-static void unmap_file(void *p)
+#define RD_WINDOW 4096
+
+static void reader_free(void *p)
 {
-    MappedFile *m = p;
-    if (!m) return;
-    if (m->base && m->size) munmap((void *)m->base, m->size);
-    me_free(m);
+    Reader *r = p;
+    if (!r) return;
+    if (r->fd >= 0) close(r->fd);
+    me_free(r->buf);
+    me_free(r);
+}
+
+/* Reads len bytes at off into dst; -1 on a short read. */
+static int rd_copy(Reader *r, uint64_t off, size_t len, uint8_t *dst)
+{
+    if (off > r->size || len > r->size - off) return -1;
+    while (len) {
+        ssize_t n = pread(r->fd, dst, len, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        dst += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Up to RD_WINDOW bytes at off through the window; NULL past the end. */
+static const uint8_t *rd_peek(Reader *r, uint64_t off, size_t len)
+{
+    if (off > r->size || len > r->size - off || len > RD_WINDOW) return NULL;
+    if (off >= r->woff && off + len <= r->woff + r->wlen) return r->buf + (off - r->woff);
+    size_t want = r->size - off < RD_WINDOW ? (size_t)(r->size - off) : RD_WINDOW;
+    if (rd_copy(r, off, want, r->buf) < 0) return NULL;
+    r->woff = off;
+    r->wlen = want;
+    return r->buf;
 }
 
 /* --- protobuf wire format --- */
@@ -36,8 +72,8 @@ typedef struct PbField {
     uint32_t num;
     int wt;            /* 0 varint, 1 fixed64, 2 bytes, 5 fixed32 */
     uint64_t v;        /* varint / fixed value */
-    const uint8_t *p;  /* wt 2: payload */
-    size_t len;
+    uint64_t off;      /* wt 2: payload offset in the file */
+    uint64_t len;
 } PbField;
 
 static int pb_varint(const uint8_t **cur, const uint8_t *end, uint64_t *out)
@@ -52,37 +88,38 @@ static int pb_varint(const uint8_t **cur, const uint8_t *end, uint64_t *out)
     return -1;
 }
 
-/* 1: a field was read; 0: end of message; -1: malformed */
-static int pb_next(const uint8_t **cur, const uint8_t *end, PbField *f)
+/* Next field of the message [*cur, end): 1 read, 0 end, -1 malformed. */
+static int pb_next(Reader *r, uint64_t *cur, uint64_t end, PbField *f)
 {
     if (*cur >= end) return 0;
+    size_t avail = end - *cur < 20 ? (size_t)(end - *cur) : 20; /* tag + length: at most 20 bytes */
+    const uint8_t *h = rd_peek(r, *cur, avail), *p = h;
+    if (!h) return -1;
     uint64_t tag;
-    if (pb_varint(cur, end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return -1;
+    if (pb_varint(&p, h + avail, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return -1;
     f->num = (uint32_t)(tag >> 3);
     f->wt = (int)(tag & 7);
     switch (f->wt) {
-    case 0: return pb_varint(cur, end, &f->v) < 0 ? -1 : 1;
+    case 0:
+        if (pb_varint(&p, h + avail, &f->v) < 0) return -1;
+        *cur += (uint64_t)(p - h);
+        return 1;
     case 1:
-        if (end - *cur < 8) return -1;
-        memcpy(&f->v, *cur, 8);
-        *cur += 8;
-        return 1;
     case 5: {
-        if (end - *cur < 4) return -1;
-        uint32_t x;
-        memcpy(&x, *cur, 4);
-        f->v = x;
-        *cur += 4;
+        size_t n = f->wt == 1 ? 8 : 4;
+        if ((size_t)(h + avail - p) < n) return -1;
+        uint64_t v = 0;
+        memcpy(&v, p, n);
+        f->v = v;
+        *cur += (uint64_t)(p - h) + n;
         return 1;
     }
-    case 2: {
-        uint64_t len;
-        if (pb_varint(cur, end, &len) < 0 || len > (uint64_t)(end - *cur)) return -1;
-        f->p = *cur;
-        f->len = (size_t)len;
-        *cur += len;
+    case 2:
+        if (pb_varint(&p, h + avail, &f->len) < 0) return -1;
+        f->off = *cur + (uint64_t)(p - h);
+        if (f->len > end - f->off) return -1;
+        *cur = f->off + f->len;
         return 1;
-    }
     default: return -1; /* groups are not used by ONNX */
     }
 }
@@ -90,12 +127,23 @@ static int pb_next(const uint8_t **cur, const uint8_t *end, PbField *f)
 typedef struct OCtx {
     MeGraph *g;
     MeDiag *d;
-    const MappedFile *map;
+    Reader *r;
 } OCtx;
 
 static int bad(OCtx *o, const char *what)
 {
     return me_error(o->d, ME_EINVAL, "%s: not a valid ONNX file: %s (truncated or corrupt protobuf)", o->g->path, what);
+}
+
+/* Reads a whole (small) message for protobuf-c. */
+static uint8_t *read_message(OCtx *o, const PbField *f)
+{
+    uint8_t *buf = me_malloc((size_t)f->len + 1);
+    if (buf && rd_copy(o->r, f->off, (size_t)f->len, buf) < 0) {
+        me_free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 /* --- initializers: wire-level TensorProto, data located but not read --- */
@@ -104,19 +152,25 @@ enum { ENC_NONE = 0, ENC_RAW, ENC_FLOAT, ENC_DOUBLE, ENC_VARINT, ENC_UVARINT };
 
 static int decode_tensor(MeGraph *g, int vi, MeDiag *d)
 {
-    MappedFile *m = g->loader;
+    Reader *r = g->loader;
     MeValue *v = &g->v[vi];
     int64_t n = me_shape_numel(&v->shape);
-    if (!m || v->mat_enc == ENC_NONE || n < 0 || n > ME_MAX_FOLD) return 0;
-    const uint8_t *p = m->base + v->mat_off, *end = p + v->mat_len;
+    if (!r || v->mat_enc == ENC_NONE || n < 0 || n > ME_MAX_FOLD || v->mat_len > 10 * ME_MAX_FOLD) return 0;
+    if (v->dtype == ME_DT_F16 || v->dtype == ME_DT_BF16 || v->dtype == ME_DT_STRING || (v->dtype >= ME_DT_C64 && v->dtype <= ME_DT_C128))
+        return 0; /* never needed to compute shapes */
+    uint8_t *data = me_malloc((size_t)v->mat_len + 1);
+    if (!data) return ME_ENOMEM;
+    if (rd_copy(r, (uint64_t)v->mat_off, (size_t)v->mat_len, data) < 0) {
+        me_free(data);
+        return me_error(d, ME_EIO, "%s: initializer '%s': cannot read its data", g->path, v->name);
+    }
+    const uint8_t *p = data, *end = data + v->mat_len;
     int64_t *iv = NULL;
     double *fv = NULL;
     bool is_float = me_dtype_is_float(v->dtype);
-    if (v->dtype == ME_DT_F16 || v->dtype == ME_DT_BF16 || v->dtype == ME_DT_STRING || (v->dtype >= ME_DT_C64 && v->dtype <= ME_DT_C128))
-        return 0; /* never needed to compute shapes */
     if (is_float) fv = me_malloc(sizeof(double) * (size_t)(n ? n : 1));
     else iv = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!fv && !iv) return ME_ENOMEM;
+    if (!fv && !iv) { me_free(data); return ME_ENOMEM; }
     int64_t k = 0;
     int rc = 0;
     int es = me_dtype_size(v->dtype);
@@ -160,6 +214,7 @@ static int decode_tensor(MeGraph *g, int vi, MeDiag *d)
     else rc = me_value_set_ints(v, iv, n);
     me_free(fv);
     me_free(iv);
+    me_free(data);
     return rc;
 }
 
@@ -171,7 +226,9 @@ static int scan_dims(OCtx *o, const PbField *f, MeShape *s, const char *what)
         return 0;
     }
     if (f->wt != 2) return bad(o, "dims field");
-    const uint8_t *p = f->p, *end = f->p + f->len;
+    if (f->len > 10 * ME_MAX_RANK) return me_error(o->d, ME_EINVAL, "%s: %s: rank above %d", o->g->path, what, ME_MAX_RANK);
+    const uint8_t *p = rd_peek(o->r, f->off, (size_t)f->len), *end = p + f->len;
+    if (!p) return bad(o, "dims field");
     while (p < end) {
         uint64_t v;
         if (pb_varint(&p, end, &v) < 0) return bad(o, "packed dims");
@@ -181,39 +238,38 @@ static int scan_dims(OCtx *o, const PbField *f, MeShape *s, const char *what)
     return 0;
 }
 
-static int load_initializer(OCtx *o, const uint8_t *p, size_t len, int index)
+static int load_initializer(OCtx *o, uint64_t off, uint64_t len, int index)
 {
-    const uint8_t *cur = p, *end = p + len;
-    PbField f;
+    uint64_t cur = off, end = off + len;
+    PbField f = { 0 };
     MeShape s = { 0 };
     int64_t dtype = 0, location = 0;
-    const uint8_t *name = NULL;
-    size_t name_len = 0;
+    uint64_t name_off = 0, name_len = 0;
     int enc = ENC_NONE, r;
-    const uint8_t *data = NULL;
-    size_t data_len = 0;
+    uint64_t data_off = 0, data_len = 0;
     bool has_ext = false;
     char what[64];
     snprintf(what, sizeof(what), "initializer %d", index);
-    while ((r = pb_next(&cur, end, &f)) > 0) {
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
         switch (f.num) {
         case 1: if ((r = scan_dims(o, &f, &s, what)) < 0) return r; break;
         case 2: dtype = (int64_t)f.v; break;
-        case 8: if (f.wt == 2) { name = f.p; name_len = f.len; } break;
-        case 9: if (f.wt == 2) { enc = ENC_RAW; data = f.p; data_len = f.len; } break;
-        case 4: if (f.wt == 2) { enc = ENC_FLOAT; data = f.p; data_len = f.len; } break;
-        case 10: if (f.wt == 2) { enc = ENC_DOUBLE; data = f.p; data_len = f.len; } break;
-        case 5: case 7: if (f.wt == 2) { enc = ENC_VARINT; data = f.p; data_len = f.len; } break;
-        case 11: if (f.wt == 2) { enc = ENC_UVARINT; data = f.p; data_len = f.len; } break;
+        case 8: if (f.wt == 2) { name_off = f.off; name_len = f.len; } break;
+        case 9: if (f.wt == 2) { enc = ENC_RAW; data_off = f.off; data_len = f.len; } break;
+        case 4: if (f.wt == 2) { enc = ENC_FLOAT; data_off = f.off; data_len = f.len; } break;
+        case 10: if (f.wt == 2) { enc = ENC_DOUBLE; data_off = f.off; data_len = f.len; } break;
+        case 5: case 7: if (f.wt == 2) { enc = ENC_VARINT; data_off = f.off; data_len = f.len; } break;
+        case 11: if (f.wt == 2) { enc = ENC_UVARINT; data_off = f.off; data_len = f.len; } break;
         case 13: has_ext = true; break;
         case 14: location = (int64_t)f.v; break;
         default: break;
         }
     }
     if (r < 0) return bad(o, what);
-    if (!name || !name_len || name_len > 4096 || memchr(name, 0, name_len))
+    const uint8_t *name = name_len && name_len <= 4096 ? rd_peek(o->r, name_off, (size_t)name_len) : NULL;
+    if (!name || memchr(name, 0, (size_t)name_len))
         return me_error(o->d, ME_EINVAL, "%s: %s has no usable name", o->g->path, what);
-    char *nm = me_strndup((const char *)name, name_len);
+    char *nm = me_strndup((const char *)name, (size_t)name_len);
     if (!nm) return ME_ENOMEM;
     if (dtype <= 0 || dtype >= ME_DT_COUNT) {
         int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': data_type %lld is not a known type", o->g->path, nm, (long long)dtype);
@@ -234,8 +290,8 @@ static int load_initializer(OCtx *o, const uint8_t *p, size_t len, int index)
         return rc;
     }
     if (enc == ENC_RAW && !has_ext && location != 1 && es && (int64_t)data_len != numel * es) {
-        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': raw_data has %zu bytes, its shape needs %lld",
-                          o->g->path, nm, data_len, (long long)(numel * es));
+        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': raw_data has %llu bytes, its shape needs %lld",
+                          o->g->path, nm, (unsigned long long)data_len, (long long)(numel * es));
         me_free(nm);
         return rc;
     }
@@ -256,7 +312,7 @@ static int load_initializer(OCtx *o, const uint8_t *p, size_t len, int index)
     if (!v->data_external && enc != ENC_NONE) {
         v->materialize = decode_tensor;
         v->mat_enc = enc;
-        v->mat_off = data - o->map->base;
+        v->mat_off = (int64_t)data_off;
         v->mat_len = (int64_t)data_len;
     } else if (!v->data_external && numel == 0) {
         v->has_val = true;
@@ -421,9 +477,11 @@ static char *module_name(const char *name, const char *op)
     return out;
 }
 
-static int load_node(OCtx *o, const uint8_t *p, size_t len, int index)
+static int load_node(OCtx *o, const PbField *fld, int index)
 {
-    Onnx__NodeProto *np = onnx__node_proto__unpack(NULL, len, p);
+    uint8_t *p = read_message(o, fld);
+    Onnx__NodeProto *np = p ? onnx__node_proto__unpack(NULL, (size_t)fld->len, p) : NULL;
+    me_free(p);
     if (!np) {
         char what[64];
         snprintf(what, sizeof(what), "node %d", index);
@@ -469,10 +527,12 @@ end:
 }
 
 /* Graph inputs/outputs/value_info: element type and shape, symbolic dims named. */
-static int load_value_info(OCtx *o, const uint8_t *p, size_t len, int which, int index)
+static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
 {
     static const char *const kinds[] = { "input", "output", "value_info" };
-    Onnx__ValueInfoProto *vp = onnx__value_info_proto__unpack(NULL, len, p);
+    uint8_t *p = read_message(o, fld);
+    Onnx__ValueInfoProto *vp = p ? onnx__value_info_proto__unpack(NULL, (size_t)fld->len, p) : NULL;
+    me_free(p);
     char what[64];
     snprintf(what, sizeof(what), "graph %s %d", kinds[which], index);
     if (!vp) return bad(o, what);
@@ -548,53 +608,43 @@ end:
     return rc;
 }
 
-typedef struct Span { const uint8_t *p; size_t len; } Span;
-
-static int load_graph(OCtx *o, const uint8_t *p, size_t len)
+static int load_graph(OCtx *o, uint64_t off, uint64_t len)
 {
-    /* Collect field spans first: initializers must be known before inputs
-     * and nodes, whatever order the writer chose. */
-    Span *spans[4] = { NULL };
-    int counts[4] = { 0 }, caps[4] = { 0 };
-    enum { S_NODE, S_INIT, S_VI, S_OTHER };
-    const uint8_t *cur = p, *end = p + len;
+    /* Collect field positions first: initializers must be known before
+     * inputs and nodes, whatever order the writer chose. */
+    enum { S_NODE, S_INIT, S_INPUT, S_OUTPUT, S_VI, S_COUNT };
+    PbField *spans[S_COUNT] = { NULL };
+    int counts[S_COUNT] = { 0 }, caps[S_COUNT] = { 0 };
+    uint64_t cur = off, end = off + len;
     PbField f;
     int r, rc = 0;
-    int order_inputs = 0, order_outputs = 0;
-    Span *io[2] = { NULL };
-    int io_n[2] = { 0 }, io_cap[2] = { 0 };
-    while ((r = pb_next(&cur, end, &f)) > 0) {
-        int slot = f.num == 1 ? S_NODE : f.num == 5 ? S_INIT : f.num == 13 ? S_VI : -1;
-        int ioslot = f.num == 11 ? 0 : f.num == 12 ? 1 : -1;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        int slot = f.num == 1 ? S_NODE : f.num == 5 ? S_INIT : f.num == 11 ? S_INPUT : f.num == 12 ? S_OUTPUT : f.num == 13 ? S_VI : -1;
         if (f.num == 2 && f.wt == 2 && !o->g->name && f.len < 4096) {
-            if (!(o->g->name = me_strndup((const char *)f.p, f.len))) { rc = ME_ENOMEM; goto end; }
+            const uint8_t *nm = rd_peek(o->r, f.off, (size_t)f.len);
+            if (!nm) { rc = bad(o, "graph name"); goto end; }
+            if (!(o->g->name = me_strndup((const char *)nm, (size_t)f.len))) { rc = ME_ENOMEM; goto end; }
         }
         if (f.num == 15) {
             rc = me_error(o->d, ME_EINVAL, "%s: sparse initializers are not supported", o->g->path);
             goto end;
         }
-        if ((slot >= 0 || ioslot >= 0) && f.wt != 2) { rc = bad(o, "graph field"); goto end; }
-        if (slot >= 0) {
-            if (me_grow(&spans[slot], &caps[slot], counts[slot] + 1, sizeof(Span)) < 0) { rc = ME_ENOMEM; goto end; }
-            spans[slot][counts[slot]++] = (Span){ f.p, f.len };
-        } else if (ioslot >= 0) {
-            if (me_grow(&io[ioslot], &io_cap[ioslot], io_n[ioslot] + 1, sizeof(Span)) < 0) { rc = ME_ENOMEM; goto end; }
-            io[ioslot][io_n[ioslot]++] = (Span){ f.p, f.len };
-        }
+        if (slot < 0) continue;
+        if (f.wt != 2) { rc = bad(o, "graph field"); goto end; }
+        if (me_grow(&spans[slot], &caps[slot], counts[slot] + 1, sizeof(PbField)) < 0) { rc = ME_ENOMEM; goto end; }
+        spans[slot][counts[slot]++] = f;
     }
     if (r < 0) { rc = bad(o, "graph"); goto end; }
     if (!counts[S_NODE]) { rc = me_error(o->d, ME_EINVAL, "%s: the graph has no nodes", o->g->path); goto end; }
-    for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) rc = load_initializer(o, spans[S_INIT][i].p, spans[S_INIT][i].len, i);
-    for (int i = 0; i < io_n[0] && rc >= 0; i++, order_inputs++) rc = load_value_info(o, io[0][i].p, io[0][i].len, 0, i);
-    for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) rc = load_node(o, spans[S_NODE][i].p, spans[S_NODE][i].len, i);
-    for (int i = 0; i < io_n[1] && rc >= 0; i++, order_outputs++) rc = load_value_info(o, io[1][i].p, io[1][i].len, 1, i);
-    for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, spans[S_VI][i].p, spans[S_VI][i].len, 2, i);
+    for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) rc = load_initializer(o, spans[S_INIT][i].off, spans[S_INIT][i].len, i);
+    for (int i = 0; i < counts[S_INPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_INPUT][i], 0, i);
+    for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) rc = load_node(o, &spans[S_NODE][i], i);
+    for (int i = 0; i < counts[S_OUTPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_OUTPUT][i], 1, i);
+    for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, &spans[S_VI][i], 2, i);
     if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
     if (rc >= 0 && !o->g->n_outputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no outputs", o->g->path);
 end:
-    for (int i = 0; i < 4; i++) me_free(spans[i]);
-    me_free(io[0]);
-    me_free(io[1]);
+    for (int i = 0; i < S_COUNT; i++) me_free(spans[i]);
     return rc;
 }
 
@@ -611,33 +661,33 @@ int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
         close(fd);
         return me_error(d, ME_EINVAL, "%s: the file is empty", path);
     }
-    MappedFile *m = me_calloc(1, sizeof(*m));
-    if (!m) { close(fd); return ME_ENOMEM; }
-    void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (base == MAP_FAILED) {
-        me_free(m);
-        return me_error(d, ME_EIO, "%s: cannot map: %s", path, strerror(errno));
+    Reader *rd = me_calloc(1, sizeof(*rd));
+    if (!rd || !(rd->buf = me_malloc(RD_WINDOW))) {
+        me_free(rd);
+        close(fd);
+        return ME_ENOMEM;
     }
-    m->base = base;
-    m->size = (size_t)st.st_size;
-    g->loader = m;
-    g->loader_free = unmap_file;
+    rd->fd = fd;
+    rd->size = (uint64_t)st.st_size;
+    g->loader = rd; /* kept open: initializer contents are read on demand */
+    g->loader_free = reader_free;
 
-    OCtx o = { .g = g, .d = d, .map = m };
-    const uint8_t *cur = m->base, *end = m->base + m->size, *graph = NULL;
-    size_t graph_len = 0;
+    OCtx o = { .g = g, .d = d, .r = rd };
+    uint64_t cur = 0, end = rd->size, graph_off = 0, graph_len = 0;
+    bool has_graph = false, any = false;
     PbField f;
-    int r, rc = 0;
+    int r;
     int64_t opset = -1;
-    bool any = false;
-    while ((r = pb_next(&cur, end, &f)) > 0) {
+    while ((r = pb_next(rd, &cur, end, &f)) > 0) {
         any = true;
         if (f.num == 7 && f.wt == 2) {
-            graph = f.p;
+            has_graph = true;
+            graph_off = f.off;
             graph_len = f.len;
         } else if (f.num == 8 && f.wt == 2) {
-            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, f.len, f.p);
+            uint8_t *p = read_message(&o, &f);
+            Onnx__OperatorSetIdProto *op = p ? onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, p) : NULL;
+            me_free(p);
             if (!op) return bad(&o, "opset_import");
             if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
             onnx__operator_set_id_proto__free_unpacked(op, NULL);
@@ -646,11 +696,10 @@ int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
         }
     }
     if (r < 0 || !any) return bad(&o, "model");
-    if (!graph) return me_error(d, ME_EINVAL, "%s: not an ONNX model: no graph", path);
+    if (!has_graph) return me_error(d, ME_EINVAL, "%s: not an ONNX model: no graph", path);
     if (opset < 1) return me_error(d, ME_EINVAL, "%s: opset_import names no version for the default ONNX domain", path);
     if (opset > ME_ONNX_MAX_OPSET)
         return me_error(d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
     g->opset = (int)opset;
-    rc = load_graph(&o, graph, graph_len);
-    return rc;
+    return load_graph(&o, graph_off, graph_len);
 }
