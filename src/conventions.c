@@ -30,16 +30,17 @@ static uint64_t node_params(const MeCtx *c)
 
 static void cost_default(const MeCtx *c, MeCost *o)
 {
-    MeOpCost oc = { 0, 0 };
+    MeOpCost oc = { 0 };
     c->n->desc->cost(c, &oc);
     o->macs = oc.macs;
     o->flops = oc.flops;
     MeCostClass cls = c->n->desc->cls;
     if (cls == ME_C_VIEW || cls == ME_C_SHAPE) return; /* views and shape arithmetic move no data */
-    for (int i = 0; i < c->n->n_in; i++) {
+    for (int i = 0; i < c->n->n_in && !oc.has_read; i++) {
         const MeValue *v = me_in(c, i);
         if (v) o->read = me_sadd(o->read, value_bytes(v));
     }
+    if (oc.has_read) o->read = oc.read;
     for (int k = 0; k < c->n->n_out; k++) {
         const MeValue *v = me_out(c, k);
         if (v) o->write = me_sadd(o->write, value_bytes(v));

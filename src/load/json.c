@@ -385,6 +385,99 @@ static int lower_scale(JCtx *j, MeNode *n)
     return rc < 0 ? rc : append_input(n, vi);
 }
 
+/* nn.Embedding → Gather(weight, indices) */
+static int lower_embedding(JCtx *j, MeNode *n)
+{
+    int64_t num, dim;
+    int rc, wi;
+    if ((rc = get_int(j, "num_embeddings", 0, true, 1, &num)) < 0 || (rc = get_int(j, "embedding_dim", 0, true, 1, &dim)) < 0) return rc;
+    int64_t wd[2] = { num, dim };
+    if ((rc = add_tensor(j, "weight", 2, wd, true, &wi)) < 0 || (rc = append_input(n, n->in[0])) < 0) return rc;
+    n->in[0] = wi; /* Gather reads the table first, the indices second */
+    return attr_int(n, "axis", 0);
+}
+
+/* nn.MultiheadAttention: inputs query[, key, value]; self-attention when
+ * only the query is given. */
+static int lower_mha(JCtx *j, MeNode *n)
+{
+    int64_t e, heads;
+    bool bias, bf;
+    int rc, vi;
+    if ((rc = get_int(j, "embed_dim", 0, true, 1, &e)) < 0 || (rc = get_int(j, "num_heads", 0, true, 1, &heads)) < 0 ||
+        (rc = get_bool(j, "bias", true, &bias)) < 0 || (rc = get_bool(j, "batch_first", false, &bf)) < 0)
+        return rc;
+    if (n->n_in == 2) return jfail(j, "inputs", "give the query alone (self-attention) or query, key and value");
+    while (n->n_in < 3)
+        if ((rc = append_input(n, n->in[0])) < 0) return rc;
+    int64_t in_w[2] = { 3 * e, e }, out_w[2] = { e, e }, in_b = 3 * e;
+    if ((rc = add_tensor(j, "in_proj_weight", 2, in_w, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+    if ((rc = add_tensor(j, "out_proj.weight", 2, out_w, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+    if (bias) {
+        if ((rc = add_tensor(j, "in_proj_bias", 1, &in_b, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+        if ((rc = add_tensor(j, "out_proj.bias", 1, &e, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+    }
+    if ((rc = attr_int(n, "embed_dim", e)) < 0 || (rc = attr_int(n, "num_heads", heads)) < 0) return rc;
+    return attr_int(n, "batch_first", bf);
+}
+
+/* nn.LSTM / nn.GRU / nn.RNN → TorchRNN with PyTorch's parameter names. */
+static int lower_rnn(JCtx *j, MeNode *n)
+{
+    int64_t in, h, layers;
+    bool bias, bf, bidir;
+    int rc, vi;
+    if ((rc = get_int(j, "input_size", 0, true, 1, &in)) < 0 || (rc = get_int(j, "hidden_size", 0, true, 1, &h)) < 0 ||
+        (rc = get_int(j, "num_layers", 1, false, 1, &layers)) < 0 || (rc = get_bool(j, "bias", true, &bias)) < 0 ||
+        (rc = get_bool(j, "batch_first", false, &bf)) < 0 || (rc = get_bool(j, "bidirectional", false, &bidir)) < 0)
+        return rc;
+    if (layers > 1024) return jfail(j, "num_layers", "%lld layers is not plausible", (long long)layers);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->layer, "type");
+    const char *mode = !strcmp(t->valuestring, "LSTM") ? "LSTM" : !strcmp(t->valuestring, "GRU") ? "GRU" : "RNN";
+    int64_t g = !strcmp(mode, "LSTM") ? 4 : !strcmp(mode, "GRU") ? 3 : 1, dirs = bidir ? 2 : 1;
+    for (int64_t l = 0; l < layers; l++) {
+        for (int64_t d = 0; d < dirs; d++) {
+            char name[64];
+            const char *sfx = d ? "_reverse" : "";
+            int64_t wih[2] = { g * h, l ? dirs * h : in }, whh[2] = { g * h, h }, b = g * h;
+            snprintf(name, sizeof(name), "weight_ih_l%lld%s", (long long)l, sfx);
+            if ((rc = add_tensor(j, name, 2, wih, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+            snprintf(name, sizeof(name), "weight_hh_l%lld%s", (long long)l, sfx);
+            if ((rc = add_tensor(j, name, 2, whh, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+            if (!bias) continue;
+            snprintf(name, sizeof(name), "bias_ih_l%lld%s", (long long)l, sfx);
+            if ((rc = add_tensor(j, name, 1, &b, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+            snprintf(name, sizeof(name), "bias_hh_l%lld%s", (long long)l, sfx);
+            if ((rc = add_tensor(j, name, 1, &b, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+        }
+    }
+    MeAttr *a = me_node_add_attr(n, "mode", ME_A_STRING);
+    if (!a || !(a->s = me_strdup(mode))) return ME_ENOMEM;
+    if ((rc = attr_int(n, "input_size", in)) < 0 || (rc = attr_int(n, "hidden_size", h)) < 0 ||
+        (rc = attr_int(n, "num_layers", layers)) < 0 || (rc = attr_int(n, "bidirectional", bidir)) < 0)
+        return rc;
+    return attr_int(n, "batch_first", bf);
+}
+
+/* nn.Upsample(scale_factor, mode) on an NCHW input → Resize(x, -, scales) */
+static int lower_upsample(JCtx *j, MeNode *n)
+{
+    double f;
+    int rc, vi;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j->layer, "mode");
+    if ((rc = get_float(j, "scale_factor", 0, &f)) < 0) return rc;
+    if (!(f > 0) || f > 1e6) return jfail(j, "scale_factor", "must be a positive number");
+    if (m && !cJSON_IsString(m)) return jfail(j, "mode", "expected a string");
+    const char *mode = m ? m->valuestring : "nearest";
+    const char *onnx_mode = !strcmp(mode, "nearest") ? "nearest" : !strcmp(mode, "bicubic") ? "cubic" : "linear";
+    int64_t four = 4;
+    if ((rc = add_tensor(j, "scales", 1, &four, false, &vi)) < 0) return rc;
+    double sc[4] = { 1, 1, f, f };
+    if ((rc = me_value_set_floats(&j->g->v[vi], sc, 4)) < 0 || (rc = append_input(n, -1)) < 0 || (rc = append_input(n, vi)) < 0)
+        return rc;
+    return attr_str(n, "mode", onnx_mode);
+}
+
 typedef struct LayerType {
     const char *type;  /* PyTorch class name */
     const char *op;    /* IR op */
@@ -423,6 +516,12 @@ static const LayerType layer_types[] = {
     { "Div", "Div", 2, 2, true, lower_none },
     { "Scale", "Mul", 1, 1, true, lower_scale },
     { "Concat", "Concat", 1, 64, true, lower_concat },
+    { "Embedding", "Gather", 1, 1, false, lower_embedding },
+    { "MultiheadAttention", "MultiheadAttention", 1, 3, false, lower_mha },
+    { "LSTM", "TorchRNN", 1, 1, false, lower_rnn },
+    { "GRU", "TorchRNN", 1, 1, false, lower_rnn },
+    { "RNN", "TorchRNN", 1, 1, false, lower_rnn },
+    { "Upsample", "Resize", 1, 1, false, lower_upsample },
 };
 
 static int load_inputs(JCtx *j, const cJSON *root)

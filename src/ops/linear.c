@@ -3,6 +3,8 @@
  *   MatMul (numpy semantics):      MACs = ∏batch · M·N·K, FLOPs = 2·MACs
  *   Linear (PyTorch nn.Linear on [..., in]): MACs = |x|/in · in · out,
  *                                   FLOPs = 2·MACs + |out| with bias */
+#include <string.h>
+
 #include "ops.h"
 
 static int infer_gemm(MeCtx *c)
@@ -91,4 +93,141 @@ const MeOpDesc me_op_matmul = {
 const MeOpDesc me_op_linear = {
     .name = "Linear", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_LINEAR, .infer = infer_linear, .cost = cost_linear,
+};
+
+/* Einsum: "bij,bjk->bik" and friends (letters, optional "..." broadcast).
+ * With two or more operands MACs = ∏ of every distinct index size (one
+ * multiply-accumulate per point of the joint index space); one operand
+ * (transpose, trace, sum) moves or reduces: FLOPs = |x|. */
+typedef struct EinsumSpec {
+    int n_ops;
+    char terms[8][ME_MAX_RANK + 1];   /* letters per operand; '.' marks the ellipsis */
+    char out[ME_MAX_RANK + 1];
+    int64_t size[128];
+} EinsumSpec;
+
+static int parse_term(const MeCtx *c, const char **p, char *dst)
+{
+    int n = 0;
+    bool ell = false;
+    while (**p && **p != ',' && **p != '-') {
+        char ch = **p;
+        if (ch == ' ') { (*p)++; continue; }
+        if (ch == '.') {
+            if (ell || strncmp(*p, "...", 3)) return me_fail(c, "equation: bad ellipsis");
+            ell = true;
+            ch = '.';
+            *p += 3;
+        } else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) {
+            (*p)++;
+        } else {
+            return me_fail(c, "equation: unexpected character '%c'", ch);
+        }
+        if (n >= ME_MAX_RANK) return me_fail(c, "equation: term longer than rank %d", ME_MAX_RANK);
+        dst[n++] = ch;
+    }
+    dst[n] = 0;
+    return n;
+}
+
+static int einsum_parse(const MeCtx *c, EinsumSpec *e, MeShape *out)
+{
+    const char *eq = me_attr_s(c->n, "equation", NULL);
+    if (!eq) return me_fail(c, "attribute 'equation' is required");
+    memset(e, 0, sizeof(*e));
+    for (int i = 0; i < 128; i++) e->size[i] = -1;
+    const char *p = eq;
+    MeShape ell = { .rank = -1 };
+    for (;;) {
+        if (e->n_ops >= 8 || e->n_ops >= c->n->n_in) return me_fail(c, "equation has more terms than inputs");
+        int n = parse_term(c, &p, e->terms[e->n_ops]);
+        if (n < 0) return n;
+        const MeShape *s = me_in_shape(c, e->n_ops);
+        int has_ell = strchr(e->terms[e->n_ops], '.') != NULL;
+        if ((!has_ell && n != s->rank) || (has_ell && n - 1 > s->rank))
+            return me_fail(c, "term %d has %d indices for an input of rank %d", e->n_ops, n, s->rank);
+        int d = 0;
+        for (int k = 0; k < n; k++) {
+            char ch = e->terms[e->n_ops][k];
+            if (ch == '.') {
+                int span = s->rank - (n - 1);
+                MeShape es = { .rank = span };
+                for (int q = 0; q < span; q++) es.d[q] = s->d[d++];
+                if (ell.rank < 0) ell = es;
+                else if (me_broadcast(c, &ell, &es, &ell) < 0) return c->d->code;
+                continue;
+            }
+            int64_t sz = s->d[d++];
+            if (e->size[(int)ch] >= 0 && e->size[(int)ch] != sz && e->size[(int)ch] != 1 && sz != 1)
+                return me_fail(c, "index '%c' is %lld in one operand and %lld in another", ch, (long long)e->size[(int)ch], (long long)sz);
+            if (e->size[(int)ch] < sz) e->size[(int)ch] = sz;
+        }
+        e->n_ops++;
+        if (*p == ',') { p++; continue; }
+        break;
+    }
+    if (e->n_ops != c->n->n_in) return me_fail(c, "equation has %d terms for %d inputs", e->n_ops, c->n->n_in);
+    out->rank = 0;
+    if (p[0] == '-' && p[1] == '>') {
+        p += 2;
+        int n = parse_term(c, &p, e->out);
+        if (n < 0) return n;
+    } else {
+        /* implicit output: ellipsis, then letters seen once, alphabetically */
+        int k = 0;
+        if (ell.rank >= 0) e->out[k++] = '.';
+        for (int ch = 'A'; ch <= 'z'; ch++) {
+            int seen = 0;
+            for (int t = 0; t < e->n_ops; t++)
+                for (const char *q = e->terms[t]; *q; q++) seen += *q == ch;
+            if (seen == 1 && k < ME_MAX_RANK) e->out[k++] = (char)ch;
+        }
+        e->out[k] = 0;
+    }
+    for (const char *q = e->out; *q; q++) {
+        if (*q == '.') {
+            for (int i = 0; i < (ell.rank > 0 ? ell.rank : 0) && out->rank < ME_MAX_RANK; i++) out->d[out->rank++] = ell.d[i];
+            continue;
+        }
+        if (e->size[(int)*q] < 0) return me_fail(c, "output index '%c' is not in any input", *q);
+        if (out->rank >= ME_MAX_RANK) return me_fail(c, "output rank above %d", ME_MAX_RANK);
+        out->d[out->rank++] = e->size[(int)*q];
+    }
+    /* the ellipsis counts once in the joint index space, as its own sizes */
+    int64_t ev = 1;
+    for (int i = 0; i < ell.rank; i++) ev *= ell.d[i];
+    e->size['.'] = ell.rank >= 0 ? ev : -1;
+    return 0;
+}
+
+static int infer_einsum(MeCtx *c)
+{
+    EinsumSpec e;
+    MeShape o;
+    int rc = einsum_parse(c, &e, &o);
+    return rc < 0 ? rc : me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static void cost_einsum(const MeCtx *c, MeOpCost *o)
+{
+    EinsumSpec e;
+    MeShape s;
+    MeDiag quiet = { 0 };
+    MeCtx q = *c;
+    q.d = &quiet;
+    if (einsum_parse(&q, &e, &s) < 0) return;
+    if (e.n_ops < 2) {
+        o->flops = (uint64_t)me_numel_in(c, 0);
+        return;
+    }
+    uint64_t joint = 1;
+    for (int ch = 0; ch < 128; ch++)
+        if (e.size[ch] >= 0) joint = me_smul(joint, (uint64_t)e.size[ch]);
+    o->macs = me_smul(joint, (uint64_t)(e.n_ops - 1));
+    o->flops = me_smul(2, o->macs);
+}
+
+const MeOpDesc me_op_einsum = {
+    .name = "Einsum", .since = 12, .min_in = 1, .max_in = 8, .min_out = 1, .max_out = 1,
+    .roles = "x", .cls = ME_C_MATMUL, .infer = infer_einsum, .cost = cost_einsum,
 };

@@ -93,6 +93,18 @@ const MeOpDesc me_op_instance_norm = {
     .name = "InstanceNormalization", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_instance_norm, .cost = cost_ln,
 };
+static int infer_group_norm(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t g = me_attr_i(c->n, "num_groups", 0);
+    if (x->rank < 2 || g < 1 || x->d[1] % g) return me_fail(c, "num_groups %lld must divide the %lld channels", (long long)g, (long long)(x->rank > 1 ? x->d[1] : 0));
+    return me_set_out(c, 0, me_in(c, 0)->dtype, x);
+}
+
+const MeOpDesc me_op_group_norm = {
+    .name = "GroupNormalization", .since = 18, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "xww", .cls = ME_C_NORM, .infer = infer_group_norm, .cost = cost_ln,
+};
 const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,

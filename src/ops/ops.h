@@ -28,6 +28,8 @@ typedef enum MeCostClass {
     ME_C_VIEW,        /* reshape-like: no data moved */
     ME_C_MOVE,        /* data movement: concat, transpose, gather, slice */
     ME_C_SHAPE,       /* works on shapes only (folded at analysis time) */
+    ME_C_RNN,         /* LSTM, GRU, RNN */
+    ME_C_ATTENTION,   /* fused multi-head attention */
     ME_C_COUNT
 } MeCostClass;
 
@@ -40,6 +42,8 @@ typedef struct MeCtx {
 typedef struct MeOpCost {
     uint64_t macs;  /* multiply-accumulates of contractions */
     uint64_t flops; /* 2 × macs + every other arithmetic operation */
+    uint64_t read;  /* bytes read, when not every input is read whole */
+    bool has_read;
 } MeOpCost;
 
 #define ME_VARIADIC 255

@@ -567,6 +567,114 @@ static int infer_pad(MeCtx *c)
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
 
+/* Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) and Upsample
+ * (7: scales attribute; 9: scales input). */
+static int infer_resize(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    MeShape o = *x;
+    double sc[ME_MAX_RANK];
+    int n = 0, rc;
+    bool upsample = !strcmp(c->n->op, "Upsample");
+    int scales_in = upsample ? 1 : c->g->opset >= 11 ? 2 : 1;
+    const MeAttr *a = upsample ? me_node_attr(c->n, "scales") : NULL;
+    if (!upsample && c->g->opset >= 11 && me_in(c, 3) && me_numel_in(c, 3) > 0) {
+        const int64_t *sz;
+        int64_t cnt;
+        if ((rc = me_in_ints(c, 3, &sz, &cnt)) < 0) return rc;
+        if (cnt != x->rank) return me_fail(c, "sizes has %lld values for rank %d", (long long)cnt, x->rank);
+        for (int i = 0; i < x->rank; i++) {
+            if (sz[i] < 0 || sz[i] > ME_MAX_DIM) return me_fail(c, "sizes[%d]=%lld is not valid", i, (long long)sz[i]);
+            o.d[i] = sz[i];
+        }
+        return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    }
+    if (a && a->type == ME_A_FLOATS) {
+        n = a->n > ME_MAX_RANK ? ME_MAX_RANK : a->n;
+        for (int i = 0; i < n; i++) sc[i] = a->floats[i];
+    } else if ((rc = me_in_floats(c, scales_in, sc, ME_MAX_RANK, &n)) < 0) {
+        return rc;
+    }
+    if (n != x->rank) return me_fail(c, "scales has %d values for rank %d", n, x->rank);
+    for (int i = 0; i < n; i++) {
+        double d = (double)x->d[i] * sc[i];
+        if (!(sc[i] > 0) || d > (double)ME_MAX_DIM) return me_fail(c, "scale %g on axis %d is not valid", sc[i], i);
+        o.d[i] = (int64_t)d;
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+/* nearest copies; linear interpolates (2·axes − 1 products and sums per
+ * output element, 7 for bilinear); cubic uses 4 taps per axis */
+static void cost_resize(const MeCtx *c, MeOpCost *o)
+{
+    const char *mode = me_attr_s(c->n, "mode", "nearest");
+    uint64_t out = (uint64_t)me_numel_out(c, 0);
+    if (!strcmp(mode, "nearest")) return;
+    o->flops = me_smul(out, !strcmp(mode, "cubic") ? 31 : 7);
+}
+
+static int infer_depth_to_space(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t b = me_attr_i(c->n, "blocksize", 0);
+    if (x->rank != 4 || b < 1 || b > 4096) return me_fail(c, "needs a 4-d input and a positive blocksize");
+    MeShape o = *x;
+    if (!strcmp(c->n->op, "DepthToSpace")) {
+        if (x->d[1] % (b * b)) return me_fail(c, "channels %lld not divisible by blocksize² %lld", (long long)x->d[1], (long long)(b * b));
+        o.d[1] = x->d[1] / (b * b); o.d[2] = x->d[2] * b; o.d[3] = x->d[3] * b;
+    } else {
+        if (x->d[2] % b || x->d[3] % b) return me_fail(c, "height and width must be divisible by blocksize %lld", (long long)b);
+        o.d[1] = x->d[1] * b * b; o.d[2] = x->d[2] / b; o.d[3] = x->d[3] / b;
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static int infer_like_input(MeCtx *c)
+{
+    return me_set_out(c, 0, me_in(c, 0)->dtype, me_in_shape(c, 0));
+}
+
+static int infer_gather_elements(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0), *idx = me_in_shape(c, 1);
+    if (idx->rank != x->rank) return me_fail(c, "indices rank %d differs from data rank %d", idx->rank, x->rank);
+    return me_set_out(c, 0, me_in(c, 0)->dtype, idx);
+}
+
+static int infer_topk(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int axis, rc = me_axis(c, me_attr_i(c->n, "axis", -1), x->rank, &axis);
+    if (rc < 0) return rc;
+    int64_t k = me_attr_i(c->n, "k", -1);
+    if (me_in(c, 1)) {
+        const int64_t *kv;
+        int64_t n;
+        if ((rc = me_in_ints(c, 1, &kv, &n)) < 0) return rc;
+        if (n != 1) return me_fail(c, "K must hold one value");
+        k = kv[0];
+    }
+    if (k < 0 || k > x->d[axis]) return me_fail(c, "K=%lld is outside 0..%lld", (long long)k, (long long)x->d[axis]);
+    MeShape o = *x;
+    o.d[axis] = k;
+    rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    if (rc >= 0) rc = me_set_out(c, 1, ME_DT_I64, &o);
+    return rc;
+}
+
+static void cost_per_in(const MeCtx *c, MeOpCost *o) { o->flops = (uint64_t)me_numel_in(c, 0); }
+
+/* Gather (an embedding lookup) reads the indices and the rows it picks,
+ * not the whole table. */
+static void cost_gather(const MeCtx *c, MeOpCost *o)
+{
+    const MeValue *d = me_in(c, 0), *i = me_in(c, 1);
+    o->has_read = true;
+    o->read = me_sadd(me_smul((uint64_t)me_numel_out(c, 0), (uint64_t)me_dtype_size(d->dtype)),
+                      me_smul((uint64_t)me_numel_in(c, 1), (uint64_t)me_dtype_size(i->dtype)));
+}
+
 static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops = 0; }
 
 #define TENSOR_OP(sym, opname, ver, mi, xi, mo, xo, rl, klass, fn) \
@@ -583,7 +691,6 @@ TENSOR_OP(me_op_squeeze, "Squeeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, infer_squeez
 TENSOR_OP(me_op_unsqueeze, "Unsqueeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, infer_unsqueeze);
 TENSOR_OP(me_op_identity, "Identity", 1, 1, 1, 1, 1, "x", ME_C_VIEW, infer_identity);
 TENSOR_OP(me_op_concat, "Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, infer_concat);
-TENSOR_OP(me_op_gather, "Gather", 1, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_gather);
 TENSOR_OP(me_op_transpose, "Transpose", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_transpose);
 TENSOR_OP(me_op_slice, "Slice", 1, 1, 5, 1, 1, "xc", ME_C_MOVE, infer_slice);
 TENSOR_OP(me_op_cast, "Cast", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_cast);
@@ -592,3 +699,30 @@ TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_expand);
 TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, infer_split);
 TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_tile);
 TENSOR_OP(me_op_pad, "Pad", 1, 1, 4, 1, 1, "xcc", ME_C_MOVE, infer_pad);
+TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_depth_to_space);
+TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_depth_to_space);
+TENSOR_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, infer_like_input);
+TENSOR_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, infer_like_input);
+TENSOR_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_gather_elements);
+TENSOR_OP(me_op_trilu, "Trilu", 14, 1, 2, 1, 1, "xc", ME_C_MOVE, infer_like_input);
+
+const MeOpDesc me_op_gather = {
+    .name = "Gather", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .roles = "xc", .cls = ME_C_MOVE, .infer = infer_gather, .cost = cost_gather,
+};
+const MeOpDesc me_op_resize = {
+    .name = "Resize", .since = 10, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 1,
+    .roles = "xccc", .cls = ME_C_UPSAMPLE, .infer = infer_resize, .cost = cost_resize,
+};
+const MeOpDesc me_op_upsample = {
+    .name = "Upsample", .since = 7, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
+    .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_resize, .cost = cost_resize,
+};
+const MeOpDesc me_op_topk = {
+    .name = "TopK", .since = 1, .min_in = 1, .max_in = 2, .min_out = 2, .max_out = 2,
+    .roles = "xc", .cls = ME_C_MOVE, .infer = infer_topk, .cost = cost_per_in,
+};
+const MeOpDesc me_op_cumsum = {
+    .name = "CumSum", .since = 11, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .roles = "xc", .cls = ME_C_ELTWISE, .infer = infer_like_input, .cost = cost_per_in,
+};

@@ -144,7 +144,7 @@ TV_FALLBACK = ["resnet18", "resnet50", "mobilenet_v2", "vgg16", "densenet121",
                "efficientnet_b0", "vit_b_16"]
 DEFAULT_MODELS = ["seed_seq", "resmlp100"] + TV_FALLBACK + ["bert_like", "gpt_like"]
 # models with their own batch list (ignores --batches unless --force-batches)
-MODEL_BATCHES = {"seed_seq": [1], "resmlp100": [64]}
+MODEL_BATCHES = {"seed_seq": [1], "resmlp100": [64, 2048]}
 EXTRA_MODES = {"resmlp100": ("train_sgd_inputgrad", "train_sgd_ckpt10")}
 
 

@@ -75,7 +75,7 @@ static const MeShape *out(T *t, int k) { return &t->g.v[t->g.n[t->node].out[k]].
 static MeOpCost cost(T *t)
 {
     MeCtx c = { .g = &t->g, .d = &t->d, .n = &t->g.n[t->node] };
-    MeOpCost o = { 0, 0 };
+    MeOpCost o = { 0 };
     t->g.n[t->node].desc->cost(&c, &o);
     return o;
 }
@@ -179,6 +179,67 @@ static void test_matmul(void)
     me_graph_free(&t.g);
 }
 
+static void test_lstm(void)
+{
+    T t;
+    /* ONNX LSTM over 128 steps, batch 8, input 256, hidden 512, one direction.
+     * Each step and sample multiplies the 4 gates' [4H x I] input weights by
+     * x_t and the [4H x H] recurrent weights by h_{t-1}:
+     *   4·512·(256 + 512) = 1,572,864 MACs per step and sample
+     *   × 128 steps × 8 samples = 1,610,612,736 MACs.
+     * Y is [T, D, N, H] = [128, 1, 8, 512]; Y_h and Y_c are [1, 8, 512]. */
+    setup(&t, "LSTM", 3, (int[]){ 0, 0, 0 }, 3);
+    t.g.n[t.node].in[0] = t.g.inputs[0] = val(&t, "x", ME_V_INPUT, 3, (int64_t[]){ 128, 8, 256 });
+    t.g.n[t.node].in[1] = val(&t, "W", ME_V_INIT, 3, (int64_t[]){ 1, 2048, 256 });
+    t.g.n[t.node].in[2] = val(&t, "R", ME_V_INIT, 3, (int64_t[]){ 1, 2048, 512 });
+    attr_int(&t, "hidden_size", 512);
+    CHECK(run(&t) == 0, "lstm: %s", t.d.msg);
+    CHECK(shape_is(out(&t, 0), 4, (int64_t[]){ 128, 1, 8, 512 }), "lstm Y shape");
+    CHECK(shape_is(out(&t, 2), 3, (int64_t[]){ 1, 8, 512 }), "lstm Y_c shape");
+    CHECK(cost(&t).macs == 1610612736ULL, "lstm MACs %llu", (unsigned long long)cost(&t).macs);
+    me_graph_free(&t.g);
+}
+
+static void test_attention(void)
+{
+    T t;
+    /* Self-attention, batch 2, 64 tokens, embed 512, 8 heads (head dim 64):
+     *   q, k, v projections: 3 · 2·64·512·512        = 100,663,296
+     *   scores q·kᵀ: 8 heads · 2·64·64·64           =   4,194,304
+     *   weights · v: same                            =   4,194,304
+     *   output projection: 2·64·512·512              =  33,554,432
+     *   total                                        = 142,606,336 MACs */
+    setup(&t, "MultiheadAttention", 5, (int[]){ 0, 0, 0, 0, 0 }, 1);
+    int x = val(&t, "x", ME_V_INPUT, 3, (int64_t[]){ 2, 64, 512 });
+    t.g.inputs[0] = x;
+    for (int i = 0; i < 3; i++) t.g.n[t.node].in[i] = x;
+    t.g.n[t.node].in[3] = val(&t, "in_proj_weight", ME_V_INIT, 2, (int64_t[]){ 1536, 512 });
+    t.g.n[t.node].in[4] = val(&t, "out_proj.weight", ME_V_INIT, 2, (int64_t[]){ 512, 512 });
+    attr_int(&t, "embed_dim", 512);
+    attr_int(&t, "num_heads", 8);
+    attr_int(&t, "batch_first", 1);
+    CHECK(run(&t) == 0, "mha: %s", t.d.msg);
+    CHECK(shape_is(out(&t, 0), 3, (int64_t[]){ 2, 64, 512 }), "mha shape");
+    CHECK(cost(&t).macs == 142606336ULL, "mha MACs %llu", (unsigned long long)cost(&t).macs);
+    me_graph_free(&t.g);
+}
+
+static void test_einsum(void)
+{
+    T t;
+    /* "bhqd,bhkd->bhqk" with b 2, h 4, q 16, k 16, d 32:
+     * joint index space b·h·q·k·d = 2·4·16·16·32 = 65,536 MACs */
+    setup(&t, "Einsum", 2, (int[]){ 0, 0 }, 1);
+    t.g.n[t.node].in[0] = t.g.inputs[0] = val(&t, "q", ME_V_INPUT, 4, (int64_t[]){ 2, 4, 16, 32 });
+    t.g.n[t.node].in[1] = val(&t, "k", ME_V_INPUT, 4, (int64_t[]){ 2, 4, 16, 32 });
+    MeAttr *a = me_node_add_attr(&t.g.n[t.node], "equation", ME_A_STRING);
+    a->s = me_strdup("bhqd,bhkd->bhqk");
+    CHECK(run(&t) == 0, "einsum: %s", t.d.msg);
+    CHECK(shape_is(out(&t, 0), 4, (int64_t[]){ 2, 4, 16, 16 }), "einsum shape");
+    CHECK(cost(&t).macs == 65536, "einsum MACs %llu", (unsigned long long)cost(&t).macs);
+    me_graph_free(&t.g);
+}
+
 static void test_absurd(void)
 {
     T t;
@@ -198,6 +259,9 @@ int main(void)
     test_conv_transpose();
     test_pool_ceil();
     test_matmul();
+    test_lstm();
+    test_attention();
+    test_einsum();
     test_absurd();
     printf("%d failure(s)\n", fails);
     return fails != 0;

@@ -43,7 +43,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import torchvision
 import onnx
 import onnx.shape_inference
-from onnx import TensorProto
+import numpy as np
+from onnx import TensorProto, helper, mapping, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import MODELS, VOCAB  # noqa: E402
@@ -175,41 +176,196 @@ def initializer_stats(g):
     return flt, other, shapes, const_float
 
 
+FOLD_MAX = 1 << 16  # fold only small integer/bool shape tensors
+
+
+def _const_array(t):
+    """numpy value of an inline TensorProto, None if its data was external."""
+    if t.data_location == TensorProto.EXTERNAL or len(t.external_data):
+        return None
+    return numpy_helper.to_array(t)
+
+
+def _attrs(node):
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _norm_axes(axes, rank):
+    return [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+
+
+def _eval_node(node, ins, in_shape0):
+    """numpy evaluation of one shape-subgraph node; None if not supported."""
+    op, at = node.op_type, _attrs(node)
+    if op == "Shape":
+        if in_shape0 is None:
+            return None
+        s = np.array(in_shape0, dtype=np.int64)
+        return s[at.get("start", 0):at.get("end", len(s))]
+    if op == "Constant":
+        if "value" in at:
+            return _const_array(at["value"])
+        for k, dt in (("value_int", np.int64), ("value_ints", np.int64),
+                      ("value_float", np.float32), ("value_floats", np.float32)):
+            if k in at:
+                return np.array(at[k], dtype=dt)
+        return None
+    if any(x is None for x in ins[:1]) or any(
+            x is None for i, x in enumerate(ins) if node.input[i]):
+        return None
+    if op == "Gather":
+        return np.take(ins[0], ins[1], axis=at.get("axis", 0))
+    if op == "Unsqueeze":
+        x = ins[0]
+        for ax in sorted(_norm_axes(ins[1].reshape(-1), x.ndim + ins[1].size)):
+            x = np.expand_dims(x, ax)
+        return x
+    if op == "Squeeze":
+        if len(ins) > 1 and node.input[1]:
+            return np.squeeze(ins[0], axis=tuple(_norm_axes(ins[1].reshape(-1), ins[0].ndim)))
+        return np.squeeze(ins[0])
+    if op == "Concat":
+        return np.concatenate(ins, axis=at["axis"])
+    if op == "Slice":
+        x = ins[0]
+        starts, ends = ins[1].reshape(-1), ins[2].reshape(-1)
+        axes = ins[3].reshape(-1) if len(ins) > 3 and node.input[3] else range(len(starts))
+        steps = ins[4].reshape(-1) if len(ins) > 4 and node.input[4] else [1] * len(starts)
+        sl = [slice(None)] * x.ndim
+        for st, en, ax, sp in zip(starts, ends, _norm_axes(axes, x.ndim), steps):
+            sl[ax] = slice(int(st), int(en), int(sp))
+        return x[tuple(sl)]
+    if op == "Cast":
+        return ins[0].astype(mapping.TENSOR_TYPE_TO_NP_TYPE[at["to"]])
+    if op in ("Add", "Sub", "Mul"):
+        return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](ins[0], ins[1])
+    if op == "Div":
+        a, b = ins
+        if np.issubdtype(a.dtype, np.integer):
+            return (np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))).astype(a.dtype)
+        return a / b
+    if op == "Equal":
+        return np.equal(ins[0], ins[1])
+    if op == "Not":
+        return np.logical_not(ins[0])
+    if op == "Where":
+        return np.where(ins[0], ins[1], ins[2])
+    if op == "ConstantOfShape":
+        v = _const_array(at["value"]) if "value" in at else np.zeros(1, np.float32)
+        shape = tuple(int(d) for d in ins[0].reshape(-1))
+        if int(np.prod(shape)) > FOLD_MAX:
+            return None
+        return np.full(shape, v.reshape(-1)[0], dtype=v.dtype)
+    if op == "Expand":
+        shape = np.broadcast_shapes(ins[0].shape, tuple(int(d) for d in ins[1]))
+        if int(np.prod(shape)) > FOLD_MAX:
+            return None
+        return np.broadcast_to(ins[0], shape).copy()
+    if op == "Range":
+        return np.arange(ins[0].item(), ins[1].item(), ins[2].item(), dtype=ins[0].dtype)
+    if op == "Reshape":
+        shape = [int(d) for d in ins[1].reshape(-1)]
+        if not at.get("allowzero", 0):
+            shape = [ins[0].shape[i] if d == 0 else d for i, d in enumerate(shape)]
+        return ins[0].reshape(shape)
+    if op == "Identity":
+        return ins[0]
+    return None
+
+
+def _known_shapes(model):
+    known = {}
+    g = model.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            known[vi.name] = [d.dim_value for d in tt.shape.dim]
+    for t in g.initializer:
+        known[t.name] = list(t.dims)
+    return known
+
+
+def _infer(m):
+    try:
+        return onnx.shape_inference.infer_shapes(m, strict_mode=True, data_prop=True), "strict"
+    except Exception as e:  # noqa: BLE001
+        print("  strict shape inference failed (%s); non-strict" % str(e)[:200])
+        return onnx.shape_inference.infer_shapes(m, data_prop=True), "non-strict"
+
+
 def onnx_shapes(path, batch):
-    """Fully known shapes of node outputs from onnx.shape_inference at a batch."""
+    """Fully known shapes of node outputs from onnx.shape_inference at a batch.
+
+    infer_shapes(strict_mode=True, data_prop=True) alone leaves shapes unknown
+    behind shape subgraphs it cannot propagate (Shape -> Div -> Reshape in
+    vit, Range in bert/gpt). So, repeatedly, nodes of such subgraphs whose
+    inputs are known (small integer/bool tensors, or a Shape of a tensor whose
+    shape is inferred) are evaluated with numpy and replaced by Constant nodes
+    of the same output name, and inference is run again, until nothing changes.
+    """
     m = onnx.load(path, load_external_data=False)
+    orig_nodes = [(list(n.output), n.op_type) for n in m.graph.node]
     del m.graph.value_info[:]  # infer from scratch
     for vi in list(m.graph.input) + list(m.graph.output):
         for d in vi.type.tensor_type.shape.dim:
             if d.HasField("dim_param") and d.dim_param == "batch":
                 d.Clear()
                 d.dim_value = batch
-    mode = "strict"
-    try:
-        inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True)
-    except Exception as e:  # noqa: BLE001
-        print("  strict shape inference failed (%s); non-strict" % str(e)[:200])
-        inferred = onnx.shape_inference.infer_shapes(m)
-        mode = "non-strict"
-    known = {}
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-        tt = vi.type.tensor_type
-        if not tt.HasField("shape"):
-            continue
-        dims = tt.shape.dim
-        if all(d.HasField("dim_value") for d in dims):
-            known[vi.name] = [d.dim_value for d in dims]
-    values, missing, missing_names = {}, 0, []
-    for node in inferred.graph.node:
-        for out in node.output:
+    values0 = {}
+    for t in m.graph.initializer:
+        v = _const_array(t)
+        if v is not None and v.size <= FOLD_MAX and not np.issubdtype(v.dtype, np.floating):
+            values0[t.name] = v
+    folded_ops = {}
+    for _ in range(200):
+        inferred, mode = _infer(m)
+        shapes = _known_shapes(inferred)
+        values = dict(values0)
+        new_nodes, changed = [], False
+        for node in m.graph.node:
+            val = None
+            if len(node.output) == 1 and node.op_type in FOLDABLE:
+                ins = [values.get(i) if i else None for i in node.input]
+                try:
+                    val = _eval_node(node, ins, shapes.get(node.input[0]) if node.input else None)
+                except Exception:  # noqa: BLE001 - leave it to onnx
+                    val = None
+            if val is not None and val.size <= FOLD_MAX and (
+                    node.op_type == "Constant" or not np.issubdtype(val.dtype, np.floating)
+                    or val.size <= 64):
+                val = np.asarray(val)
+                values[node.output[0]] = val
+                if node.op_type != "Constant":
+                    folded_ops[node.op_type] = folded_ops.get(node.op_type, 0) + 1
+                    new_nodes.append(helper.make_node(
+                        "Constant", [], [node.output[0]], name=node.name + "_folded",
+                        value=numpy_helper.from_array(val, node.output[0])))
+                    changed = True
+                    continue
+            new_nodes.append(node)
+        if not changed:
+            break
+        del m.graph.node[:]
+        m.graph.node.extend(new_nodes)
+        del m.graph.value_info[:]
+    known = _known_shapes(inferred)
+    out_shapes = [known.get(o.name) for o in inferred.graph.output]
+    vals, missing, missing_names = {}, 0, []
+    for outs, op in orig_nodes:
+        for out in outs:
             if not out:
                 continue
             if out in known:
-                values[out] = known[out]
+                vals[out] = known[out]
             else:
                 missing += 1
-                missing_names.append("%s (%s)" % (out, node.op_type))
-    return values, missing, missing_names, mode
+                missing_names.append("%s (%s)" % (out, op))
+    return vals, missing, missing_names, mode, folded_ops, out_shapes
+
+
+FOLDABLE = {"Shape", "Constant", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
+            "Cast", "Add", "Sub", "Mul", "Div", "Equal", "Not", "Where",
+            "ConstantOfShape", "Expand", "Range", "Reshape", "Identity"}
 
 
 # --------------------------------------------------------------------------
@@ -361,7 +517,9 @@ def how_string(mode, params_rule):
             "onnx %s on %s; export mode %s at opset %d with do_constant_folding="
             "False; params %s; output_shapes from a seeded PyTorch forward in the "
             "export mode under no_grad; value_shapes from onnx.shape_inference on "
-            "the graph-only file with the batch dim set; macs from a "
+            "the graph-only file with the batch dim set (strict_mode, data_prop, "
+            "after numpy constant-folding of shape subgraphs such as Shape->Div->"
+            "Reshape or Range, see value_shapes_folded_nodes); macs from a "
             "TorchDispatchMode counter over aten ops (convolution, mm, addmm, "
             "bmm, baddbmm, _native_multi_head_attention, ...) on one eval-mode "
             "no_grad forward"
@@ -434,8 +592,7 @@ def process(name, tmp):
         "onnx_op_types": op_types,
         "batches": {},
     }
-    if notes:
-        truth["notes"] = notes
+    truth["notes"] = notes  # filled further below; removed if empty
 
     per_batch_print = []
     for b in BATCHES:
@@ -452,11 +609,17 @@ def process(name, tmp):
         macs = sum(c.macs.values())
         macs_exp = sum(c_exp.macs.values())
         entry = {"output_shapes": outs}
-        vals, missing, missing_names, si_mode = onnx_shapes(dst, b)
+        vals, missing, missing_names, si_mode, folded_ops, onnx_outs = onnx_shapes(dst, b)
         entry["value_shapes"] = vals
         entry["value_shapes_missing"] = missing
+        entry["value_shapes_folded_nodes"] = dict(sorted(folded_ops.items()))
         if si_mode != "strict":
             entry["shape_inference"] = si_mode
+        if onnx_outs != outs:
+            msg = ("batch %d: ONNX-inferred output shapes %s != PyTorch %s"
+                   % (b, onnx_outs, outs))
+            print("  WARNING " + msg)
+            notes.append(msg)
         entry["macs"] = macs
         entry["macs_by_op"] = dict(sorted(c.macs.items()))
         entry["aten_ops"] = dict(sorted(c.calls.items()))
@@ -469,8 +632,11 @@ def process(name, tmp):
                   % (b, macs_exp, macs))
         truth["batches"][str(b)] = entry
         per_batch_print.append((b, macs, macs_exp, outs, missing, missing_names,
-                                sorted(c.calls), sorted(c.unhandled)))
+                                sorted(c.calls), sorted(c.unhandled),
+                                sum(folded_ops.values())))
 
+    if not notes:
+        del truth["notes"]
     tpath = os.path.join(TRUTH_DIR, name + ".json")
     with open(tpath, "w") as f:
         f.write(dump_json(truth))
@@ -486,11 +652,13 @@ def process(name, tmp):
              "OK" if init_ok else "MISMATCH", other_init, const_float))
     big = sorted(init_shapes, key=_prod, reverse=True)[:3]
     print("  largest float initializers: %s" % big)
-    for b, macs, macs_exp, outs, missing, missing_names, calls, unh in per_batch_print:
+    for (b, macs, macs_exp, outs, missing, missing_names, calls, unh,
+         folded) in per_batch_print:
         print("  batch %d: MACs %d (export-mode pass %d%s), outputs %s, "
-              "value shapes missing %d%s"
+              "value shapes missing %d%s; folded %s"
               % (b, macs, macs_exp, "" if macs == macs_exp else " DIFFERS", outs,
-                 missing, (": " + ", ".join(missing_names[:8])) if missing else ""))
+                 missing, (": " + ", ".join(missing_names[:8])) if missing else "",
+                 folded))
         if b == 1:
             print("  aten ops: %s" % " ".join(calls))
         if unh:
