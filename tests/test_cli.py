@@ -130,7 +130,7 @@ def case_zoo(stem):
         check(outs.get("output") == t["output_shape"], f"{stem} b{b}: output {outs.get('output')} != PyTorch {t['output_shape']}")
         compared = 0
         # Constant nodes hold data, not layers: the report leaves them out
-        expected = {k: v for k, v in t["value_shapes"].items() if not re.search(r"/Constant(_\d+)?_output_0$", k)}
+        expected = {k: v for k, v in t["value_shapes"].items() if k not in d["constants"]}
         for name, shape in expected.items():
             if name in outs:
                 compared += 1
@@ -149,6 +149,32 @@ def case_zoo(stem):
                 check(by_module[mod] == shape, f"{stem} b{b}: module {mod} {by_module[mod]} != hook {shape}")
         if truth["mode"] == "train":
             check(hooked > 10, f"{stem}: only {hooked} modules matched by name")
+
+
+def case_zoo3(name):
+    """The wider zoo (tests/zoo/export_zoo2.py): one ONNX file with a dynamic
+    batch axis per model; params, MACs from a dispatch-level counter in
+    PyTorch, output and per-value shapes, at batch 1 and 8."""
+    truth = json.load(open(path("golden", "truth", "zoo", name + ".json")))
+    f = path("models", "onnx", "zoo", name + ".onnx")
+    spec = []
+    for i in truth["inputs"]:
+        spec += ["--input", "%s=%s:%s" % (i["name"], "x".join(str(s) for s in i["shape"]), i["dtype"])]
+    for b, t in truth["batches"].items():
+        d = run_json(f, *spec, "--batch", b)
+        check(d["totals"]["params"] == truth["params"], f"{name} b{b}: params {d['totals']['params']} != PyTorch {truth['params']}")
+        check(d["unknown_ops"] == {}, f"{name} b{b}: unknown ops {d['unknown_ops']}")
+        check(d["totals"]["macs"] == t["macs"], f"{name} b{b}: MACs {d['totals']['macs']} != PyTorch count {t['macs']}")
+        outs = {o["name"]: o["shape"] for layer in d["layers"] for o in layer["outputs"]}
+        expected = {k: v for k, v in t["value_shapes"].items() if k not in d["constants"]}
+        compared = 0
+        for vname, shape in expected.items():
+            if vname in outs:
+                compared += 1
+                check(outs[vname] == shape, f"{name} b{b}: {vname} {outs[vname]} != onnx {shape}")
+        check(compared == len(expected), f"{name} b{b}: compared only {compared} of {len(expected)} shapes")
+        graph_outs = t["output_shapes"]
+        check(graph_outs[0] in [o["shape"] for layer in d["layers"] for o in layer["outputs"]], f"{name} b{b}: output shape {graph_outs[0]} not produced")
 
 
 def expect_bad(args, words, code=2, label=None):
@@ -254,7 +280,7 @@ def case_crafted():
 
 
 CASES = {"torchstat_seed": case_torchstat_seed, "json_models": case_json_models, "seed_sequential": case_seed_sequential,
-         "zoo": case_zoo, "bad_input": case_bad_input, "crafted": case_crafted}
+         "zoo": case_zoo, "zoo3": case_zoo3, "bad_input": case_bad_input, "crafted": case_crafted}
 
 if __name__ == "__main__":
     fn = CASES[CASE]
