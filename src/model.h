@@ -26,6 +26,11 @@ struct MemestModel {
     MemestConvention conv;
     MemestTotals totals;
     int *rows;           /* report rows: node index per row (see build_rows) */
+    bool has_memory;     /* memest_set_memory ran */
+    MemestMemorySettings mem_settings;
+    MemestMemory mem[2]; /* the simulated step; training: step 1 and step 2 */
+    int n_mem;
+    char mem_skipped[256]; /* why no timeline, when it could not run */
     int n_rows;
     bool analyzed;
 };

@@ -98,6 +98,72 @@ typedef struct MemestTotals {
 
 MEMEST_API int memest_totals(const MemestModel *model, MemestTotals *out);
 
+/* --- memory: a simulated timeline of what PyTorch allocates and frees --- */
+
+typedef enum MemestRunMode {
+    MEMEST_RUN_INFER = 0,    /* forward under torch.no_grad() */
+    MEMEST_RUN_INFER_GRAD,   /* forward with autograd on, output kept */
+    MEMEST_RUN_TRAIN,        /* forward, loss, backward, optimizer step */
+} MemestRunMode;
+
+typedef enum MemestOptimizer {
+    MEMEST_OPT_SGD = 0, MEMEST_OPT_MOMENTUM, MEMEST_OPT_ADAM, MEMEST_OPT_ADAMW,
+    MEMEST_OPT_ADAGRAD, MEMEST_OPT_RMSPROP, MEMEST_OPT_COUNT
+} MemestOptimizer;
+
+typedef enum MemestRuntime {
+    MEMEST_RUNTIME_CUDA = 0, /* PyTorch on a GPU (cuDNN, cuBLAS) */
+    MEMEST_RUNTIME_CPU,      /* PyTorch on a CPU (oneDNN temporaries) */
+} MemestRuntime;
+
+typedef enum MemestLoss {
+    MEMEST_LOSS_CROSS_ENTROPY = 0, /* over the last dim of output 0 */
+    MEMEST_LOSS_MSE,               /* out.pow(2).mean()-like */
+} MemestLoss;
+
+typedef enum MemestMemCategory {
+    MEMEST_MEM_WEIGHTS = 0, /* parameters and buffers */
+    MEMEST_MEM_INPUTS,      /* graph inputs and targets */
+    MEMEST_MEM_ACTIVATIONS, /* forward outputs not (yet) needed by backward */
+    MEMEST_MEM_SAVED,       /* tensors autograd keeps for backward */
+    MEMEST_MEM_GRADIENTS,   /* parameter gradients (.grad) */
+    MEMEST_MEM_ACT_GRADS,   /* gradients of activations during backward */
+    MEMEST_MEM_OPTIMIZER,   /* optimizer state */
+    MEMEST_MEM_TEMPORARY,   /* op-internal temporaries (runtime profile) */
+    MEMEST_MEM_COUNT
+} MemestMemCategory;
+
+MEMEST_API const char *memest_mem_category_name(MemestMemCategory c);
+
+typedef struct MemestMemorySettings {
+    MemestRunMode mode;
+    MemestOptimizer optimizer;
+    MemestRuntime runtime;
+    MemestLoss loss;
+    int step;              /* training step: 1 (creates optimizer state) or 2 (steady state) */
+} MemestMemorySettings;
+
+typedef enum MemestPhase { MEMEST_PHASE_FORWARD = 0, MEMEST_PHASE_BACKWARD, MEMEST_PHASE_OPTIMIZER } MemestPhase;
+
+typedef struct MemestMemory {
+    uint64_t peak;          /* bytes allocated at the peak (max_memory_allocated) */
+    uint64_t baseline;      /* alive before the step: weights, inputs, state */
+    uint64_t end;           /* alive after the step */
+    uint64_t at_peak[MEMEST_MEM_COUNT];
+    int peak_node;          /* node index at the peak, -1 at the start */
+    const char *peak_name;  /* its module name (owned by the model) */
+    MemestPhase peak_phase;
+    int events;             /* allocations and frees simulated */
+} MemestMemory;
+
+/* Simulates one step (see MemestMemorySettings) and fills out. */
+MEMEST_API int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out,
+                             char *err, size_t errlen);
+
+/* Runs the memory simulation the reports show: the chosen mode, and for
+ * training both step 1 and step 2. An unknown op leaves it out (reported). */
+MEMEST_API int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *err, size_t errlen);
+
 typedef enum MemestFormat {
     MEMEST_FORMAT_TABLE = 0,
     MEMEST_FORMAT_JSON,

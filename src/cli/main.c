@@ -20,6 +20,11 @@ static void usage(FILE *f)
         "  --convention NAME             default | torchstat\n"
         "  --format NAME                 table | json | csv | markdown\n"
         "  --strict                      unknown ops are an error (exit 3)\n"
+        "  --train                       simulate a training step (default: inference under no_grad)\n"
+        "  --grad                        inference with autograd on (no torch.no_grad())\n"
+        "  --optimizer NAME              sgd | momentum | adam | adamw | adagrad | rmsprop (default sgd)\n"
+        "  --loss NAME                   cross-entropy | mse (default cross-entropy)\n"
+        "  --runtime NAME                cuda | cpu: what PyTorch allocates inside ops (default cuda)\n"
         "  -o FILE                       write the report to FILE\n"
         "  --version, --help\n"
         "\n"
@@ -43,6 +48,7 @@ int main(int argc, char **argv)
     const char **dims = calloc((size_t)argc, sizeof(char *));
     MemestLoadSettings ls = { 0 };
     MemestAnalyzeSettings as = { 0 };
+    MemestMemorySettings ms = { .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD };
     int format = MEMEST_FORMAT_TABLE, rc = EXIT_BAD;
     MemestModel *m = NULL;
     FILE *out = stdout;
@@ -60,6 +66,27 @@ int main(int argc, char **argv)
             goto end;
         } else if (!strcmp(a, "--strict")) {
             as.strict = 1;
+        } else if (!strcmp(a, "--train")) {
+            ms.mode = MEMEST_RUN_TRAIN;
+        } else if (!strcmp(a, "--grad")) {
+            if (ms.mode != MEMEST_RUN_TRAIN) ms.mode = MEMEST_RUN_INFER_GRAD;
+        } else if (!strcmp(a, "--optimizer") || !strcmp(a, "--runtime") || !strcmp(a, "--loss")) {
+            static const char *const opts[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", NULL };
+            static const char *const rts[] = { "cuda", "cpu", NULL };
+            static const char *const losses[] = { "cross-entropy", "mse", NULL };
+            const char *const *names = a[2] == 'o' ? opts : a[2] == 'r' ? rts : losses;
+            int k = 0;
+            while (val && names[k] && strcmp(names[k], val)) k++;
+            if (!val || !names[k]) {
+                fprintf(stderr, "memest: %s '%s': not one of", a, val ? val : "");
+                for (int j = 0; names[j]; j++) fprintf(stderr, " %s", names[j]);
+                fprintf(stderr, "\n");
+                goto end;
+            }
+            i++;
+            if (a[2] == 'o') ms.optimizer = (MemestOptimizer)k;
+            else if (a[2] == 'r') ms.runtime = (MemestRuntime)k;
+            else ms.loss = (MemestLoss)k;
         } else if (!strcmp(a, "--input") || !strcmp(a, "--batch") || !strcmp(a, "--dim") || !strcmp(a, "--convention") ||
                    !strcmp(a, "--format") || !strcmp(a, "-o")) {
             if (!val) {
@@ -119,6 +146,10 @@ int main(int argc, char **argv)
     if (outfile && !(out = fopen(outfile, "w"))) {
         fprintf(stderr, "memest: -o %s: %s\n", outfile, strerror(errno));
         out = stdout;
+        goto end;
+    }
+    if (memest_set_memory(m, &ms, err, sizeof(err)) < 0) {
+        fprintf(stderr, "memest: %s\n", err);
         goto end;
     }
     if (memest_report(m, (MemestFormat)format, out) < 0 || fflush(out) != 0 || ferror(out)) {

@@ -48,6 +48,18 @@ typedef struct MeOpCost {
 
 #define ME_VARIADIC 255
 
+/* What autograd keeps for backward (tools/autograd/derivatives.yaml), as a
+ * rule on the op's tensors. Generated autograd code saves a tensor only when
+ * a gradient formula that needs it will run, hence the conditions. */
+typedef enum MeAutograd {
+    ME_AG_BY_CLASS = 0, /* the default of the op's cost class (autograd.c) */
+    ME_AG_NONE,         /* add, views, concat, ...: shapes only */
+    ME_AG_OPERANDS,     /* conv, matmul, mul: each input kept when another one needs a gradient */
+    ME_AG_INPUT,        /* gelu, clip, pooling, norms: input 0 kept when it needs a gradient */
+    ME_AG_OUTPUT,       /* relu, sigmoid, tanh, softmax, exp: output 0 kept */
+    ME_AG_DIV,          /* div: the divisor always, the dividend when the divisor needs a gradient */
+} MeAutograd;
+
 typedef struct MeOpDesc {
     const char *name;
     int since;             /* first opset this definition applies to */
@@ -61,7 +73,14 @@ typedef struct MeOpDesc {
     int (*infer)(MeCtx *c);
     /* Default-convention MACs and FLOPs (doc/conventions.md). */
     void (*cost)(const MeCtx *c, MeOpCost *out);
+    MeAutograd autograd;
 } MeOpDesc;
+
+/* The autograd rule of a node, with the class default resolved, and the
+ * bytes of extra tensors its forward keeps for backward (max-pool indices,
+ * dropout mask, norm statistics) when it runs with gradients. */
+MeAutograd me_autograd_rule(const MeNode *n);
+uint64_t me_autograd_extra(const MeCtx *c, bool training);
 
 /* Highest version of op not above opset, NULL if unknown. */
 const MeOpDesc *me_op_find(const char *op, const char *domain, int opset);

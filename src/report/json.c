@@ -110,6 +110,33 @@ int me_report_json(const MemestModel *m, FILE *f)
     add_u64(tot, "output_bytes", t->output_bytes);
     add_u64(tot, "seed_sum_bytes", t->seed_sum_bytes);
     cJSON_AddNumberToObject(tot, "nodes", t->nodes);
+    if (m->has_memory) {
+        const MemestMemorySettings *ms = &m->mem_settings;
+        cJSON *mem = cJSON_AddObjectToObject(root, "memory");
+        static const char *const modes[] = { "infer", "infer_grad", "train" };
+        cJSON_AddStringToObject(mem, "mode", modes[ms->mode]);
+        if (ms->mode == MEMEST_RUN_TRAIN) {
+            cJSON_AddStringToObject(mem, "optimizer", me_optimizer_name(ms->optimizer));
+            cJSON_AddStringToObject(mem, "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
+        }
+        cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
+        cJSON_AddStringToObject(mem, "predicts", "max_memory_allocated");
+        if (!m->n_mem) cJSON_AddStringToObject(mem, "skipped", m->mem_skipped);
+        cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
+        for (int k = 0; k < m->n_mem; k++) {
+            const MemestMemory *r = &m->mem[k];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "step", k + 1);
+            add_u64(o, "peak", r->peak);
+            add_u64(o, "baseline", r->baseline);
+            add_u64(o, "end", r->end);
+            cJSON_AddStringToObject(o, "peak_at", r->peak_name);
+            cJSON_AddStringToObject(o, "peak_phase", me_phase_name(r->peak_phase));
+            cJSON *cat = cJSON_AddObjectToObject(o, "at_peak");
+            for (int c = 0; c < MEMEST_MEM_COUNT; c++) add_u64(cat, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c]);
+            cJSON_AddItemToArray(steps, o);
+        }
+    }
     /* Constant nodes are data, not rows; their outputs are named here. */
     cJSON *consts = cJSON_AddArrayToObject(root, "constants");
     for (int i = 0; i < g->nn; i++)

@@ -197,6 +197,51 @@ static void print_lists(const MemestModel *m, FILE *f)
     }
 }
 
+const char *me_mode_name(const MemestMemorySettings *s)
+{
+    static const char *const n[] = { "inference (no_grad)", "inference with autograd", "training" };
+    return (int)s->mode >= 0 && s->mode <= MEMEST_RUN_TRAIN ? n[s->mode] : "?";
+}
+
+const char *me_optimizer_name(MemestOptimizer o)
+{
+    static const char *const n[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop" };
+    return (int)o >= 0 && o < MEMEST_OPT_COUNT ? n[o] : "?";
+}
+
+const char *me_phase_name(MemestPhase p)
+{
+    return p == MEMEST_PHASE_FORWARD ? "forward" : p == MEMEST_PHASE_BACKWARD ? "backward" : "optimizer";
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static void print_memory(const MemestModel *m, FILE *f)
+{
+    if (!m->has_memory) return;
+    const MemestMemorySettings *s = &m->mem_settings;
+    fprintf(f, "\nMemory, %s", me_mode_name(s));
+    if (s->mode == MEMEST_RUN_TRAIN)
+        fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), s->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
+    fprintf(f, ", runtime %s (predicts torch max_memory_allocated; MiB = 2^20 bytes):\n",
+            s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
+    if (!m->n_mem) {
+        fprintf(f, "  not simulated: %s\n", m->mem_skipped);
+        return;
+    }
+    for (int k = 0; k < m->n_mem; k++) {
+        const MemestMemory *r = &m->mem[k];
+        if (s->mode == MEMEST_RUN_TRAIN) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
+        else fprintf(f, "  ");
+        fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak), r->peak_name,
+                me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));
+        fprintf(f, "    at the peak:");
+        for (int c = 0; c < MEMEST_MEM_COUNT; c++)
+            if (r->at_peak[c]) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
+        fprintf(f, "\n");
+    }
+}
+
 static int report_table(const MemestModel *m, FILE *f)
 {
     bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
@@ -251,6 +296,7 @@ static int report_table(const MemestModel *m, FILE *f)
         fprintf(f, "Total MemR+W: %.2fMB\n", (double)(t->mem_read + t->mem_write) / (1024.0 * 1024.0));
         fprintf(f, "(convention torchstat: one sample, as torchstat forces batch 1; MB = 2^20 bytes)\n");
         print_lists(m, f);
+        print_memory(m, f);
         return 0;
     }
     int64_t batch = m->g.n_inputs ? m->g.v[m->g.inputs[0]].shape.d[0] : 1;
@@ -274,6 +320,7 @@ static int report_table(const MemestModel *m, FILE *f)
     fprintf(f, "(batch %lld, convention default: MACs of contractions, FLOPs = 2 x MACs + other arithmetic; doc/conventions.md)\n",
             (long long)batch);
     print_lists(m, f);
+    print_memory(m, f);
     return 0;
 }
 

@@ -21,5 +21,8 @@ void me_row_view(const MemestModel *m, int row, MeRowView *rv);
  * convention counts as zero (rows). */
 int me_op_counts(const MemestModel *m, MeCostStatus status, const char **ops, int *counts, int max);
 int me_report_json(const MemestModel *m, FILE *f);
+const char *me_mode_name(const MemestMemorySettings *s);
+const char *me_optimizer_name(MemestOptimizer o);
+const char *me_phase_name(MemestPhase p);
 
 #endif

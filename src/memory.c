@@ -1,0 +1,643 @@
+/* The memory timeline: what PyTorch allocates and frees in one step,
+ * simulated over the graph in execution order (ggml-alloc's model: count the
+ * readers of every tensor, free it when the count reaches zero).
+ *
+ * Tensors live in storages: a view or an in-place op shares its input's
+ * storage. A storage is freed when no node will read it (refs), nothing
+ * holds it (holds: graph outputs, tensors autograd saved, gradients shared
+ * by several values) and it is not persistent (weights, inputs, .grad,
+ * optimizer state).
+ *
+ * Training: forward keeps what autograd saves (ops/autograd.c); the loss;
+ * backward in reverse creates each input's gradient, releases the node's
+ * saved tensors and its outputs' gradients; parameter gradients stay as
+ * .grad; the optimizer creates its state at step 1; zero_grad(set_to_none)
+ * and the end of the step free the rest. Runtime profiles add what one
+ * backend allocates inside ops (doc/memory.md). */
+#include <string.h>
+
+#include "model.h"
+
+typedef struct Storage {
+    int64_t bytes;
+    int refs;        /* node reads still to come */
+    int holds;       /* other owners: graph output, saved, gradient links */
+    uint8_t cat;     /* MemestMemCategory */
+    bool alive, persistent;
+} Storage;
+
+/* Python keeps a module's arguments alive until the call returns: in
+ * `x = self.layer1(x)` the caller's x stays bound while layer1 runs, however
+ * early its last reader inside. A value read inside module scope A (a dotted
+ * prefix of the reader's module path) but made outside A is held until A's
+ * last op. hold_end[v] is that op's position in the order, -1 for none. */
+static bool scope_contains(const char *scope, size_t len, const char *path)
+{
+    return !strncmp(scope, path, len) && (path[len] == 0 || path[len] == '.');
+}
+
+static int scope_holds(const MeGraph *g, int *hold_end)
+{
+    /* last position of every scope (each '.'-prefix of a module path) */
+    MeStrMap last = { 0 };
+    char **keys = me_calloc((size_t)g->nn * 2 + 1, sizeof(char *));
+    int nkeys = 0, rc = 0, capk = g->nn * 2;
+    if (!keys) { rc = ME_ENOMEM; goto end; }
+    for (int oi = 0; oi < g->nn && rc >= 0; oi++) {
+        const char *mod = g->n[g->order[oi]].module;
+        for (size_t i = 0;; i++) {
+            if (mod[i] != '.' && mod[i] != 0) continue;
+            char tmp[512];
+            if (i >= sizeof(tmp)) break;
+            memcpy(tmp, mod, i);
+            tmp[i] = 0;
+            int k = me_strmap_get(&last, tmp);
+            if (k < 0) {
+                if (nkeys >= capk) {
+                    char **nk = me_realloc(keys, sizeof(char *) * (size_t)(capk * 2 + 1));
+                    if (!nk) { rc = ME_ENOMEM; break; }
+                    keys = nk;
+                    capk *= 2;
+                }
+                if (!(keys[nkeys] = me_strdup(tmp))) { rc = ME_ENOMEM; break; }
+                rc = me_strmap_put(&last, keys[nkeys++], oi);
+            } else {
+                rc = me_strmap_put(&last, tmp, oi); /* known key: only the position changes */
+            }
+            if (!mod[i] || rc < 0) break;
+        }
+    }
+    for (int i = 0; i < g->nv; i++) hold_end[i] = -1;
+    for (int oi = 0; oi < g->nn && rc >= 0; oi++) {
+        const MeNode *n = &g->n[g->order[oi]];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            if (v < 0 || g->v[v].producer < 0) continue;
+            const char *from = g->n[g->v[v].producer].module, *mod = n->module;
+            /* outermost scope of the reader that does not contain the producer */
+            for (size_t i = 0;; i++) {
+                if (mod[i] != '.' && mod[i] != 0) continue;
+                if (!scope_contains(mod, i, from)) {
+                    char tmp[512];
+                    if (i < sizeof(tmp)) {
+                        memcpy(tmp, mod, i);
+                        tmp[i] = 0;
+                        int end = me_strmap_get(&last, tmp);
+                        if (end > hold_end[v]) hold_end[v] = end;
+                    }
+                    break;
+                }
+                if (!mod[i]) break;
+            }
+        }
+    }
+end:
+    for (int i = 0; i < nkeys; i++) me_free(keys[i]);
+    me_free(keys);
+    me_strmap_free(&last);
+    return rc;
+}
+
+typedef struct Sim {
+    MeGraph *g;
+    const MemestMemorySettings *s;
+    Storage *st;
+    int nst, cap;
+    int *vst;         /* value → storage, -1 none */
+    int *vgrad;       /* value → gradient storage, -1 none */
+    bool *rg;         /* value requires grad */
+    int *hold_end;    /* value → position until which its scope holds it */
+    int *hold_head;   /* position → first value whose hold ends there */
+    int *hold_next;
+    int **saved;      /* node → storages it keeps for backward */
+    int *n_saved;
+    int64_t live[MEMEST_MEM_COUNT], total;
+    MemestMemory *out;
+    int node;
+    MemestPhase phase;
+    bool grad;        /* autograd records the forward */
+    bool failed;
+} Sim;
+
+static const char *const cat_names[MEMEST_MEM_COUNT] = {
+    "weights", "inputs", "activations", "saved", "gradients", "activation_grads", "optimizer", "temporary",
+};
+
+const char *memest_mem_category_name(MemestMemCategory c)
+{
+    return (int)c >= 0 && c < MEMEST_MEM_COUNT ? cat_names[c] : "?";
+}
+
+/* The peak is checked with extra bytes that exist only inside the op. */
+static void note(Sim *m, int64_t extra)
+{
+    int64_t t = m->total + extra;
+    m->out->events++;
+    if ((uint64_t)t <= m->out->peak) return;
+    m->out->peak = (uint64_t)t;
+    for (int c = 0; c < MEMEST_MEM_COUNT; c++) m->out->at_peak[c] = (uint64_t)m->live[c];
+    m->out->at_peak[MEMEST_MEM_TEMPORARY] += (uint64_t)extra;
+    m->out->peak_node = m->node;
+    m->out->peak_phase = m->phase;
+}
+
+static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat)
+{
+    if (me_grow(&m->st, &m->cap, m->nst + 1, sizeof(Storage)) < 0) {
+        m->failed = true;
+        return -1;
+    }
+    Storage *s = &m->st[m->nst];
+    memset(s, 0, sizeof(*s));
+    s->bytes = bytes;
+    s->cat = (uint8_t)cat;
+    s->alive = true;
+    m->live[cat] += bytes;
+    m->total += bytes;
+    return m->nst++;
+}
+
+static void st_free(Sim *m, int id)
+{
+    Storage *s = &m->st[id];
+    if (!s->alive) return;
+    s->alive = false;
+    m->live[s->cat] -= s->bytes;
+    m->total -= s->bytes;
+    m->out->events++;
+}
+
+static void st_release(Sim *m, int id)
+{
+    if (id < 0) return;
+    Storage *s = &m->st[id];
+    if (s->alive && s->refs <= 0 && s->holds <= 0 && !s->persistent) st_free(m, id);
+}
+
+static void st_recat(Sim *m, int id, MemestMemCategory cat)
+{
+    Storage *s = &m->st[id];
+    if (s->persistent || s->cat == cat) return;
+    if (s->alive) {
+        m->live[s->cat] -= s->bytes;
+        m->live[cat] += s->bytes;
+    }
+    s->cat = (uint8_t)cat;
+}
+
+static int64_t vbytes(const MeValue *v)
+{
+    int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
+    return n > 0 ? n * me_dtype_size(v->dtype) : 0;
+}
+
+static bool is_graph_output(const MeGraph *g, int vi)
+{
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] == vi) return true;
+    return false;
+}
+
+static bool no_runtime(const MeNode *n)
+{
+    /* Constant and shape arithmetic: evaluated ahead, nothing at run time */
+    return !n->desc || n->desc->cls == ME_C_SHAPE;
+}
+
+static bool folded(const MeGraph *g, const MeNode *n)
+{
+    return n->n_out && n->out[0] >= 0 && g->v[n->out[0]].has_val;
+}
+
+/* Output 0 shares input 0's storage: views, and ops running in place. */
+static bool aliases_input(const Sim *m, const MeNode *n)
+{
+    if (!n->n_in || n->in[0] < 0 || m->vst[n->in[0]] < 0) return false;
+    MeCostClass cls = n->desc->cls;
+    if (cls == ME_C_VIEW) return true;
+    if (cls == ME_C_DROPOUT && m->s->mode != MEMEST_RUN_TRAIN) return true; /* identity in eval */
+    return (n->flags & ME_N_INPLACE) != 0;
+}
+
+/* oneDNN reorders a convolution's input into its blocked layout, except a
+ * first layer's few channels, which it reads as they are. */
+static int64_t conv_input_copy(const MeCtx *c)
+{
+    const MeValue *x = me_in(c, 0);
+    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? vbytes(x) : 0;
+}
+
+/* Bytes an op allocates and frees inside itself, by runtime (doc/memory.md),
+ * beyond its outputs. */
+static int64_t temp_forward(const Sim *m, const MeNode *n)
+{
+    if (m->s->runtime != MEMEST_RUNTIME_CPU) return 0;
+    MeCtx c = { .g = m->g, .n = (MeNode *)n };
+    switch (n->desc->cls) {
+    case ME_C_CONV: {
+        /* oneDNN: input and weights reordered, the result computed into a
+         * blocked buffer, then reordered into the output: beyond the output,
+         * max(input copy + weight copy, output) at once */
+        const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
+        int64_t a = conv_input_copy(&c) + (w ? vbytes(w) : 0), b = vbytes(o);
+        return a > b ? a : b;
+    }
+    case ME_C_MAXPOOL:
+        /* int64 indices even without autograd */
+        return m->grad ? 0 : me_numel_out(&c, 0) * 8;
+    default:
+        return 0;
+    }
+}
+
+static int64_t temp_backward(const Sim *m, const MeNode *n)
+{
+    if (m->s->runtime != MEMEST_RUNTIME_CPU) return 0;
+    MeCtx c = { .g = m->g, .n = (MeNode *)n };
+    switch (n->desc->cls) {
+    case ME_C_CONV: {
+        /* oneDNN: reordered output gradient, input and weights */
+        const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
+        return vbytes(o) + conv_input_copy(&c) + (w ? vbytes(w) : 0);
+    }
+    case ME_C_BN:
+        return vbytes(me_in(&c, 0)); /* one input-sized temporary */
+    default:
+        return 0;
+    }
+}
+
+static bool requires_grad_any_out(const Sim *m, const MeNode *n)
+{
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && m->rg[n->out[k]]) return true;
+    return false;
+}
+
+static void keep_for_backward(Sim *m, int ni, int vi)
+{
+    if (vi < 0 || m->vst[vi] < 0) return;
+    int id = m->vst[vi];
+    for (int k = 0; k < m->n_saved[ni]; k++)
+        if (m->saved[ni][k] == id) return; /* one storage is kept once */
+    int *ns = me_realloc(m->saved[ni], sizeof(int) * (size_t)(m->n_saved[ni] + 1));
+    if (!ns) { m->failed = true; return; }
+    m->saved[ni] = ns;
+    ns[m->n_saved[ni]++] = id;
+    m->st[id].holds++;
+    if (m->st[id].cat == MEMEST_MEM_ACTIVATIONS) st_recat(m, id, MEMEST_MEM_SAVED);
+}
+
+static void record_saved(Sim *m, int ni, const MeNode *n)
+{
+    MeCtx c = { .g = m->g, .n = (MeNode *)n };
+    switch (me_autograd_rule(n)) {
+    case ME_AG_OPERANDS:
+        for (int i = 0; i < n->n_in; i++) {
+            if (n->in[i] < 0) continue;
+            bool other = false;
+            for (int j = 0; j < n->n_in; j++)
+                if (j != i && n->in[j] >= 0 && m->rg[n->in[j]]) other = true;
+            if (other) keep_for_backward(m, ni, n->in[i]);
+        }
+        break;
+    case ME_AG_INPUT:
+        if (n->in[0] >= 0 && m->rg[n->in[0]]) keep_for_backward(m, ni, n->in[0]);
+        break;
+    case ME_AG_OUTPUT:
+        keep_for_backward(m, ni, n->out[0]);
+        break;
+    case ME_AG_DIV:
+        if (n->n_in > 1) {
+            keep_for_backward(m, ni, n->in[1]);
+            if (n->in[1] >= 0 && m->rg[n->in[1]]) keep_for_backward(m, ni, n->in[0]);
+        }
+        break;
+    default:
+        break;
+    }
+    int64_t extra = (int64_t)me_autograd_extra(&c, m->s->mode == MEMEST_RUN_TRAIN);
+    if (extra > 0) {
+        int id = st_new(m, extra, MEMEST_MEM_SAVED);
+        if (id < 0) return;
+        int *ns = me_realloc(m->saved[ni], sizeof(int) * (size_t)(m->n_saved[ni] + 1));
+        if (!ns) { m->failed = true; return; }
+        m->saved[ni] = ns;
+        ns[m->n_saved[ni]++] = id;
+        m->st[id].holds = 1;
+    }
+}
+
+static void forward(Sim *m)
+{
+    MeGraph *g = m->g;
+    m->phase = MEMEST_PHASE_FORWARD;
+    for (int oi = 0; oi < g->nn && !m->failed; oi++) {
+        int ni = g->order[oi];
+        const MeNode *n = &g->n[ni];
+        m->node = ni;
+        if (no_runtime(n) || folded(g, n)) continue;
+        bool rg = false;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out[k];
+            if (v < 0) continue;
+            m->rg[v] = m->grad && rg && me_dtype_is_float(g->v[v].dtype);
+            bool out = is_graph_output(g, v);
+            /* extra outputs nobody reads (BatchNorm's running statistics are
+             * updated in place; Dropout's mask is kept by autograd) */
+            if (k > 0 && !g->v[v].n_uses) continue;
+            int id = k == 0 && aliases_input(m, n) ? m->vst[n->in[0]] : st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS);
+            if (id < 0) return;
+            m->vst[v] = id;
+            m->st[id].refs += g->v[v].n_uses - (out ? 1 : 0);
+            if (out) m->st[id].holds++;
+            if (m->hold_end[v] > oi) {
+                m->st[id].holds++;
+                m->hold_next[v] = m->hold_head[m->hold_end[v]];
+                m->hold_head[m->hold_end[v]] = v;
+            }
+        }
+        note(m, temp_forward(m, n));
+        if (m->grad && rg) record_saved(m, ni, n);
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i];
+            if (v < 0 || m->vst[v] < 0) continue;
+            m->st[m->vst[v]].refs--;
+            st_release(m, m->vst[v]);
+        }
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
+        for (int v = m->hold_head[oi]; v >= 0; v = m->hold_next[v]) {
+            m->st[m->vst[v]].holds--;
+            st_release(m, m->vst[v]);
+        }
+    }
+}
+
+/* Links value vi's gradient to storage id (shared by pass-through ops). */
+static void give_grad(Sim *m, int vi, int id)
+{
+    if (m->vgrad[vi] < 0) {
+        m->vgrad[vi] = id;
+        m->st[id].holds++;
+        return;
+    }
+    /* a second gradient for the same tensor is summed in place into the
+     * first; the shared one stays with its other owners */
+}
+
+static bool passes_grad_through(const MeNode *n, int i, const MeGraph *g)
+{
+    MeCostClass cls = n->desc->cls;
+    if (cls == ME_C_VIEW || (cls == ME_C_DROPOUT && n->n_out < 2)) return true;
+    if (!strcmp(n->op, "Concat")) return true; /* narrow() views of the output gradient */
+    if ((!strcmp(n->op, "Add") || (!strcmp(n->op, "Sub") && i == 0)) && n->out[0] >= 0) {
+        /* same shape: the output gradient itself; broadcast: summed down */
+        const MeValue *x = &g->v[n->in[i]], *o = &g->v[n->out[0]];
+        return me_shape_numel(&x->shape) == me_shape_numel(&o->shape);
+    }
+    return false;
+}
+
+static void backward(Sim *m, int64_t *param_grad_st)
+{
+    MeGraph *g = m->g;
+    m->phase = MEMEST_PHASE_BACKWARD;
+    for (int oi = g->nn - 1; oi >= 0 && !m->failed; oi--) {
+        int ni = g->order[oi];
+        const MeNode *n = &g->n[ni];
+        m->node = ni;
+        if (no_runtime(n) || folded(g, n)) continue;
+        bool has_grad = false;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
+        if (has_grad && requires_grad_any_out(m, n)) {
+            int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
+            int64_t tmp = temp_backward(m, n);
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                bool dup = false;
+                for (int j = 0; j < i; j++) dup |= n->in[j] == v;
+                if (v < 0 || dup || !m->rg[v]) continue;
+                const MeValue *val = &g->v[v];
+                if (val->kind == ME_V_INIT) {
+                    if (param_grad_st[v] < 0) {
+                        int id = st_new(m, vbytes(val), MEMEST_MEM_GRADIENTS);
+                        if (id < 0) return;
+                        m->st[id].persistent = true;
+                        param_grad_st[v] = id;
+                        note(m, tmp);
+                    } else {
+                        note(m, vbytes(val)); /* accumulated into .grad */
+                    }
+                    continue;
+                }
+                if (gout >= 0 && passes_grad_through(n, i, g)) {
+                    give_grad(m, v, gout);
+                    continue;
+                }
+                int id = st_new(m, vbytes(val), MEMEST_MEM_ACT_GRADS);
+                if (id < 0) return;
+                note(m, tmp);
+                if (m->vgrad[v] >= 0) {
+                    st_free(m, id); /* summed in place into the existing gradient */
+                } else {
+                    m->vgrad[v] = id;
+                    m->st[id].holds = 1;
+                }
+            }
+        }
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out[k];
+            if (v < 0 || m->vgrad[v] < 0) continue;
+            int id = m->vgrad[v];
+            m->vgrad[v] = -1;
+            m->st[id].holds--;
+            st_release(m, id);
+        }
+        for (int k = 0; k < m->n_saved[ni]; k++) {
+            int id = m->saved[ni][k];
+            m->st[id].holds--;
+            st_release(m, id);
+        }
+        m->n_saved[ni] = 0;
+    }
+}
+
+/* Optimizer state bytes per parameter byte, and whether it exists before
+ * the first step (Adagrad builds it in __init__). */
+static int state_factor(MemestOptimizer o)
+{
+    switch (o) {
+    case MEMEST_OPT_MOMENTUM: case MEMEST_OPT_ADAGRAD: case MEMEST_OPT_RMSPROP: return 1;
+    case MEMEST_OPT_ADAM: case MEMEST_OPT_ADAMW: return 2;
+    default: return 0;
+    }
+}
+
+int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen)
+{
+    MeGraph *g = &model->g;
+    Sim m = { .g = g, .s = s, .out = out };
+    memset(out, 0, sizeof(*out));
+    out->peak_node = -1;
+    if (!s || (int)s->mode < 0 || s->mode > MEMEST_RUN_TRAIN || (int)s->optimizer < 0 || s->optimizer >= MEMEST_OPT_COUNT) {
+        if (err && errlen) snprintf(err, errlen, "invalid memory settings");
+        return ME_EINVAL;
+    }
+    for (int i = 0; i < g->nn; i++)
+        if (!g->n[i].desc) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s: node '%s': op '%s' is unknown, so the memory timeline cannot be simulated",
+                         g->path, g->n[i].name, g->n[i].op);
+            return ME_EUNSUPPORTED;
+        }
+    m.grad = s->mode != MEMEST_RUN_INFER;
+    m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
+    m.saved = me_calloc((size_t)g->nn + 1, sizeof(int *));
+    m.n_saved = me_calloc((size_t)g->nn + 1, sizeof(int));
+    int64_t *pgrad = me_malloc(sizeof(int64_t) * (size_t)(g->nv + 1));
+    m.hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.hold_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    int rc = 0;
+    if (!m.vst || !m.vgrad || !m.rg || !m.saved || !m.n_saved || !pgrad || !m.hold_end || !m.hold_next || !m.hold_head) {
+        rc = ME_ENOMEM;
+        goto end;
+    }
+    for (int i = 0; i < g->nv; i++) m.vst[i] = m.vgrad[i] = -1, pgrad[i] = -1;
+    for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
+    if ((rc = scope_holds(g, m.hold_end)) < 0) goto end;
+
+    /* Alive before the step: weights, inputs, and state from an earlier step. */
+    int64_t param_bytes = 0, n_params = 0, max_param = 0;
+    for (int i = 0; i < g->nv; i++) {
+        MeValue *v = &g->v[i];
+        if (v->kind == ME_V_INIT && v->n_uses) {
+            int id = st_new(&m, vbytes(v), MEMEST_MEM_WEIGHTS);
+            if (id < 0) { rc = ME_ENOMEM; goto end; }
+            m.st[id].persistent = true;
+            m.vst[i] = id;
+            bool frozen = false;
+            if (v->role == ME_R_PARAM && m.grad)
+                for (int k = 0; k < g->nn && !frozen; k++)
+                    for (int j = 0; j < g->n[k].n_in; j++)
+                        if (g->n[k].in[j] == i && (g->n[k].flags & ME_N_FROZEN)) frozen = true;
+            m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen;
+            if (m.rg[i]) {
+                param_bytes += vbytes(v);
+                n_params++;
+                if (vbytes(v) > max_param) max_param = vbytes(v);
+            }
+        } else if (v->kind == ME_V_INPUT) {
+            int id = st_new(&m, vbytes(v), MEMEST_MEM_INPUTS);
+            if (id < 0) { rc = ME_ENOMEM; goto end; }
+            m.st[id].persistent = true;
+            m.vst[i] = id;
+        }
+    }
+    bool train = s->mode == MEMEST_RUN_TRAIN;
+    int factor = train ? state_factor(s->optimizer) : 0;
+    if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
+        int id = st_new(&m, param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0),
+                        MEMEST_MEM_OPTIMIZER);
+        if (id < 0) { rc = ME_ENOMEM; goto end; }
+        m.st[id].persistent = true;
+    }
+    out->baseline = (uint64_t)m.total;
+    note(&m, 0);
+
+    forward(&m);
+    if (train && !m.failed && g->n_outputs) {
+        int ov = g->outputs[0];
+        int64_t ob = vbytes(&g->v[ov]);
+        m.phase = MEMEST_PHASE_BACKWARD;
+        m.node = -1;
+        /* the loss: cross_entropy keeps log_softmax's output; an MSE-like
+         * loss keeps the output itself and makes one temporary */
+        int logsm = -1;
+        if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
+            logsm = st_new(&m, ob, MEMEST_MEM_SAVED);
+            note(&m, 0);
+        } else {
+            note(&m, ob);
+        }
+        if (m.rg[ov]) {
+            int g1 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
+            int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of the model output */
+            if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
+            note(&m, 0);
+            st_free(&m, g1);
+            if (logsm >= 0) st_free(&m, logsm);
+            m.vgrad[ov] = g2;
+            m.st[g2].holds = 1;
+            backward(&m, pgrad);
+        } else if (logsm >= 0) {
+            st_free(&m, logsm);
+        }
+        m.phase = MEMEST_PHASE_OPTIMIZER;
+        m.node = -1;
+        if (factor && s->step < 2 && s->optimizer != MEMEST_OPT_ADAGRAD) {
+            int id = st_new(&m, param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0),
+                            MEMEST_MEM_OPTIMIZER);
+            if (id < 0) { rc = ME_ENOMEM; goto end; }
+            m.st[id].persistent = true;
+        }
+        /* the update's temporaries, one parameter at a time (PyTorch's
+         * single-tensor path): Adam's sqrt(exp_avg_sq) / bias_correction,
+         * Adagrad's and RMSprop's sqrt */
+        int temps = s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 2
+                  : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
+        note(&m, temps * max_param);
+        /* zero_grad(set_to_none=True), then the step's locals go */
+        for (int i = 0; i < g->nv; i++)
+            if (pgrad[i] >= 0) st_free(&m, (int)pgrad[i]);
+        for (int i = 0; i < m.nst; i++)
+            if (!m.st[i].persistent) st_free(&m, i);
+    }
+    if (m.failed) rc = ME_ENOMEM;
+    out->end = (uint64_t)m.total;
+    out->peak_name = out->peak_node >= 0 ? g->n[out->peak_node].module : "(start)";
+end:
+    for (int i = 0; m.saved && i < g->nn; i++) me_free(m.saved[i]);
+    me_free(m.saved);
+    me_free(m.n_saved);
+    me_free(m.st);
+    me_free(m.vst);
+    me_free(m.vgrad);
+    me_free(m.rg);
+    me_free(pgrad);
+    me_free(m.hold_end);
+    me_free(m.hold_next);
+    me_free(m.hold_head);
+    if (rc == ME_ENOMEM && err && errlen) snprintf(err, errlen, "out of memory");
+    return rc;
+}
+
+int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *err, size_t errlen)
+{
+    MemestMemorySettings one = *s;
+    model->has_memory = true;
+    model->mem_settings = *s;
+    model->n_mem = 0;
+    model->mem_skipped[0] = 0;
+    int steps = s->mode == MEMEST_RUN_TRAIN ? 2 : 1;
+    for (int k = 0; k < steps; k++) {
+        one.step = k + 1;
+        int rc = memest_memory(model, &one, &model->mem[k], model->mem_skipped, sizeof(model->mem_skipped));
+        if (rc == ME_EUNSUPPORTED) {
+            model->n_mem = 0;
+            return 0; /* reported, not fatal: the cost table still stands */
+        }
+        if (rc < 0) {
+            if (err && errlen) snprintf(err, errlen, "%s", model->mem_skipped);
+            return rc;
+        }
+        model->n_mem = k + 1;
+    }
+    return 0;
+}

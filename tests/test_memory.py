@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Predicted peak memory against PyTorch's measured peak (golden/truth/memory,
+made by tests/oracle/measure_memory.py on this CPU with Debian's torch).
+
+usage: test_memory.py MEMEST SOURCE_ROOT MODEL [--table]
+
+Each (batch, mode) must be within 3 % or 1 MiB, whichever is larger; the
+runtime profile is 'cpu' because the truth was measured on a CPU.
+"""
+import json
+import os
+import subprocess
+import sys
+
+MEMEST, ROOT, MODEL = sys.argv[1], sys.argv[2], sys.argv[3]
+TABLE = "--table" in sys.argv
+TOL, FLOOR = 0.03, 1 << 20
+
+# model -> (graph file, loss); graph files keep BatchNorm (training export)
+GRAPHS = {
+    "seed_seq": ("models/seed_sequential.json", "mse"),
+}
+LOSSES = {"pow2_mean": "mse"}
+
+
+def graph_for(model, truth):
+    if model in GRAPHS:
+        return GRAPHS[model]
+    f = os.path.join("models", "onnx", "zoo", model + ".onnx")
+    return f, None
+
+
+def run(f, spec, batch, mode, opt, loss):
+    args = [MEMEST, os.path.join(ROOT, f), *spec, "--batch", str(batch), "--runtime", "cpu", "--format", "json"]
+    if mode == "infer_grad":
+        args.append("--grad")
+    elif mode.startswith("train"):
+        args += ["--train", "--optimizer", opt, "--loss", loss]
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode:
+        raise SystemExit(f"memest failed: {p.stderr}")
+    return [s["peak"] for s in json.loads(p.stdout)["memory"]["steps"]]
+
+
+def main():
+    truth = json.load(open(os.path.join(ROOT, "golden", "truth", "memory", MODEL + ".json")))
+    f, loss = graph_for(MODEL, truth)
+    spec = []
+    for i in truth.get("inputs", []):
+        if f.endswith(".onnx"):
+            spec += ["--input", "%s=%s:%s" % (i["name"], "x".join(str(s) for s in i["shape"]), i.get("dtype", "float32"))]
+    fails = 0
+    rows = []
+    for b, modes in sorted(truth["batches"].items(), key=lambda kv: int(kv[0])):
+        for mode, r in modes.items():
+            if not isinstance(r, dict) or mode == "saved_for_backward":
+                continue
+            if mode.startswith("train"):
+                opt = {"train_sgd": "sgd", "train_sgd_momentum": "momentum", "train_adam": "adam"}.get(mode)
+                if not opt:
+                    continue
+                l = loss or LOSSES.get(r.get("loss_kind", ""), "cross-entropy")
+                pred = run(f, spec, b, mode, opt, l)
+                meas = [r["step1"]["peak"], r["step2"]["peak"]]
+                labels = [mode + "/step1", mode + "/step2"]
+            else:
+                pred = run(f, spec, b, mode, None, None)
+                meas = [r["peak"]]
+                labels = [mode]
+            for lab, p, m in zip(labels, pred, meas):
+                err = (p - m) / m
+                ok = abs(p - m) <= max(TOL * m, FLOOR)
+                fails += not ok
+                rows.append((MODEL, b, lab, m, p, err, ok))
+    for r in rows:
+        print("%-14s b%-3s %-26s measured %9.2f MiB  predicted %9.2f MiB  %+6.2f%%  %s" %
+              (r[0], r[1], r[2], r[3] / 2**20, r[4] / 2**20, 100 * r[5], "ok" if r[6] else "FAIL"))
+    print(f"{MODEL}: {fails} failure(s)")
+    sys.exit(1 if fails else 0)
+
+
+main()
