@@ -69,6 +69,7 @@ typedef struct MeValue {
     int n_uses;
     char **sym;          /* graph inputs: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
+    bool requires_grad;  /* graph inputs: a leaf that wants .grad */
     /* Known contents (constants, folded shapes), as int64 or double. */
     bool has_val;
     int64_t nval;

@@ -422,7 +422,7 @@ static void backward(Sim *m, int64_t *param_grad_st)
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v]) continue;
                 const MeValue *val = &g->v[v];
-                if (val->kind == ME_V_INIT) {
+                if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
                         int id = st_new(m, vbytes(val), MEMEST_MEM_GRADIENTS);
                         if (id < 0) return;
@@ -538,6 +538,7 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
+            m.rg[i] = m.grad && v->requires_grad && me_dtype_is_float(v->dtype);
         }
     }
     bool train = s->mode == MEMEST_RUN_TRAIN;
@@ -557,16 +558,25 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
         int64_t ob = vbytes(&g->v[ov]);
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
+        bool scalar = me_shape_numel(&g->v[ov].shape) == 1; /* the output is the loss: backward() on it */
         /* the loss: cross_entropy keeps log_softmax's output; an MSE-like
          * loss keeps the output itself and makes one temporary */
         int logsm = -1;
-        if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
+        if (scalar) {
+            /* no loss op */
+        } else if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
             logsm = st_new(&m, ob, MEMEST_MEM_SAVED);
             note(&m, 0);
         } else {
             note(&m, ob);
         }
-        if (m.rg[ov]) {
+        if (m.rg[ov] && scalar) {
+            int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* ones_like(loss) */
+            if (g2 < 0) { rc = ME_ENOMEM; goto end; }
+            m.vgrad[ov] = g2;
+            m.st[g2].holds = 1;
+            backward(&m, pgrad);
+        } else if (m.rg[ov]) {
             int g1 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
             int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of the model output */
             if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
@@ -593,11 +603,14 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
         int temps = s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 2
                   : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
         note(&m, temps * max_param);
-        /* zero_grad(set_to_none=True), then the step's locals go */
-        for (int i = 0; i < g->nv; i++)
-            if (pgrad[i] >= 0) st_free(&m, (int)pgrad[i]);
-        for (int i = 0; i < m.nst; i++)
-            if (!m.st[i].persistent) st_free(&m, i);
+        /* zero_grad(set_to_none=True) unless only backward ran; then the
+         * step's locals go, except outputs the caller keeps */
+        if (s->optimizer != MEMEST_OPT_NONE)
+            for (int i = 0; i < g->nv; i++)
+                if (pgrad[i] >= 0) st_free(&m, (int)pgrad[i]);
+        if (s->optimizer != MEMEST_OPT_NONE)
+            for (int i = 0; i < m.nst; i++)
+                if (!m.st[i].persistent) st_free(&m, i);
     }
     if (m.failed) rc = ME_ENOMEM;
     out->end = (uint64_t)m.total;
@@ -625,7 +638,7 @@ int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *e
     model->mem_settings = *s;
     model->n_mem = 0;
     model->mem_skipped[0] = 0;
-    int steps = s->mode == MEMEST_RUN_TRAIN ? 2 : 1;
+    int steps = s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE ? 2 : 1;
     for (int k = 0; k < steps; k++) {
         one.step = k + 1;
         int rc = memest_memory(model, &one, &model->mem[k], model->mem_skipped, sizeof(model->mem_skipped));

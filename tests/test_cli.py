@@ -177,6 +177,23 @@ def case_zoo3(name):
         check(graph_outs[0] in [o["shape"] for layer in d["layers"] for o in layer["outputs"]], f"{name} b{b}: output shape {graph_outs[0]} not produced")
 
 
+def case_seed_memory():
+    """Seed 004 (y = 5*x, x 3 GiB): peak 12 GiB and 9 GiB at the end; the fused
+    form peaks at 9 GiB. Seed 001's Sequential: timeline peak beside the
+    seed's sum-of-outputs views."""
+    gib = 1 << 30
+    d = run_json(path("models", "seed", "y5x.json"), "--batch", "3", "--train", "--optimizer", "none")
+    step = d["memory"]["steps"][0]
+    check(step["baseline"] == 3 * gib, f"y5x: x alone should be 3 GiB, got {step['baseline']}")
+    check(abs(step["peak"] - 12 * gib) <= 64, f"y5x: peak {step['peak'] / gib:.4f} GiB, seed says 12")
+    check(abs(step["end"] - 9 * gib) <= 64, f"y5x: end {step['end'] / gib:.4f} GiB, seed says 9")
+    d = run_json(path("models", "seed", "y5x_fused.json"), "--batch", "3", "--train", "--optimizer", "none")
+    check(abs(d["memory"]["steps"][0]["peak"] - 9 * gib) <= 64, f"fused: peak {d['memory']['steps'][0]['peak'] / gib:.4f} GiB, seed says 9")
+    rc, out, _ = run(path("models", "seed_sequential.json"), "--runtime", "cpu")
+    check("336.0896 MB forward, 672.1792 MB with backward" in out, "seed views printed")
+    check("peak 355.69 MiB" in out, "timeline peak printed beside them")
+
+
 def expect_bad(args, words, code=2, label=None):
     rc, out, err = run(*args)
     label = label or " ".join(os.path.basename(a) for a in args)
@@ -280,7 +297,7 @@ def case_crafted():
 
 
 CASES = {"torchstat_seed": case_torchstat_seed, "json_models": case_json_models, "seed_sequential": case_seed_sequential,
-         "zoo": case_zoo, "zoo3": case_zoo3, "bad_input": case_bad_input, "crafted": case_crafted}
+         "zoo": case_zoo, "zoo3": case_zoo3, "seed_memory": case_seed_memory, "bad_input": case_bad_input, "crafted": case_crafted}
 
 if __name__ == "__main__":
     fn = CASES[CASE]

@@ -108,7 +108,9 @@ typedef enum MemestRunMode {
 
 typedef enum MemestOptimizer {
     MEMEST_OPT_SGD = 0, MEMEST_OPT_MOMENTUM, MEMEST_OPT_ADAM, MEMEST_OPT_ADAMW,
-    MEMEST_OPT_ADAGRAD, MEMEST_OPT_RMSPROP, MEMEST_OPT_COUNT
+    MEMEST_OPT_ADAGRAD, MEMEST_OPT_RMSPROP,
+    MEMEST_OPT_NONE,       /* backward only: no step, gradients kept (x.grad) */
+    MEMEST_OPT_COUNT
 } MemestOptimizer;
 
 typedef enum MemestRuntime {

@@ -22,7 +22,8 @@ static void usage(FILE *f)
         "  --strict                      unknown ops are an error (exit 3)\n"
         "  --train                       simulate a training step (default: inference under no_grad)\n"
         "  --grad                        inference with autograd on (no torch.no_grad())\n"
-        "  --optimizer NAME              sgd | momentum | adam | adamw | adagrad | rmsprop (default sgd)\n"
+        "  --optimizer NAME              sgd | momentum | adam | adamw | adagrad | rmsprop | none\n"
+        "                                (default sgd; none: backward only, gradients kept)\n"
         "  --loss NAME                   cross-entropy | mse (default cross-entropy)\n"
         "  --runtime NAME                cuda | cpu: what PyTorch allocates inside ops (default cuda)\n"
         "  -o FILE                       write the report to FILE\n"
@@ -71,7 +72,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--grad")) {
             if (ms.mode != MEMEST_RUN_TRAIN) ms.mode = MEMEST_RUN_INFER_GRAD;
         } else if (!strcmp(a, "--optimizer") || !strcmp(a, "--runtime") || !strcmp(a, "--loss")) {
-            static const char *const opts[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", NULL };
+            static const char *const opts[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none", NULL };
             static const char *const rts[] = { "cuda", "cpu", NULL };
             static const char *const losses[] = { "cross-entropy", "mse", NULL };
             const char *const *names = a[2] == 'o' ? opts : a[2] == 'r' ? rts : losses;

@@ -478,6 +478,13 @@ static int lower_upsample(JCtx *j, MeNode *n)
     return attr_str(n, "mode", onnx_mode);
 }
 
+/* torch.mean(x) over every element → a scalar */
+static int lower_mean(JCtx *j, MeNode *n)
+{
+    (void)j;
+    return attr_int(n, "keepdims", 0);
+}
+
 typedef struct LayerType {
     const char *type;  /* PyTorch class name */
     const char *op;    /* IR op */
@@ -522,6 +529,7 @@ static const LayerType layer_types[] = {
     { "GRU", "TorchRNN", 1, 1, false, lower_rnn },
     { "RNN", "TorchRNN", 1, 1, false, lower_rnn },
     { "Upsample", "Resize", 1, 1, false, lower_upsample },
+    { "Mean", "ReduceMean", 1, 1, true, lower_mean },
 };
 
 static int load_inputs(JCtx *j, const cJSON *root)
@@ -562,6 +570,9 @@ static int load_inputs(JCtx *j, const cJSON *root)
                 return me_error(j->d, ME_EINVAL, "%s: inputs[%d].shape[%d]: expected a size between 0 and 2^40", j->path, k, i - 1);
             v->shape.d[i] = (int64_t)s->valuedouble;
         }
+        const cJSON *rg = cJSON_GetObjectItemCaseSensitive(e, "requires_grad");
+        if (rg && !cJSON_IsBool(rg)) return me_error(j->d, ME_EINVAL, "%s: inputs[%d].requires_grad: expected true or false", j->path, k);
+        v->requires_grad = rg && cJSON_IsTrue(rg);
         j->g->inputs[k] = vi;
         if ((rc = me_strmap_put(&j->latest, v->name, vi)) < 0) return rc;
         if (k == 0) j->prev = vi;

@@ -205,7 +205,7 @@ const char *me_mode_name(const MemestMemorySettings *s)
 
 const char *me_optimizer_name(MemestOptimizer o)
 {
-    static const char *const n[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop" };
+    static const char *const n[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none" };
     return (int)o >= 0 && o < MEMEST_OPT_COUNT ? n[o] : "?";
 }
 
@@ -231,13 +231,13 @@ static void print_memory(const MemestModel *m, FILE *f)
     }
     for (int k = 0; k < m->n_mem; k++) {
         const MemestMemory *r = &m->mem[k];
-        if (s->mode == MEMEST_RUN_TRAIN) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
+        if (s->mode == MEMEST_RUN_TRAIN && m->n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
         else fprintf(f, "  ");
         fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak), r->peak_name,
                 me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));
         fprintf(f, "    at the peak:");
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)
-            if (r->at_peak[c]) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
+            if (r->at_peak[c] >= 1024) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
         fprintf(f, "\n");
     }
 }
