@@ -109,6 +109,14 @@ typedef struct Sim {
     int *hold_end;    /* value → position until which its scope holds it */
     int *hold_head;   /* position → first value whose hold ends there */
     int *hold_next;
+    int *seg;         /* node → checkpointed segment, -1 none */
+    int nseg;
+    int *seg_last;    /* segment → its last node's position in the order */
+    int *seg_first;
+    bool *seg_redone; /* segment recomputed in this backward */
+    int **seg_held;   /* segment → storages held for its backward */
+    int *n_seg_held;
+    int *own_uses;    /* value → readers inside its producer's segment */
     int **saved;      /* node → storages it keeps for backward */
     int *n_saved;
     int64_t live[MEMEST_MEM_COUNT], total;
@@ -328,6 +336,77 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     }
 }
 
+static void hold_for_segment(Sim *m, int s, int id)
+{
+    if (id < 0 || m->st[id].persistent) return;
+    int *nh = me_realloc(m->seg_held[s], sizeof(int) * (size_t)(m->n_seg_held[s] + 1));
+    if (!nh) { m->failed = true; return; }
+    m->seg_held[s] = nh;
+    nh[m->n_seg_held[s]++] = id;
+    m->st[id].holds++;
+}
+
+static void release_segment(Sim *m, int s)
+{
+    for (int k = 0; k < m->n_seg_held[s]; k++) {
+        m->st[m->seg_held[s][k]].holds--;
+        st_release(m, m->seg_held[s][k]);
+    }
+    m->n_seg_held[s] = 0;
+}
+
+/* Runs node ni (at position oi) forward. grad: autograd records it.
+ * redo: a checkpointed segment recomputed in backward (readers outside the
+ * segment are done; outputs leaving it are held until its backward ends). */
+static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
+{
+    MeGraph *g = m->g;
+    const MeNode *n = &g->n[ni];
+    m->node = ni;
+    bool rg = false;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
+    int s = m->seg[ni];
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v < 0) continue;
+        bool leaves = redo && g->v[v].n_uses > m->own_uses[v];
+        m->rg[v] = grad && rg && me_dtype_is_float(g->v[v].dtype);
+        bool out = is_graph_output(g, v);
+        /* extra outputs nobody reads (BatchNorm's running statistics are
+         * updated in place; Dropout's mask is kept by autograd) */
+        if (k > 0 && !g->v[v].n_uses) continue;
+        int id = k == 0 && aliases_input(m, n) ? m->vst[n->in[0]] : st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS);
+        if (id < 0) return;
+        m->vst[v] = id;
+        if (redo) {
+            m->st[id].refs += m->own_uses[v];
+            if (leaves || out) hold_for_segment(m, s, id);
+            continue;
+        }
+        m->st[id].refs += g->v[v].n_uses - (out ? 1 : 0);
+        if (out) m->st[id].holds++;
+        if (m->hold_end[v] > oi) {
+            m->st[id].holds++;
+            m->hold_next[v] = m->hold_head[m->hold_end[v]];
+            m->hold_head[m->hold_end[v]] = v;
+        }
+    }
+    note(m, temp_forward(m, n));
+    if (grad && rg) record_saved(m, ni, n);
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0 || m->vst[v] < 0) continue;
+        if (redo && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s)) continue; /* held by the segment */
+        m->st[m->vst[v]].refs--;
+        st_release(m, m->vst[v]);
+    }
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
+}
+
+static bool skip_node(const MeGraph *g, const MeNode *n) { return no_runtime(n) || folded(g, n); }
+
 static void forward(Sim *m)
 {
     MeGraph *g = m->g;
@@ -335,44 +414,58 @@ static void forward(Sim *m)
     for (int oi = 0; oi < g->nn && !m->failed; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
-        m->node = ni;
-        if (no_runtime(n) || folded(g, n)) continue;
-        bool rg = false;
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
-        for (int k = 0; k < n->n_out; k++) {
-            int v = n->out[k];
-            if (v < 0) continue;
-            m->rg[v] = m->grad && rg && me_dtype_is_float(g->v[v].dtype);
-            bool out = is_graph_output(g, v);
-            /* extra outputs nobody reads (BatchNorm's running statistics are
-             * updated in place; Dropout's mask is kept by autograd) */
-            if (k > 0 && !g->v[v].n_uses) continue;
-            int id = k == 0 && aliases_input(m, n) ? m->vst[n->in[0]] : st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS);
-            if (id < 0) return;
-            m->vst[v] = id;
-            m->st[id].refs += g->v[v].n_uses - (out ? 1 : 0);
-            if (out) m->st[id].holds++;
-            if (m->hold_end[v] > oi) {
-                m->st[id].holds++;
-                m->hold_next[v] = m->hold_head[m->hold_end[v]];
-                m->hold_head[m->hold_end[v]] = v;
+        if (skip_node(g, n)) continue;
+        int s = m->seg[ni];
+        if (s >= 0 && m->seg_first[s] == oi) {
+            /* checkpoint() keeps the segment's inputs for the recompute */
+            for (int pj = oi; pj <= m->seg_last[s]; pj++) {
+                const MeNode *x = &g->n[g->order[pj]];
+                for (int i = 0; i < x->n_in; i++) {
+                    int v = x->in[i];
+                    if (v >= 0 && m->vst[v] >= 0 && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s))
+                        hold_for_segment(m, s, m->vst[v]);
+                }
             }
         }
-        note(m, temp_forward(m, n));
-        if (m->grad && rg) record_saved(m, ni, n);
-        for (int i = 0; i < n->n_in; i++) {
-            int v = n->in[i];
-            if (v < 0 || m->vst[v] < 0) continue;
-            m->st[m->vst[v]].refs--;
-            st_release(m, m->vst[v]);
+        forward_node(m, ni, oi, m->grad && s < 0, false);
+        if (s >= 0 && m->seg_last[s] == oi && m->grad) {
+            /* the segment's outputs require grad when one of its inputs does */
+            bool any = false;
+            for (int pj = m->seg_first[s]; pj <= oi; pj++) {
+                const MeNode *x = &g->n[g->order[pj]];
+                for (int i = 0; i < x->n_in; i++) {
+                    int v = x->in[i];
+                    if (v >= 0 && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s) && m->rg[v]) any = true;
+                }
+            }
+            for (int pj = m->seg_first[s]; pj <= oi; pj++) {
+                const MeNode *x = &g->n[g->order[pj]];
+                for (int k = 0; k < x->n_out; k++)
+                    if (x->out[k] >= 0 && g->v[x->out[k]].n_uses > m->own_uses[x->out[k]])
+                        m->rg[x->out[k]] = any && me_dtype_is_float(g->v[x->out[k]].dtype);
+            }
         }
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
         for (int v = m->hold_head[oi]; v >= 0; v = m->hold_next[v]) {
             m->st[m->vst[v]].holds--;
             st_release(m, m->vst[v]);
         }
+    }
+}
+
+/* Backward reached checkpointed segment s: run its forward again with
+ * autograd on, so its own backward can follow. */
+static void recompute(Sim *m, int s)
+{
+    MeGraph *g = m->g;
+    m->seg_redone[s] = true;
+    for (int oi = m->seg_first[s]; oi <= m->seg_last[s] && !m->failed; oi++) {
+        int ni = g->order[oi];
+        if (skip_node(g, &g->n[ni])) continue;
+        forward_node(m, ni, oi, true, true);
+        MeCtx c = { .g = g, .n = &g->n[ni] };
+        MeCost co;
+        me_convention_cost(MEMEST_CONVENTION_DEFAULT, &c, &co);
+        m->out->recompute_macs = me_sadd(m->out->recompute_macs, co.macs);
     }
 }
 
@@ -409,7 +502,12 @@ static void backward(Sim *m, int64_t *param_grad_st)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         m->node = ni;
-        if (no_runtime(n) || folded(g, n)) continue;
+        if (skip_node(g, n)) continue;
+        int s = m->seg[ni];
+        if (s >= 0 && !m->seg_redone[s]) {
+            recompute(m, s);
+            m->node = ni;
+        }
         bool has_grad = false;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
@@ -463,7 +561,103 @@ static void backward(Sim *m, int64_t *param_grad_st)
             st_release(m, id);
         }
         m->n_saved[ni] = 0;
+        if (s >= 0 && m->seg_first[s] == oi) release_segment(m, s);
     }
+}
+
+/* Segments for checkpointing. Cuts go near k·N/S of the N run-time nodes,
+ * moved to the nearest point where a single tensor crosses (a block
+ * boundary), as checkpoint_sequential's callers choose modules. */
+static int plan_segments(Sim *m)
+{
+    MeGraph *g = m->g;
+    for (int i = 0; i < g->nn; i++) m->seg[i] = -1;
+    int *rt = me_malloc(sizeof(int) * (size_t)(g->nn + 1)); /* runtime index → order position */
+    int *ri = me_malloc(sizeof(int) * (size_t)(g->nn + 1)); /* node → runtime index */
+    int *cross = me_calloc((size_t)g->nn + 2, sizeof(int));
+    int *cuts = NULL, rc = 0, n = 0;
+    if (!rt || !ri || !cross) { rc = ME_ENOMEM; goto end; }
+    for (int oi = 0; oi < g->nn; oi++) {
+        int ni = g->order[oi];
+        ri[ni] = -1;
+        if (!skip_node(g, &g->n[ni])) { ri[ni] = n; rt[n++] = oi; }
+    }
+    int want = m->s->checkpoint;
+    if (want == -1) {
+        want = 1;
+        while ((want + 1) * (want + 1) <= n) want++;
+    }
+    if (want > 1 && n >= 2) {
+        if (want > n) want = n;
+        /* cross[p]: values made before runtime index p and read at or after it */
+        for (int v = 0; v < g->nv; v++) {
+            int p = g->v[v].producer;
+            if (p < 0 || ri[p] < 0) continue;
+            int last = is_graph_output(g, v) ? n : ri[p];
+            cross[ri[p] + 1]++;
+            m->own_uses[v] = last; /* reused below as scratch: last reader */
+        }
+        for (int i = 0; i < g->nn; i++) {
+            const MeNode *x = &g->n[i];
+            if (ri[i] < 0) continue;
+            for (int k = 0; k < x->n_in; k++) {
+                int v = x->in[k];
+                if (v >= 0 && g->v[v].producer >= 0 && ri[g->v[v].producer] >= 0 && ri[i] > m->own_uses[v]) m->own_uses[v] = ri[i];
+            }
+        }
+        for (int v = 0; v < g->nv; v++) {
+            int p = g->v[v].producer;
+            if (p < 0 || ri[p] < 0) continue;
+            cross[m->own_uses[v] + 1]--;
+        }
+        for (int p = 1; p <= n; p++) cross[p] += cross[p - 1];
+        if (!(cuts = me_malloc(sizeof(int) * (size_t)(want + 1)))) { rc = ME_ENOMEM; goto end; }
+        int nc = 0, win = n / (2 * want);
+        for (int k = 1; k < want; k++) {
+            int ideal = (int)((int64_t)k * n / want), best = ideal;
+            for (int d = 0; d <= win; d++) {
+                if (ideal - d > 0 && cross[ideal - d] == 1) { best = ideal - d; break; }
+                if (ideal + d < n && cross[ideal + d] == 1) { best = ideal + d; break; }
+            }
+            if (!nc || best > cuts[nc - 1]) cuts[nc++] = best;
+        }
+        /* the last segment runs normally */
+        int start = 0;
+        for (int k = 0; k < nc; k++) {
+            for (int r = start; r < cuts[k]; r++) m->seg[g->order[rt[r]]] = m->nseg;
+            m->seg_first[m->nseg] = rt[start];
+            m->seg_last[m->nseg] = rt[cuts[k] - 1];
+            m->nseg++;
+            start = cuts[k];
+        }
+    } else if (m->s->checkpoint == 0) {
+        /* JSON: consecutive layers flagged "checkpoint" form a segment */
+        for (int r = 0; r < n; r++) {
+            int ni = g->order[rt[r]];
+            if (!(g->n[ni].flags & ME_N_CHECKPOINT)) continue;
+            bool cont = r > 0 && (g->n[g->order[rt[r - 1]]].flags & ME_N_CHECKPOINT);
+            if (!cont) m->seg_first[m->nseg++] = rt[r];
+            m->seg[ni] = m->nseg - 1;
+            m->seg_last[m->nseg - 1] = rt[r];
+        }
+    }
+    /* readers inside the producer's own segment */
+    for (int v = 0; v < g->nv; v++) m->own_uses[v] = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *x = &g->n[i];
+        if (m->seg[i] < 0) continue;
+        for (int k = 0; k < x->n_in; k++) {
+            int v = x->in[k];
+            if (v >= 0 && g->v[v].producer >= 0 && m->seg[g->v[v].producer] == m->seg[i]) m->own_uses[v]++;
+        }
+    }
+    m->out->segments = m->nseg;
+end:
+    me_free(rt);
+    me_free(ri);
+    me_free(cross);
+    me_free(cuts);
+    return rc;
 }
 
 /* Optimizer state bytes per parameter byte, and whether it exists before
@@ -504,7 +698,18 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     m.hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.hold_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.seg = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.seg_first = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.seg_last = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.seg_redone = me_calloc((size_t)g->nn + 1, sizeof(bool));
+    m.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
+    m.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
+    m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
     int rc = 0;
+    if (!m.seg || !m.seg_first || !m.seg_last || !m.seg_redone || !m.seg_held || !m.n_seg_held || !m.own_uses) {
+        rc = ME_ENOMEM;
+        goto end;
+    }
     if (!m.vst || !m.vgrad || !m.rg || !m.saved || !m.n_saved || !pgrad || !m.hold_end || !m.hold_next || !m.hold_head) {
         rc = ME_ENOMEM;
         goto end;
@@ -512,6 +717,9 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     for (int i = 0; i < g->nv; i++) m.vst[i] = m.vgrad[i] = -1, pgrad[i] = -1;
     for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
     if ((rc = scope_holds(g, m.hold_end)) < 0) goto end;
+    if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
+    if (s->mode != MEMEST_RUN_TRAIN)
+        for (int i = 0; i < g->nn; i++) m.seg[i] = -1;
 
     /* Alive before the step: weights, inputs, and state from an earlier step. */
     int64_t param_bytes = 0, n_params = 0, max_param = 0;
@@ -538,7 +746,7 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
-            m.rg[i] = m.grad && v->requires_grad && me_dtype_is_float(v->dtype);
+            m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);
         }
     }
     bool train = s->mode == MEMEST_RUN_TRAIN;
@@ -624,6 +832,14 @@ end:
     me_free(m.vgrad);
     me_free(m.rg);
     me_free(pgrad);
+    for (int i = 0; m.seg_held && i < g->nn; i++) me_free(m.seg_held[i]);
+    me_free(m.seg_held);
+    me_free(m.n_seg_held);
+    me_free(m.seg);
+    me_free(m.seg_first);
+    me_free(m.seg_last);
+    me_free(m.seg_redone);
+    me_free(m.own_uses);
     me_free(m.hold_end);
     me_free(m.hold_next);
     me_free(m.hold_head);

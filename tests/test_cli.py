@@ -194,6 +194,27 @@ def case_seed_memory():
     check("peak 355.69 MiB" in out, "timeline peak printed beside them")
 
 
+def case_checkpoint():
+    """100 residual blocks (400 nodes) at batch 2048: sqrt(N) checkpointing
+    keeps about 2*sqrt(N) of N nodes' activations instead of all of them."""
+    f = path("models", "resmlp100.json")
+
+    def step(*extra):
+        d = run_json(f, "--batch", "2048", "--runtime", "cpu", "--train", "--input-grad", *extra)
+        s = d["memory"]["steps"][0]
+        acts = s["peak"] - s["at_peak"]["weights"] - s["at_peak"]["inputs"] - s["at_peak"]["gradients"] - s["at_peak"]["optimizer"]
+        return s, acts
+
+    none, acts_none = step()
+    sq, acts_sqrt = step("--checkpoint", "sqrt")
+    ten, acts_ten = step("--checkpoint", "10")
+    check(sq["checkpoint_segments"] == 19, f"sqrt(400) = 20 segments, 19 checkpointed; got {sq['checkpoint_segments']}")
+    check(acts_sqrt < 0.2 * acts_none, f"sqrt checkpointing keeps {acts_sqrt / acts_none:.2%} of the activations, expected ~2*sqrt(N)/N = 10%")
+    check(acts_sqrt <= acts_ten < acts_none, "more segments keep less (up to sqrt(N))")
+    # recomputing the checkpointed part costs one more forward of it
+    check(0.9 * 95e9 < sq["recompute_macs"] < 110e9, f"recompute MACs {sq['recompute_macs']}")
+
+
 def expect_bad(args, words, code=2, label=None):
     rc, out, err = run(*args)
     label = label or " ".join(os.path.basename(a) for a in args)
@@ -297,7 +318,7 @@ def case_crafted():
 
 
 CASES = {"torchstat_seed": case_torchstat_seed, "json_models": case_json_models, "seed_sequential": case_seed_sequential,
-         "zoo": case_zoo, "zoo3": case_zoo3, "seed_memory": case_seed_memory, "bad_input": case_bad_input, "crafted": case_crafted}
+         "zoo": case_zoo, "zoo3": case_zoo3, "seed_memory": case_seed_memory, "checkpoint": case_checkpoint, "bad_input": case_bad_input, "crafted": case_crafted}
 
 if __name__ == "__main__":
     fn = CASES[CASE]

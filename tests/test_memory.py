@@ -19,6 +19,16 @@ TOL, FLOOR = 0.03, 1 << 20
 # model -> (graph file, loss); graph files keep BatchNorm (training export)
 GRAPHS = {
     "seed_seq": ("models/seed_sequential.json", "mse"),
+    "resmlp100": ("models/resmlp100.json", "cross-entropy"),
+}
+# oracle mode -> (optimizer, extra memest options)
+TRAIN_MODES = {
+    "train_sgd": ("sgd", []),
+    "train_sgd_momentum": ("momentum", []),
+    "train_adam": ("adam", []),
+    "train_sgd_inputgrad": ("sgd", ["--input-grad"]),
+    # torch.utils.checkpoint.checkpoint_sequential(blocks, segments=10)
+    "train_sgd_ckpt10": ("sgd", ["--input-grad", "--checkpoint", "10"]),
 }
 LOSSES = {"pow2_mean": "mse"}
 
@@ -30,12 +40,12 @@ def graph_for(model, truth):
     return f, None
 
 
-def run(f, spec, batch, mode, opt, loss):
+def run(f, spec, batch, mode, opt, loss, extra=()):
     args = [MEMEST, os.path.join(ROOT, f), *spec, "--batch", str(batch), "--runtime", "cpu", "--format", "json"]
     if mode == "infer_grad":
         args.append("--grad")
     elif mode.startswith("train"):
-        args += ["--train", "--optimizer", opt, "--loss", loss]
+        args += ["--train", "--optimizer", opt, "--loss", loss, *extra]
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     if p.returncode:
         raise SystemExit(f"memest failed: {p.stderr}")
@@ -56,11 +66,11 @@ def main():
             if not isinstance(r, dict) or mode == "saved_for_backward":
                 continue
             if mode.startswith("train"):
-                opt = {"train_sgd": "sgd", "train_sgd_momentum": "momentum", "train_adam": "adam"}.get(mode)
-                if not opt:
+                if mode not in TRAIN_MODES:
                     continue
+                opt, extra = TRAIN_MODES[mode]
                 l = loss or LOSSES.get(r.get("loss_kind", ""), "cross-entropy")
-                pred = run(f, spec, b, mode, opt, l)
+                pred = run(f, spec, b, mode, opt, l, extra)
                 meas = [r["step1"]["peak"], r["step2"]["peak"]]
                 labels = [mode + "/step1", mode + "/step2"]
             else:

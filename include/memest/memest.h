@@ -143,6 +143,12 @@ typedef struct MemestMemorySettings {
     MemestRuntime runtime;
     MemestLoss loss;
     int step;              /* training step: 1 (creates optimizer state) or 2 (steady state) */
+    /* Activation checkpointing (torch.utils.checkpoint, reentrant): 0 none
+     * (or the JSON model's checkpoint flags), N > 1 segments over the
+     * execution order, -1 about √N segments (Chen et al. 2016). As
+     * checkpoint_sequential, the last segment runs normally. */
+    int checkpoint;
+    int input_grad;        /* graph inputs require grad (x.requires_grad_()) */
 } MemestMemorySettings;
 
 typedef enum MemestPhase { MEMEST_PHASE_FORWARD = 0, MEMEST_PHASE_BACKWARD, MEMEST_PHASE_OPTIMIZER } MemestPhase;
@@ -156,6 +162,8 @@ typedef struct MemestMemory {
     const char *peak_name;  /* its module name (owned by the model) */
     MemestPhase peak_phase;
     int events;             /* allocations and frees simulated */
+    int segments;           /* checkpointed segments */
+    uint64_t recompute_macs;/* MACs run again in backward by checkpointing */
 } MemestMemory;
 
 /* Simulates one step (see MemestMemorySettings) and fills out. */

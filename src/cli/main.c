@@ -26,6 +26,9 @@ static void usage(FILE *f)
         "                                (default sgd; none: backward only, gradients kept)\n"
         "  --loss NAME                   cross-entropy | mse (default cross-entropy)\n"
         "  --runtime NAME                cuda | cpu: what PyTorch allocates inside ops (default cuda)\n"
+        "  --checkpoint sqrt|N           activation checkpointing in N segments (sqrt: about sqrt(nodes));\n"
+        "                                without it, JSON layers flagged \"checkpoint\" form the segments\n"
+        "  --input-grad                  graph inputs require grad\n"
         "  -o FILE                       write the report to FILE\n"
         "  --version, --help\n"
         "\n"
@@ -69,6 +72,20 @@ int main(int argc, char **argv)
             as.strict = 1;
         } else if (!strcmp(a, "--train")) {
             ms.mode = MEMEST_RUN_TRAIN;
+        } else if (!strcmp(a, "--input-grad")) {
+            ms.input_grad = 1;
+        } else if (!strcmp(a, "--checkpoint")) {
+            if (!val) {
+                fprintf(stderr, "memest: --checkpoint needs sqrt or a number of segments\n");
+                goto end;
+            }
+            i++;
+            int64_t segs = 0;
+            if (!strcmp(val, "sqrt")) ms.checkpoint = -1;
+            else if (parse_size(val, &segs) < 0 || segs < 2 || segs > 1000000) {
+                fprintf(stderr, "memest: --checkpoint '%s': expected sqrt or a number of segments >= 2\n", val);
+                goto end;
+            } else ms.checkpoint = (int)segs;
         } else if (!strcmp(a, "--grad")) {
             if (ms.mode != MEMEST_RUN_TRAIN) ms.mode = MEMEST_RUN_INFER_GRAD;
         } else if (!strcmp(a, "--optimizer") || !strcmp(a, "--runtime") || !strcmp(a, "--loss")) {

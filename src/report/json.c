@@ -132,6 +132,8 @@ int me_report_json(const MemestModel *m, FILE *f)
             add_u64(o, "end", r->end);
             cJSON_AddStringToObject(o, "peak_at", r->peak_name);
             cJSON_AddStringToObject(o, "peak_phase", me_phase_name(r->peak_phase));
+            cJSON_AddNumberToObject(o, "checkpoint_segments", r->segments);
+            add_u64(o, "recompute_macs", r->recompute_macs);
             cJSON *cat = cJSON_AddObjectToObject(o, "at_peak");
             for (int c = 0; c < MEMEST_MEM_COUNT; c++) add_u64(cat, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c]);
             cJSON_AddItemToArray(steps, o);

@@ -214,6 +214,8 @@ const char *me_phase_name(MemestPhase p)
     return p == MEMEST_PHASE_FORWARD ? "forward" : p == MEMEST_PHASE_BACKWARD ? "backward" : "optimizer";
 }
 
+static void thousands(uint64_t v, char *buf, size_t n);
+
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 static void print_memory(const MemestModel *m, FILE *f)
@@ -235,6 +237,12 @@ static void print_memory(const MemestModel *m, FILE *f)
         else fprintf(f, "  ");
         fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak), r->peak_name,
                 me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));
+        if (r->segments) {
+            char rm[40];
+            thousands(r->recompute_macs, rm, sizeof(rm));
+            fprintf(f, "    checkpointing: %d checkpointed segment(s) (the last runs normally), %s MACs recomputed in backward\n",
+                    r->segments, rm);
+        }
         fprintf(f, "    at the peak:");
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)
             if (r->at_peak[c] >= 1024) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
