@@ -16,6 +16,7 @@
  * backend allocates inside ops (doc/memory.md). */
 #include <string.h>
 
+#include "allocator.h"
 #include "model.h"
 
 typedef struct Storage {
@@ -124,11 +125,13 @@ typedef struct Sim {
     int node;
     MemestPhase phase;
     bool grad;        /* autograd records the forward */
+    MeAllocator *alloc; /* cuda: the caching allocator model, fed every event */
+    bool workspace;   /* cuBLAS workspace made */
     bool failed;
 } Sim;
 
 static const char *const cat_names[MEMEST_MEM_COUNT] = {
-    "weights", "inputs", "activations", "saved", "gradients", "activation_grads", "optimizer", "temporary",
+    "weights", "inputs", "activations", "saved", "gradients", "activation_grads", "optimizer", "temporary", "workspace",
 };
 
 const char *memest_mem_category_name(MemestMemCategory c)
@@ -136,8 +139,26 @@ const char *memest_mem_category_name(MemestMemCategory c)
     return (int)c >= 0 && c < MEMEST_MEM_COUNT ? cat_names[c] : "?";
 }
 
-/* The peak is checked with extra bytes that exist only inside the op. */
+static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat);
+static void st_free(Sim *m, int id);
+
+static void note_now(Sim *m, int64_t extra);
+
+/* The peak is checked with extra bytes that exist only inside the op; the
+ * allocator model sees them as a block made and freed there. */
 static void note(Sim *m, int64_t extra)
+{
+    if (extra > 0 && m->alloc) {
+        int t = st_new(m, extra, MEMEST_MEM_TEMPORARY);
+        if (t < 0) return;
+        note_now(m, 0);
+        st_free(m, t);
+        return;
+    }
+    note_now(m, extra);
+}
+
+static void note_now(Sim *m, int64_t extra)
 {
     int64_t t = m->total + extra;
     m->out->events++;
@@ -162,6 +183,7 @@ static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat)
     s->alive = true;
     m->live[cat] += bytes;
     m->total += bytes;
+    if (m->alloc && me_allocator_malloc(m->alloc, m->nst, (uint64_t)bytes) < 0) m->failed = true;
     return m->nst++;
 }
 
@@ -173,6 +195,7 @@ static void st_free(Sim *m, int id)
     m->live[s->cat] -= s->bytes;
     m->total -= s->bytes;
     m->out->events++;
+    if (m->alloc) me_allocator_release(m->alloc, id);
 }
 
 static void st_release(Sim *m, int id)
@@ -391,6 +414,15 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             m->hold_next[v] = m->hold_head[m->hold_end[v]];
             m->hold_head[m->hold_end[v]] = v;
         }
+    }
+    MeCostClass cls = n->desc->cls;
+    if (m->alloc && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
+        /* cuBLAS takes its workspace from the caching allocator at the first
+         * GEMM and keeps it */
+        int ws = st_new(m, (int64_t)(m->s->cublas_workspace ? m->s->cublas_workspace : 8519680), MEMEST_MEM_WORKSPACE);
+        if (ws < 0) return;
+        m->st[ws].persistent = true;
+        m->workspace = true;
     }
     note(m, temp_forward(m, n));
     if (grad && rg) record_saved(m, ni, n);
@@ -689,6 +721,7 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
             return ME_EUNSUPPORTED;
         }
     m.grad = s->mode != MEMEST_RUN_INFER;
+    if (s->runtime == MEMEST_RUNTIME_CUDA && me_allocator_new(&m.alloc) < 0) return ME_ENOMEM;
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
@@ -822,6 +855,16 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     }
     if (m.failed) rc = ME_ENOMEM;
     out->end = (uint64_t)m.total;
+    out->peak_allocated = out->peak;
+    if (m.alloc) {
+        const MeAllocStats *as = me_allocator_stats(m.alloc);
+        out->peak_allocated = as->peak_allocated;
+        out->peak_reserved = as->peak_reserved;
+        /* lazy module loading (CUDA >= 11.7, default from 12.2): a few
+         * hundred MiB (REFERENCE.md); 400 MiB unless told */
+        out->cuda_context = s->cuda_context ? s->cuda_context : UINT64_C(400) << 20;
+        out->nvidia_smi = out->peak_reserved + out->cuda_context;
+    }
     out->peak_name = out->peak_node >= 0 ? g->n[out->peak_node].module : "(start)";
 end:
     for (int i = 0; m.saved && i < g->nn; i++) me_free(m.saved[i]);
@@ -840,6 +883,7 @@ end:
     me_free(m.seg_last);
     me_free(m.seg_redone);
     me_free(m.own_uses);
+    me_allocator_free(m.alloc);
     me_free(m.hold_end);
     me_free(m.hold_next);
     me_free(m.hold_head);

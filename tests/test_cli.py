@@ -185,10 +185,10 @@ def case_seed_memory():
     d = run_json(path("models", "seed", "y5x.json"), "--batch", "3", "--train", "--optimizer", "none")
     step = d["memory"]["steps"][0]
     check(step["baseline"] == 3 * gib, f"y5x: x alone should be 3 GiB, got {step['baseline']}")
-    check(abs(step["peak"] - 12 * gib) <= 64, f"y5x: peak {step['peak'] / gib:.4f} GiB, seed says 12")
-    check(abs(step["end"] - 9 * gib) <= 64, f"y5x: end {step['end'] / gib:.4f} GiB, seed says 9")
+    check(abs(step["peak"] - 12 * gib) <= 4096, f"y5x: peak {step['peak'] / gib:.4f} GiB, seed says 12")
+    check(abs(step["end"] - 9 * gib) <= 4096, f"y5x: end {step['end'] / gib:.4f} GiB, seed says 9")
     d = run_json(path("models", "seed", "y5x_fused.json"), "--batch", "3", "--train", "--optimizer", "none")
-    check(abs(d["memory"]["steps"][0]["peak"] - 9 * gib) <= 64, f"fused: peak {d['memory']['steps'][0]['peak'] / gib:.4f} GiB, seed says 9")
+    check(abs(d["memory"]["steps"][0]["peak"] - 9 * gib) <= 4096, f"fused: peak {d['memory']['steps'][0]['peak'] / gib:.4f} GiB, seed says 9")
     rc, out, _ = run(path("models", "seed_sequential.json"), "--runtime", "cpu")
     check("336.0896 MB forward, 672.1792 MB with backward" in out, "seed views printed")
     check("peak 355.69 MiB" in out, "timeline peak printed beside them")

@@ -132,6 +132,7 @@ typedef enum MemestMemCategory {
     MEMEST_MEM_ACT_GRADS,   /* gradients of activations during backward */
     MEMEST_MEM_OPTIMIZER,   /* optimizer state */
     MEMEST_MEM_TEMPORARY,   /* op-internal temporaries (runtime profile) */
+    MEMEST_MEM_WORKSPACE,   /* library workspaces (cuBLAS) */
     MEMEST_MEM_COUNT
 } MemestMemCategory;
 
@@ -149,12 +150,18 @@ typedef struct MemestMemorySettings {
      * checkpoint_sequential, the last segment runs normally. */
     int checkpoint;
     int input_grad;        /* graph inputs require grad (x.requires_grad_()) */
+    uint64_t cuda_context; /* bytes of CUDA context for the nvidia-smi figure; 0: estimate */
+    uint64_t cublas_workspace; /* 0: 8,519,680 B (one handle); Hopper uses 32 MiB */
 } MemestMemorySettings;
 
 typedef enum MemestPhase { MEMEST_PHASE_FORWARD = 0, MEMEST_PHASE_BACKWARD, MEMEST_PHASE_OPTIMIZER } MemestPhase;
 
 typedef struct MemestMemory {
-    uint64_t peak;          /* bytes allocated at the peak (max_memory_allocated) */
+    uint64_t peak;          /* bytes requested at the peak (no rounding) */
+    uint64_t peak_allocated;/* cuda: torch.cuda.max_memory_allocated (512 B blocks); cpu: = peak */
+    uint64_t peak_reserved; /* cuda: torch.cuda.max_memory_reserved (caching allocator segments) */
+    uint64_t cuda_context;  /* cuda: context and module images (an estimate unless given) */
+    uint64_t nvidia_smi;    /* cuda: what nvidia-smi shows: reserved + context */
     uint64_t baseline;      /* alive before the step: weights, inputs, state */
     uint64_t end;           /* alive after the step */
     uint64_t at_peak[MEMEST_MEM_COUNT];

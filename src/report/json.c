@@ -120,14 +120,20 @@ int me_report_json(const MemestModel *m, FILE *f)
             cJSON_AddStringToObject(mem, "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
         }
         cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
-        cJSON_AddStringToObject(mem, "predicts", "max_memory_allocated");
+        cJSON_AddStringToObject(mem, "predicts", ms->runtime == MEMEST_RUNTIME_CPU ? "peak of CPU allocator bytes" : "torch.cuda max_memory_allocated / max_memory_reserved");
         if (!m->n_mem) cJSON_AddStringToObject(mem, "skipped", m->mem_skipped);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
         for (int k = 0; k < m->n_mem; k++) {
             const MemestMemory *r = &m->mem[k];
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "step", k + 1);
-            add_u64(o, "peak", r->peak);
+            add_u64(o, "peak", r->peak_allocated);
+            add_u64(o, "peak_requested", r->peak);
+            if (ms->runtime == MEMEST_RUNTIME_CUDA) {
+                add_u64(o, "peak_reserved", r->peak_reserved);
+                add_u64(o, "cuda_context_estimate", r->cuda_context);
+                add_u64(o, "nvidia_smi", r->nvidia_smi);
+            }
             add_u64(o, "baseline", r->baseline);
             add_u64(o, "end", r->end);
             cJSON_AddStringToObject(o, "peak_at", r->peak_name);

@@ -225,8 +225,8 @@ static void print_memory(const MemestModel *m, FILE *f)
     fprintf(f, "\nMemory, %s", me_mode_name(s));
     if (s->mode == MEMEST_RUN_TRAIN)
         fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), s->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
-    fprintf(f, ", runtime %s (predicts torch max_memory_allocated; MiB = 2^20 bytes):\n",
-            s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
+    fprintf(f, ", runtime %s (%s; MiB = 2^20 bytes):\n", s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda",
+            s->runtime == MEMEST_RUNTIME_CPU ? "peak of bytes the CPU allocator hands out" : "peaks as torch.cuda reports them");
     if (!m->n_mem) {
         fprintf(f, "  not simulated: %s\n", m->mem_skipped);
         return;
@@ -235,8 +235,13 @@ static void print_memory(const MemestModel *m, FILE *f)
         const MemestMemory *r = &m->mem[k];
         if (s->mode == MEMEST_RUN_TRAIN && m->n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
         else fprintf(f, "  ");
-        fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak), r->peak_name,
+        fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak_allocated), r->peak_name,
                 me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));
+        if (s->runtime == MEMEST_RUNTIME_CUDA)
+            fprintf(f, "    max_memory_allocated %.2f MiB (requests %.2f + 512 B rounding %.2f), max_memory_reserved %.2f MiB "
+                       "(caching allocator), nvidia-smi ~%.2f MiB (+ CUDA context %.0f MiB, estimated)\n",
+                    mib(r->peak_allocated), mib(r->peak), mib(r->peak_allocated - r->peak), mib(r->peak_reserved),
+                    mib(r->nvidia_smi), mib(r->cuda_context));
         if (r->segments) {
             char rm[40];
             thousands(r->recompute_macs, rm, sizeof(rm));

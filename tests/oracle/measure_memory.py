@@ -281,8 +281,15 @@ def op_label(chain):
     return "%s > %s" % (outer, inner)
 
 
-def analyze(allocs, phases, baseline_map):
-    """Running sum, peak, live set at the peak, temporaries."""
+def analyze(allocs, phases, baseline_map, labels=None):
+    """Running sum, peak, live set at the peak, temporaries.
+
+    labels: {"grad": ptrs, "optimizer_state": ptrs} collected inside the region
+    (grads right after backward, state right after opt.step); a block is
+    labelled when its pointer is in the set and it is still alive at that
+    moment (phase end), which rules out an earlier block at the same address.
+    """
+    labels = labels or {}
     live = {}               # ptr -> (size, event index) for blocks alive now
     running, peak, peak_i = 0, 0, -1
     untracked = []
@@ -328,6 +335,27 @@ def analyze(allocs, phases, baseline_map):
         counter_peak = max(0, max(e["total"] for e in allocs) - c0)
         counter_end = allocs[-1]["total"] - c0
 
+    # free time of every allocation (None: alive at the end of the region)
+    open_ = {}
+    for e in allocs:
+        if e["size"] > 0:
+            e["freed_t"] = None
+            open_[e["ptr"]] = e
+        else:
+            a = open_.pop(e["ptr"], None)
+            if a is not None:
+                a["freed_t"] = e["t"]
+    label_at = {"grad": "backward", "optimizer_state": "optimizer_step"}
+
+    def kind_of(e):
+        for lab, ptrs in labels.items():
+            if e["ptr"] in ptrs:
+                ph = phases.get(label_at.get(lab, ""))
+                when = ph[1] if ph else None
+                if when is None or (e["t"] <= when and (e["freed_t"] is None or e["freed_t"] > when)):
+                    return lab
+        return None
+
     # blocks live at the peak (replay up to peak_i)
     at_peak = {}
     if peak_i >= 0:
@@ -340,10 +368,13 @@ def analyze(allocs, phases, baseline_map):
         for e in lv.values():
             at_peak[e["ord"]] = e
     by_op = collections.defaultdict(lambda: [0, 0])
+    by_kind = collections.Counter()
     for e in at_peak.values():
-        lab = op_label(e["chain"])
+        k = kind_of(e)
+        lab = op_label(e["chain"]) + (" [%s]" % k if k else "")
         by_op[lab][0] += e["size"]
         by_op[lab][1] += 1
+        by_kind[k or "other"] += e["size"]
     top_live = sorted(({"op": k, "bytes": v[0], "blocks": v[1]} for k, v in by_op.items()),
                       key=lambda r: -r["bytes"])[:8]
     largest_live = max(at_peak.values(), key=lambda e: e["size"], default=None)
@@ -390,15 +421,17 @@ def analyze(allocs, phases, baseline_map):
         "untracked_frees": [list(u) for u in untracked][:20],
         "peak_phase": peak_phase, "phases": ph,
         "top_live_at_peak": top_live,
+        "live_at_peak_by_kind": dict(by_kind),
         "largest_block_at_peak": ({"bytes": largest_live["size"],
-                                   "op": op_label(largest_live["chain"])}
+                                   "op": op_label(largest_live["chain"]),
+                                   "kind": kind_of(largest_live)}
                                   if largest_live else None),
         "op_internal_temporaries": top_temps,
     }
 
 
-def measure(fn, baseline_tensors):
-    """Profile fn(); return (result dict, allocs)."""
+def measure(fn, baseline_tensors, labels=None):
+    """Profile fn(); return (result dict, allocs). labels: see analyze()."""
     gc.collect()
     base, bmap = tensors_bytes(baseline_tensors)
     gc.disable()
@@ -411,7 +444,7 @@ def measure(fn, baseline_tensors):
         gc.enable()
     secs = time.time() - t0
     allocs, phases, opnames = collect(prof)
-    r = analyze(allocs, phases, dict(bmap))
+    r = analyze(allocs, phases, dict(bmap), labels)
     r["baseline"] = base
     r["peak"] = base + r["peak_relative"]
     r["end"] = base + r["end_relative"]
@@ -679,17 +712,21 @@ def run_train(name, spec, batch, mode, kind):
                 loss = compute_loss(kind, out, target)
             with Phase("backward"):
                 loss.backward()
-            grads_before_zero["bytes"] = tensors_bytes(
-                [p.grad for p in model.parameters() if p.grad is not None])[0]
+            gbytes, gmap = tensors_bytes(
+                [p.grad for p in model.parameters() if p.grad is not None])
+            grads_before_zero["bytes"] = gbytes
+            labels["grad"] = set(gmap)
             with Phase("optimizer_step"):
                 opt.step()
+            labels["optimizer_state"] = set(tensors_bytes(opt_state_tensors(opt))[1])
             with Phase("zero_grad"):
                 opt.zero_grad(set_to_none=True)
                 for x in xs:
                     if x.requires_grad:
                         x.grad = None
 
-        r, allocs = measure(fn, baseline_list(model, opt, xs, target))
+        labels = {}
+        r, allocs = measure(fn, baseline_list(model, opt, xs, target), labels)
         s = summarize_tensors(model, opt, xs, target)
         r["params_bytes"] = s["params_bytes"]
         r["buffers_bytes"] = s["buffers_bytes"]
@@ -739,11 +776,16 @@ def notes_for(tag, r, mode, batch, psizes):
     lb = r["largest_block_at_peak"]
     if lb and r["peak_relative"] > 0 and lb["bytes"] > 0.25 * r["peak_relative"]:
         same = psizes.get(lb["bytes"])
-        notes.append((tag, "relative peak %s dominated by one block of %s from %s (%.0f%%)%s"
+        what = ""
+        if lb.get("kind") == "grad":
+            what = "; it is the gradient of parameter %s" % same if same else "; a gradient"
+        elif lb.get("kind"):
+            what = "; it is %s" % lb["kind"]
+        elif same and "mkldnn" in lb["op"]:
+            what = "; same size as parameter %s: a reordered weight copy" % same
+        notes.append((tag, "relative peak %s: largest live block %s from %s (%.0f%%)%s"
                       % (fmt_b(r["peak_relative"]), fmt_b(lb["bytes"]), lb["op"],
-                         100.0 * lb["bytes"] / r["peak_relative"],
-                         ("; same size as parameter %s, i.e. a reordered weight copy" % same)
-                         if same and "mkldnn" in lb["op"] else "")))
+                         100.0 * lb["bytes"] / r["peak_relative"], what)))
     for t in r["op_internal_temporaries"][:2]:
         if t["max_bytes"] >= 1 << 20:
             notes.append((tag, "op-internal temporaries (freed before the op returns) up to %s in %s "

@@ -1,0 +1,144 @@
+#include <stdbool.h>
+#include <string.h>
+
+#include "allocator.h"
+#include "util.h"
+
+#define MIN_BLOCK      512u
+#define SMALL_SIZE     (UINT64_C(1) << 20)         /* largest "small" request */
+#define SMALL_BUFFER   (UINT64_C(2) << 20)         /* small pool segment */
+#define LARGE_BUFFER   (UINT64_C(20) << 20)        /* segment for 1–10 MiB requests */
+#define MIN_LARGE      (UINT64_C(10) << 20)
+#define ROUND_LARGE    (UINT64_C(2) << 20)
+
+/* Blocks form a doubly linked list per segment (address order); free blocks
+ * are found by a linear best-fit scan, adequate for graphs' few thousand
+ * live blocks. */
+typedef struct Block {
+    uint64_t offset, size;
+    uint64_t req;    /* bytes asked for */
+    int segment;
+    bool small, free;
+    int prev, next;  /* neighbours in the segment, -1 none */
+    int handle;
+} Block;
+
+struct MeAllocator {
+    Block *b;
+    int nb, cap;
+    int *handle_block;  /* handle → block */
+    int hcap;
+    int *spare;         /* recycled block slots */
+    int nspare, spare_cap;
+    MeAllocStats st;
+};
+
+uint64_t me_allocator_round(uint64_t bytes)
+{
+    if (bytes < MIN_BLOCK) return MIN_BLOCK;
+    return (bytes + MIN_BLOCK - 1) / MIN_BLOCK * MIN_BLOCK;
+}
+
+int me_allocator_new(MeAllocator **out)
+{
+    *out = me_calloc(1, sizeof(MeAllocator));
+    return *out ? 0 : ME_ENOMEM;
+}
+
+void me_allocator_free(MeAllocator *a)
+{
+    if (!a) return;
+    me_free(a->b);
+    me_free(a->handle_block);
+    me_free(a->spare);
+    me_free(a);
+}
+
+static int new_block(MeAllocator *a)
+{
+    if (a->nspare) return a->spare[--a->nspare];
+    if (me_grow(&a->b, &a->cap, a->nb + 1, sizeof(Block)) < 0) return -1;
+    return a->nb++;
+}
+
+static void drop_block(MeAllocator *a, int i)
+{
+    if (me_grow(&a->spare, &a->spare_cap, a->nspare + 1, sizeof(int)) == 0) a->spare[a->nspare++] = i;
+    a->b[i].size = 0;
+    a->b[i].free = false;
+}
+
+int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
+{
+    if (handle < 0) return ME_EINVAL;
+    if (handle >= a->hcap) {
+        int old = a->hcap;
+        if (me_grow(&a->handle_block, &a->hcap, handle + 1, sizeof(int)) < 0) return ME_ENOMEM;
+        for (int i = old; i < a->hcap; i++) a->handle_block[i] = -1;
+    }
+    uint64_t size = me_allocator_round(bytes);
+    bool small = size <= SMALL_SIZE;
+    /* best fit among free blocks of the same pool */
+    int best = -1;
+    for (int i = 0; i < a->nb; i++) {
+        Block *k = &a->b[i];
+        if (k->free && k->small == small && k->size >= size && (best < 0 || k->size < a->b[best].size)) best = i;
+    }
+    if (best < 0) {
+        uint64_t seg = small ? SMALL_BUFFER : size < MIN_LARGE ? LARGE_BUFFER : (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+        best = new_block(a);
+        if (best < 0) return ME_ENOMEM;
+        a->b[best] = (Block){ .offset = 0, .size = seg, .segment = a->st.segments++, .small = small, .free = true,
+                              .prev = -1, .next = -1, .handle = -1 };
+        a->st.reserved += seg;
+        if (a->st.reserved > a->st.peak_reserved) a->st.peak_reserved = a->st.reserved;
+    }
+    uint64_t remain = a->b[best].size - size;
+    if (small ? remain >= MIN_BLOCK : remain > SMALL_SIZE) {
+        int r = new_block(a);
+        if (r < 0) return ME_ENOMEM;
+        Block *k = &a->b[best];
+        a->b[r] = (Block){ .offset = k->offset + size, .size = remain, .segment = k->segment, .small = k->small,
+                           .free = true, .prev = best, .next = k->next, .handle = -1 };
+        if (k->next >= 0) a->b[k->next].prev = r;
+        k->next = r;
+        k->size = size;
+    }
+    Block *k = &a->b[best];
+    k->free = false;
+    k->handle = handle;
+    k->req = bytes;
+    a->handle_block[handle] = best;
+    /* memory_allocated counts the whole block, remainder too when not split */
+    a->st.allocated += k->size;
+    a->st.requested += bytes;
+    if (a->st.allocated > a->st.peak_allocated) a->st.peak_allocated = a->st.allocated;
+    if (a->st.requested > a->st.peak_requested) a->st.peak_requested = a->st.requested;
+    return 0;
+}
+
+static void merge(MeAllocator *a, int left, int right)
+{
+    Block *l = &a->b[left], *r = &a->b[right];
+    l->size += r->size;
+    l->next = r->next;
+    if (r->next >= 0) a->b[r->next].prev = left;
+    drop_block(a, right);
+}
+
+int me_allocator_release(MeAllocator *a, int handle)
+{
+    if (handle < 0 || handle >= a->hcap || a->handle_block[handle] < 0) return ME_EINVAL;
+    int i = a->handle_block[handle];
+    a->handle_block[handle] = -1;
+    Block *k = &a->b[i];
+    a->st.allocated -= k->size;
+    a->st.requested -= k->req;
+    k->free = true;
+    k->handle = -1;
+    if (k->next >= 0 && a->b[k->next].free) merge(a, i, k->next);
+    if (a->b[i].prev >= 0 && a->b[a->b[i].prev].free) merge(a, a->b[i].prev, i);
+    return 0;
+}
+
+const MeAllocStats *me_allocator_stats(const MeAllocator *a) { return &a->st; }
