@@ -75,6 +75,15 @@ static int scope_holds(const MeGraph *g, int *hold_end)
             int v = n->in[k];
             if (v < 0 || g->v[v].producer < 0) continue;
             const char *from = g->n[g->v[v].producer].module, *mod = n->module;
+            size_t fl = strlen(from);
+            if (strcmp(from, mod) && scope_contains(from, fl, mod)) {
+                /* made by a functional op in a container's own forward and read
+                 * by one of its children: a named local there, alive until the
+                 * container returns (densenet's concated_features) */
+                int end = me_strmap_get(&last, from);
+                if (end > hold_end[v]) hold_end[v] = end;
+                continue;
+            }
             /* outermost scope of the reader that does not contain the producer */
             for (size_t i = 0;; i++) {
                 if (mod[i] != '.' && mod[i] != 0) continue;

@@ -24,9 +24,7 @@ plus alexnet as a cross-check against figures the tools publish for it.
 import argparse
 import collections
 import json
-import math
 import os
-import sys
 
 import numpy as np
 import torch
