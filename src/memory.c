@@ -127,6 +127,10 @@ typedef struct Sim {
     int **seg_held;   /* segment → storages held for its backward */
     int *n_seg_held;
     int *own_uses;    /* value → readers inside its producer's segment */
+    int *absorbed;    /* node → the fused node it is part of, -1 none */
+    int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
+    uint8_t *fused_kind;
+    int *abs_head, *abs_next; /* fused node → nodes absorbed into it */
     int **saved;      /* node → storages it keeps for backward */
     int *n_saved;
     int64_t live[MEMEST_MEM_COUNT], total;
@@ -387,6 +391,70 @@ static void release_segment(Sim *m, int s)
     m->n_seg_held[s] = 0;
 }
 
+enum { FUSE_NONE = 0, FUSE_SILU, FUSE_GELU };
+
+/* Exporters spell some PyTorch ops as several nodes: SiLU as Sigmoid + Mul,
+ * GELU as Div, Erf, Add, Mul, Mul. PyTorch ran one op, which keeps only its
+ * input for backward (and SiLU(inplace=True), torchvision's, writes in
+ * place without autograd): the timeline runs that op instead of the pieces.
+ * The cost table keeps the file's nodes. */
+static bool is_op(const MeGraph *g, int ni, const char *op) { return ni >= 0 && !strcmp(g->n[ni].op, op); }
+
+static bool const_operand(const MeGraph *g, const MeNode *n, int skip)
+{
+    for (int i = 0; i < n->n_in; i++)
+        if (i != skip && n->in[i] >= 0 && !g->v[n->in[i]].has_val) return false;
+    return true;
+}
+
+static int plan_fusions(Sim *m)
+{
+    MeGraph *g = m->g;
+    int *cons = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    if (!cons) return ME_ENOMEM;
+    for (int v = 0; v < g->nv; v++) cons[v] = -1;
+    for (int i = 0; i < g->nn; i++) {
+        m->absorbed[i] = m->fused_x[i] = m->abs_head[i] = m->abs_next[i] = -1;
+        m->fused_kind[i] = FUSE_NONE;
+        for (int k = 0; k < g->n[i].n_in; k++) {
+            int v = g->n[i].in[k];
+            if (v >= 0) cons[v] = cons[v] == -1 ? i : -2;
+        }
+    }
+#define ONLY(v) ((v) >= 0 && !is_graph_output(g, (v)) && cons[(v)] >= 0 ? cons[(v)] : -1)
+#define ABSORB(node, into) do { m->absorbed[node] = (into); m->abs_next[node] = m->abs_head[into]; m->abs_head[into] = (node); } while (0)
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        if (!strcmp(n->op, "Sigmoid") && n->n_out && n->in[0] >= 0) {
+            int x = n->in[0], mul = ONLY(n->out[0]);
+            if (is_op(g, mul, "Mul") && g->n[mul].n_in == 2 && (g->n[mul].in[0] == x || g->n[mul].in[1] == x)) {
+                ABSORB(i, mul);
+                m->fused_x[mul] = x;
+                m->fused_kind[mul] = FUSE_SILU;
+            }
+        } else if (!strcmp(n->op, "Erf") && n->in[0] >= 0) {
+            int d = g->v[n->in[0]].producer;
+            if (!(is_op(g, d, "Div") || is_op(g, d, "Mul")) || ONLY(g->n[d].out[0]) != i || !const_operand(g, &g->n[d], 0)) continue;
+            int x = g->n[d].in[0], add = ONLY(n->out[0]);
+            if (!is_op(g, add, "Add")) continue;
+            int m1 = ONLY(g->n[add].out[0]);
+            if (!is_op(g, m1, "Mul") || (g->n[m1].in[0] != x && g->n[m1].in[1] != x)) continue;
+            int fin = m1, m2 = ONLY(g->n[m1].out[0]);
+            if (is_op(g, m2, "Mul") && (const_operand(g, &g->n[m2], 0) || const_operand(g, &g->n[m2], 1))) fin = m2;
+            ABSORB(d, fin);
+            ABSORB(i, fin);
+            ABSORB(add, fin);
+            if (fin != m1) ABSORB(m1, fin);
+            m->fused_x[fin] = x;
+            m->fused_kind[fin] = FUSE_GELU;
+        }
+    }
+#undef ONLY
+#undef ABSORB
+    me_free(cons);
+    return 0;
+}
+
 /* Runs node ni (at position oi) forward. grad: autograd records it.
  * redo: a checkpointed segment recomputed in backward (readers outside the
  * segment are done; outputs leaving it are held until its backward ends). */
@@ -396,9 +464,15 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     const MeNode *n = &g->n[ni];
     m->node = ni;
     bool rg = false;
+    int fx = m->fused_x[ni];
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
+    if (fx >= 0 && m->rg[fx]) rg = true;
     int s = m->seg[ni];
+    /* SiLU(inplace=True) without autograd writes into its input when only
+     * the fused pieces read it */
+    bool silu_inplace = m->fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
+                        g->v[fx].n_uses == 2 && !is_graph_output(g, fx);
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
@@ -408,7 +482,9 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         /* extra outputs nobody reads (BatchNorm's running statistics are
          * updated in place; Dropout's mask is kept by autograd) */
         if (k > 0 && !g->v[v].n_uses) continue;
-        int id = k == 0 && aliases_input(m, n) ? m->vst[n->in[0]] : st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS);
+        int id = k == 0 && silu_inplace ? m->vst[fx]
+               : k == 0 && fx < 0 && aliases_input(m, n) ? m->vst[n->in[0]]
+               : st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS);
         if (id < 0) return;
         m->vst[v] = id;
         if (redo) {
@@ -434,19 +510,28 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         m->workspace = true;
     }
     note(m, temp_forward(m, n));
-    if (grad && rg) record_saved(m, ni, n);
-    for (int i = 0; i < n->n_in; i++) {
-        int v = n->in[i];
-        if (v < 0 || m->vst[v] < 0) continue;
-        if (redo && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s)) continue; /* held by the segment */
-        m->st[m->vst[v]].refs--;
-        st_release(m, m->vst[v]);
+    if (grad && rg) {
+        if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
+        else record_saved(m, ni, n);
+    }
+    /* this node's reads, and those of the pieces fused into it */
+    for (int a = ni; a >= 0; a = a == ni ? m->abs_head[ni] : m->abs_next[a]) {
+        const MeNode *r = &g->n[a];
+        for (int i = 0; i < r->n_in; i++) {
+            int v = r->in[i];
+            if (v < 0 || m->vst[v] < 0) continue;
+            if (redo && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s)) continue; /* held by the segment */
+            m->st[m->vst[v]].refs--;
+            st_release(m, m->vst[v]);
+        }
     }
     for (int k = 0; k < n->n_out; k++)
         if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
 }
 
 static bool skip_node(const MeGraph *g, const MeNode *n) { return no_runtime(n) || folded(g, n); }
+
+static bool absorbed(const Sim *m, int ni) { return m->absorbed[ni] >= 0; }
 
 static void forward(Sim *m)
 {
@@ -455,7 +540,7 @@ static void forward(Sim *m)
     for (int oi = 0; oi < g->nn && !m->failed; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
-        if (skip_node(g, n)) continue;
+        if (skip_node(g, n) || absorbed(m, ni)) continue;
         int s = m->seg[ni];
         if (s >= 0 && m->seg_first[s] == oi) {
             /* checkpoint() keeps the segment's inputs for the recompute */
@@ -501,7 +586,7 @@ static void recompute(Sim *m, int s)
     m->seg_redone[s] = true;
     for (int oi = m->seg_first[s]; oi <= m->seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
-        if (skip_node(g, &g->n[ni])) continue;
+        if (skip_node(g, &g->n[ni]) || absorbed(m, ni)) continue;
         forward_node(m, ni, oi, true, true);
         MeCtx c = { .g = g, .n = &g->n[ni] };
         MeCost co;
@@ -543,7 +628,7 @@ static void backward(Sim *m, int64_t *param_grad_st)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         m->node = ni;
-        if (skip_node(g, n)) continue;
+        if (skip_node(g, n) || absorbed(m, ni)) continue;
         int s = m->seg[ni];
         if (s >= 0 && !m->seg_redone[s]) {
             recompute(m, s);
@@ -555,8 +640,10 @@ static void backward(Sim *m, int64_t *param_grad_st)
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
             int64_t tmp = temp_backward(m, n);
-            for (int i = 0; i < n->n_in; i++) {
-                int v = n->in[i];
+            int fx = m->fused_x[ni];
+            int n_in = fx >= 0 ? 1 : n->n_in;
+            for (int i = 0; i < n_in; i++) {
+                int v = fx >= 0 ? fx : n->in[i];
                 bool dup = false;
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v]) continue;
@@ -573,7 +660,7 @@ static void backward(Sim *m, int64_t *param_grad_st)
                     }
                     continue;
                 }
-                if (gout >= 0 && passes_grad_through(n, i, g)) {
+                if (gout >= 0 && fx < 0 && passes_grad_through(n, i, g)) {
                     give_grad(m, v, gout);
                     continue;
                 }
@@ -747,7 +834,16 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     m.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
     m.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
     m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
+    m.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fused_kind = me_malloc((size_t)g->nn + 1);
+    m.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int rc = 0;
+    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next) {
+        rc = ME_ENOMEM;
+        goto end;
+    }
     if (!m.seg || !m.seg_first || !m.seg_last || !m.seg_redone || !m.seg_held || !m.n_seg_held || !m.own_uses) {
         rc = ME_ENOMEM;
         goto end;
@@ -758,7 +854,7 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     }
     for (int i = 0; i < g->nv; i++) m.vst[i] = m.vgrad[i] = -1, pgrad[i] = -1;
     for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
-    if ((rc = scope_holds(g, m.hold_end)) < 0) goto end;
+    if ((rc = scope_holds(g, m.hold_end)) < 0 || (rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
     if (s->mode != MEMEST_RUN_TRAIN)
         for (int i = 0; i < g->nn; i++) m.seg[i] = -1;
@@ -892,6 +988,11 @@ end:
     me_free(m.seg_last);
     me_free(m.seg_redone);
     me_free(m.own_uses);
+    me_free(m.absorbed);
+    me_free(m.fused_x);
+    me_free(m.fused_kind);
+    me_free(m.abs_head);
+    me_free(m.abs_next);
     me_allocator_free(m.alloc);
     me_free(m.hold_end);
     me_free(m.hold_next);
