@@ -127,6 +127,8 @@ typedef struct Sim {
     int **seg_held;   /* segment → storages held for its backward */
     int *n_seg_held;
     int *own_uses;    /* value → readers inside its producer's segment */
+    int64_t (*strides)[ME_MAX_RANK]; /* value → element strides in its storage */
+    int mm_copy[2];   /* storages a batched matmul copied its operands into, -1 none */
     int *absorbed;    /* node → the fused node it is part of, -1 none */
     int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
     uint8_t *fused_kind;
@@ -253,13 +255,34 @@ static bool folded(const MeGraph *g, const MeNode *n)
     return n->n_out && n->out[0] >= 0 && g->v[n->out[0]].has_val;
 }
 
-/* Output 0 shares input 0's storage: views, and ops running in place. */
+/* dropout() returns its input untouched outside training and for p = 0
+ * (torchvision's ViT default) */
+static bool dropout_identity(const Sim *m, const MeNode *n)
+{
+    if (m->s->mode != MEMEST_RUN_TRAIN) return true;
+    double p = me_attr_f(n, "ratio", 0.5);
+    if (n->n_in > 1 && n->in[1] >= 0) {
+        const MeValue *r = &m->g->v[n->in[1]];
+        if (r->has_val && r->nval == 1) p = r->fval ? r->fval[0] : (double)r->ival[0];
+    }
+    return p == 0;
+}
+
+/* PyTorch returns views for these: the result shares the input's storage
+ * (a copy happens later only where a kernel needs contiguous data). */
+static bool is_view(const MeNode *n)
+{
+    return n->desc->cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || !strcmp(n->op, "Slice") ||
+           !strcmp(n->op, "Split") || !strcmp(n->op, "Expand");
+}
+
+/* Outputs share input 0's storage: views, and ops running in place. */
 static bool aliases_input(const Sim *m, const MeNode *n)
 {
     if (!n->n_in || n->in[0] < 0 || m->vst[n->in[0]] < 0) return false;
     MeCostClass cls = n->desc->cls;
-    if (cls == ME_C_VIEW) return true;
-    if (cls == ME_C_DROPOUT && m->s->mode != MEMEST_RUN_TRAIN) return true; /* identity in eval */
+    if (is_view(n)) return true;
+    if (cls == ME_C_DROPOUT && dropout_identity(m, n)) return true;
     return (n->flags & ME_N_INPLACE) != 0;
 }
 
@@ -332,6 +355,16 @@ static void keep_for_backward(Sim *m, int ni, int vi)
     if (m->st[id].cat == MEMEST_MEM_ACTIVATIONS) st_recat(m, id, MEMEST_MEM_SAVED);
 }
 
+static void keep_storage(Sim *m, int ni, int id)
+{
+    int *ns = me_realloc(m->saved[ni], sizeof(int) * (size_t)(m->n_saved[ni] + 1));
+    if (!ns) { m->failed = true; return; }
+    m->saved[ni] = ns;
+    ns[m->n_saved[ni]++] = id;
+    m->st[id].holds++;
+    if (m->st[id].cat == MEMEST_MEM_ACTIVATIONS) st_recat(m, id, MEMEST_MEM_SAVED);
+}
+
 static void record_saved(Sim *m, int ni, const MeNode *n)
 {
     MeCtx c = { .g = m->g, .n = (MeNode *)n };
@@ -342,7 +375,9 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
             bool other = false;
             for (int j = 0; j < n->n_in; j++)
                 if (j != i && n->in[j] >= 0 && m->rg[n->in[j]]) other = true;
-            if (other) keep_for_backward(m, ni, n->in[i]);
+            if (!other) continue;
+            if (i < 2 && m->mm_copy[i] >= 0) keep_storage(m, ni, m->mm_copy[i]); /* bmm saw the copy */
+            else keep_for_backward(m, ni, n->in[i]);
         }
         break;
     case ME_AG_INPUT:
@@ -360,7 +395,7 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     default:
         break;
     }
-    int64_t extra = (int64_t)me_autograd_extra(&c, m->s->mode == MEMEST_RUN_TRAIN);
+    int64_t extra = n->desc->cls == ME_C_DROPOUT && dropout_identity(m, n) ? 0 : (int64_t)me_autograd_extra(&c, m->s->mode == MEMEST_RUN_TRAIN);
     if (extra > 0) {
         int id = st_new(m, extra, MEMEST_MEM_SAVED);
         if (id < 0) return;
@@ -455,6 +490,91 @@ static int plan_fusions(Sim *m)
     return 0;
 }
 
+/* --- strides: which views are really views ---
+ * PyTorch gives views for Transpose, Slice, Split and Expand; reshape() and
+ * flatten() are views only when the strides allow (ATen's computeStride),
+ * else a copy; a batched matmul folds its operands to 3-d the same way and
+ * autograd keeps what bmm saw. */
+static void contiguous_strides(const MeShape *s, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= s->d[i] > 0 ? s->d[i] : 1;
+    }
+}
+
+/* ATen's computeStride: strides for viewing (shape, stride) as nshape, or
+ * false when that needs a copy. */
+static bool view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
+{
+    int64_t numel = me_shape_numel(old);
+    if (numel <= 0) { contiguous_strides(nw, nst); return true; }
+    int view_d = nw->rank - 1;
+    int64_t chunk_base_stride = old->rank ? ost[old->rank - 1] : 1, tensor_numel = 1, view_numel = 1;
+    for (int td = old->rank - 1; td >= 0; td--) {
+        tensor_numel *= old->d[td];
+        if (td == 0 || (old->d[td - 1] != 1 && ost[td - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || nw->d[view_d] == 1)) {
+                nst[view_d] = view_numel * chunk_base_stride;
+                view_numel *= nw->d[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel) return false;
+            if (td > 0) {
+                chunk_base_stride = ost[td - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+/* Strides of a view op's output from its input's; false when PyTorch would
+ * copy instead. */
+static bool view_result(const Sim *m, const MeNode *n, int k)
+{
+    MeGraph *g = m->g;
+    int x = n->in[0], y = n->out[k];
+    const MeShape *xs = &g->v[x].shape, *ys = &g->v[y].shape;
+    const int64_t *xst = m->strides[x];
+    int64_t *yst = m->strides[y];
+    const char *op = n->op;
+    if (!strcmp(op, "Transpose")) {
+        int64_t perm[ME_MAX_RANK];
+        const MeAttr *a = me_node_attr(n, "perm");
+        for (int i = 0; i < xs->rank; i++) perm[i] = a && a->type == ME_A_INTS && i < a->n ? a->ints[i] : xs->rank - 1 - i;
+        for (int i = 0; i < ys->rank; i++) yst[i] = perm[i] >= 0 && perm[i] < xs->rank ? xst[perm[i]] : 1;
+        return true;
+    }
+    if (!strcmp(op, "Slice") || !strcmp(op, "Split") || !strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
+        /* offsets do not change strides; Slice steps other than 1 are rare here */
+        for (int i = 0; i < ys->rank; i++) yst[i] = i < xs->rank ? xst[i] : 1;
+        return ys->rank == xs->rank;
+    }
+    if (!strcmp(op, "Expand")) {
+        int off = ys->rank - xs->rank;
+        for (int i = 0; i < ys->rank; i++) {
+            int j = i - off;
+            yst[i] = j < 0 || (xs->d[j] == 1 && ys->d[i] != 1) ? 0 : xst[j];
+        }
+        return true;
+    }
+    if (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze")) {
+        /* size-1 dims carry no layout: keep the others' strides in order */
+        int j = 0;
+        for (int i = 0; i < ys->rank; i++) {
+            while (j < xs->rank && xs->d[j] == 1 && ys->d[i] != 1) j++;
+            if (ys->d[i] == 1 && (j >= xs->rank || xs->d[j] != 1)) { yst[i] = 1; continue; }
+            yst[i] = j < xs->rank ? xst[j++] : 1;
+        }
+        return true;
+    }
+    /* Reshape, Flatten */
+    return view_strides(xs, xst, ys, yst);
+}
+
 /* Runs node ni (at position oi) forward. grad: autograd records it.
  * redo: a checkpointed segment recomputed in backward (readers outside the
  * segment are done; outputs leaving it are held until its backward ends). */
@@ -482,8 +602,11 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         /* extra outputs nobody reads (BatchNorm's running statistics are
          * updated in place; Dropout's mask is kept by autograd) */
         if (k > 0 && !g->v[v].n_uses) continue;
+        bool alias = (k == 0 || is_view(n)) && fx < 0 && aliases_input(m, n);
+        if (alias && is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
+        if (!alias || !is_view(n)) contiguous_strides(&g->v[v].shape, m->strides[v]);
         int id = k == 0 && silu_inplace ? m->vst[fx]
-               : k == 0 && fx < 0 && aliases_input(m, n) ? m->vst[n->in[0]]
+               : alias ? m->vst[n->in[0]]
                : st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS);
         if (id < 0) return;
         m->vst[v] = id;
@@ -509,11 +632,27 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         m->st[ws].persistent = true;
         m->workspace = true;
     }
+    /* at::matmul folds batched operands to 3-d with reshape(): a copy when
+     * their strides do not allow a view */
+    m->mm_copy[0] = m->mm_copy[1] = -1;
+    if (!strcmp(n->op, "MatMul") && n->n_in == 2 && g->v[n->in[0]].shape.rank >= 3 && g->v[n->in[1]].shape.rank >= 3) {
+        for (int i = 0; i < 2; i++) {
+            int v = n->in[i];
+            const MeShape *xs = &g->v[v].shape;
+            MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
+            for (int k = 0; k < xs->rank - 2; k++) f.d[0] *= xs->d[k];
+            int64_t fst[ME_MAX_RANK];
+            if (m->vst[v] >= 0 && !view_strides(xs, m->strides[v], &f, fst) && (m->mm_copy[i] = st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
+                return;
+        }
+    }
     note(m, temp_forward(m, n));
     if (grad && rg) {
         if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
         else record_saved(m, ni, n);
     }
+    for (int i = 0; i < 2; i++)
+        if (m->mm_copy[i] >= 0) st_release(m, m->mm_copy[i]);
     /* this node's reads, and those of the pieces fused into it */
     for (int a = ni; a >= 0; a = a == ni ? m->abs_head[ni] : m->abs_next[a]) {
         const MeNode *r = &g->n[a];
@@ -540,7 +679,17 @@ static void forward(Sim *m)
     for (int oi = 0; oi < g->nn && !m->failed; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
-        if (skip_node(g, n) || absorbed(m, ni)) continue;
+        if (absorbed(m, ni)) continue;
+        if (skip_node(g, n)) {
+            /* Shape and folded arithmetic never read the data: their reads end now */
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                if (v < 0 || m->vst[v] < 0) continue;
+                m->st[m->vst[v]].refs--;
+                st_release(m, m->vst[v]);
+            }
+            continue;
+        }
         int s = m->seg[ni];
         if (s >= 0 && m->seg_first[s] == oi) {
             /* checkpoint() keeps the segment's inputs for the recompute */
@@ -607,10 +756,10 @@ static void give_grad(Sim *m, int vi, int id)
      * first; the shared one stays with its other owners */
 }
 
-static bool passes_grad_through(const MeNode *n, int i, const MeGraph *g)
+static bool passes_grad_through(const Sim *m, const MeNode *n, int i, const MeGraph *g)
 {
     MeCostClass cls = n->desc->cls;
-    if (cls == ME_C_VIEW || (cls == ME_C_DROPOUT && n->n_out < 2)) return true;
+    if (cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || (cls == ME_C_DROPOUT && dropout_identity(m, n))) return true;
     if (!strcmp(n->op, "Concat")) return true; /* narrow() views of the output gradient */
     if ((!strcmp(n->op, "Add") || (!strcmp(n->op, "Sub") && i == 0)) && n->out[0] >= 0) {
         /* same shape: the output gradient itself; broadcast: summed down */
@@ -660,7 +809,7 @@ static void backward(Sim *m, int64_t *param_grad_st)
                     }
                     continue;
                 }
-                if (gout >= 0 && fx < 0 && passes_grad_through(n, i, g)) {
+                if (gout >= 0 && fx < 0 && passes_grad_through(m, n, i, g)) {
                     give_grad(m, v, gout);
                     continue;
                 }
@@ -834,13 +983,15 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     m.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
     m.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
     m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
+    m.strides = me_calloc((size_t)g->nv + 1, sizeof(*m.strides));
+    m.mm_copy[0] = m.mm_copy[1] = -1;
     m.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.fused_kind = me_malloc((size_t)g->nn + 1);
     m.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int rc = 0;
-    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next) {
+    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next || !m.strides) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -852,7 +1003,11 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
         rc = ME_ENOMEM;
         goto end;
     }
-    for (int i = 0; i < g->nv; i++) m.vst[i] = m.vgrad[i] = -1, pgrad[i] = -1;
+    for (int i = 0; i < g->nv; i++) {
+        m.vst[i] = m.vgrad[i] = -1;
+        pgrad[i] = -1;
+        contiguous_strides(&g->v[i].shape, m.strides[i]);
+    }
     for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
     if ((rc = scope_holds(g, m.hold_end)) < 0 || (rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
@@ -988,6 +1143,7 @@ end:
     me_free(m.seg_last);
     me_free(m.seg_redone);
     me_free(m.own_uses);
+    me_free(m.strides);
     me_free(m.absorbed);
     me_free(m.fused_x);
     me_free(m.fused_kind);
