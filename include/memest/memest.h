@@ -64,10 +64,15 @@ MEMEST_API void memest_model_free(MemestModel **model);
 typedef enum MemestConvention {
     MEMEST_CONVENTION_DEFAULT = 0,
     MEMEST_CONVENTION_TORCHSTAT,
+    MEMEST_CONVENTION_FVCORE,
+    MEMEST_CONVENTION_PTFLOPS,
+    MEMEST_CONVENTION_THOP,
+    MEMEST_CONVENTION_DEEPSPEED,
     MEMEST_CONVENTION_COUNT
 } MemestConvention;
 
-/* Parses a convention name ("default", "torchstat"); -1 if unknown. */
+/* Parses a convention name ("default", "torchstat", "fvcore", "ptflops",
+ * "thop", "deepspeed"); -1 if unknown. */
 MEMEST_API int memest_convention_from_name(const char *name);
 MEMEST_API const char *memest_convention_name(MemestConvention c);
 

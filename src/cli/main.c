@@ -17,7 +17,7 @@ static void usage(FILE *f)
         "                                is prepended) or input_ids=8x128:int64 (full shape)\n"
         "  --batch N                     batch size (default 1)\n"
         "  --dim NAME=N                  bind a symbolic dimension\n"
-        "  --convention NAME             default | torchstat\n"
+        "  --convention NAME             default | torchstat | fvcore | ptflops | thop | deepspeed\n"
         "  --format NAME                 table | json | csv | markdown\n"
         "  --strict                      unknown ops are an error (exit 3)\n"
         "  --train                       simulate a training step (default: inference under no_grad)\n"
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
             } else if (!strcmp(a, "--convention")) {
                 int c = memest_convention_from_name(val);
                 if (c < 0) {
-                    fprintf(stderr, "memest: --convention '%s': expected default or torchstat\n", val);
+                    fprintf(stderr, "memest: --convention '%s': expected default, torchstat, fvcore, ptflops, thop or deepspeed\n", val);
                     goto end;
                 }
                 as.convention = (MemestConvention)c;

@@ -648,6 +648,38 @@ end:
     return rc;
 }
 
+/* torch scopes tell module calls from functional ones: an op whose scope
+ * contains other scopes ran in a container's own forward (x + y,
+ * torch.flatten), as did one with no scope at all. Hook-based tools
+ * (torchstat, ptflops, thop) see only the module calls. */
+static int mark_functional(MeGraph *g)
+{
+    MeStrMap containers = { 0 };
+    char **keys = NULL;
+    int nkeys = 0, cap = 0, rc = 0;
+    for (int i = 0; i < g->nn && rc >= 0; i++) {
+        const char *mod = g->n[i].module;
+        if (mod[0] == '/') continue;
+        for (size_t k = 0; mod[k] && rc >= 0; k++) {
+            if (mod[k] != '.') continue;
+            char *pre = me_strndup(mod, k);
+            if (!pre) { rc = ME_ENOMEM; break; }
+            if (me_strmap_get(&containers, pre) >= 0) { me_free(pre); continue; }
+            if (me_grow(&keys, &cap, nkeys + 1, sizeof(char *)) < 0) { me_free(pre); rc = ME_ENOMEM; break; }
+            keys[nkeys++] = pre;
+            rc = me_strmap_put(&containers, pre, 1);
+        }
+    }
+    for (int i = 0; i < g->nn && rc >= 0; i++) {
+        const char *mod = g->n[i].module;
+        if (mod[0] == '/' || me_strmap_get(&containers, mod) >= 0) g->n[i].flags |= ME_N_FUNCTIONAL;
+    }
+    for (int i = 0; i < nkeys; i++) me_free(keys[i]);
+    me_free(keys);
+    me_strmap_free(&containers);
+    return rc;
+}
+
 int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
 {
     int fd = open(path, O_RDONLY);
@@ -701,5 +733,6 @@ int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
     if (opset > ME_ONNX_MAX_OPSET)
         return me_error(d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
     g->opset = (int)opset;
-    return load_graph(&o, graph_off, graph_len);
+    int rc = load_graph(&o, graph_off, graph_len);
+    return rc < 0 ? rc : mark_functional(g);
 }
