@@ -860,11 +860,7 @@ static int plan_segments(Sim *m)
         if (!skip_node(g, &g->n[ni])) { ri[ni] = n; rt[n++] = oi; }
     }
     int want = m->s->checkpoint;
-    if (want == -1) {
-        want = 1;
-        while ((want + 1) * (want + 1) <= n) want++;
-    }
-    if (want > 1 && n >= 2) {
+    if (want == -1 || want > 1) {
         if (want > n) want = n;
         /* cross[p]: values made before runtime index p and read at or after it */
         for (int v = 0; v < g->nv; v++) {
@@ -888,6 +884,16 @@ static int plan_segments(Sim *m)
             cross[m->own_uses[v] + 1]--;
         }
         for (int p = 1; p <= n; p++) cross[p] += cross[p - 1];
+        if (want == -1) {
+            /* Chen et al.: sqrt(N) segments of a chain of N layers; the layers
+             * are the places a single tensor crosses (block boundaries) */
+            int layers = 0;
+            for (int p = 1; p < n; p++) layers += cross[p] == 1;
+            if (layers < 4) layers = n;
+            want = 1;
+            while ((want + 1) * (want + 1) <= layers) want++;
+        }
+        if (want < 2 || n < 2) goto count;
         if (!(cuts = me_malloc(sizeof(int) * (size_t)(want + 1)))) { rc = ME_ENOMEM; goto end; }
         int nc = 0, win = n / (2 * want);
         for (int k = 1; k < want; k++) {
@@ -918,6 +924,7 @@ static int plan_segments(Sim *m)
             m->seg_last[m->nseg - 1] = rt[r];
         }
     }
+count:
     /* readers inside the producer's own segment */
     for (int v = 0; v < g->nv; v++) m->own_uses[v] = 0;
     for (int i = 0; i < g->nn; i++) {
