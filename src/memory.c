@@ -129,6 +129,9 @@ typedef struct Sim {
     int *own_uses;    /* value → readers inside its producer's segment */
     int64_t (*strides)[ME_MAX_RANK]; /* value → element strides in its storage */
     int mm_copy[2];   /* storages a batched matmul copied its operands into, -1 none */
+    uint8_t *es;      /* value → bytes per element here (autocast changes them) */
+    int *wcache;      /* weight → its autocast copy's storage, -1 none */
+    int cast[8];      /* storages autocast copied this node's inputs into, -1 none */
     int *absorbed;    /* node → the fused node it is part of, -1 none */
     int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
     uint8_t *fused_kind;
@@ -147,6 +150,7 @@ typedef struct Sim {
 
 static const char *const cat_names[MEMEST_MEM_COUNT] = {
     "weights", "inputs", "activations", "saved", "gradients", "activation_grads", "optimizer", "temporary", "workspace",
+    "autocast_cache",
 };
 
 const char *memest_mem_category_name(MemestMemCategory c)
@@ -231,10 +235,13 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
     s->cat = (uint8_t)cat;
 }
 
-static int64_t vbytes(const MeValue *v)
+/* Bytes of a value in this simulation: its element size may differ from
+ * the file's dtype under autocast (es). */
+static int64_t vb(const Sim *m, const MeValue *v)
 {
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
-    return n > 0 ? n * me_dtype_size(v->dtype) : 0;
+    int es = m->es ? m->es[v - m->g->v] : me_dtype_size(v->dtype);
+    return n > 0 ? n * es : 0;
 }
 
 static bool is_graph_output(const MeGraph *g, int vi)
@@ -288,10 +295,10 @@ static bool aliases_input(const Sim *m, const MeNode *n)
 
 /* oneDNN reorders a convolution's input into its blocked layout, except a
  * first layer's few channels, which it reads as they are. */
-static int64_t conv_input_copy(const MeCtx *c)
+static int64_t conv_input_copy(const Sim *m, const MeCtx *c)
 {
     const MeValue *x = me_in(c, 0);
-    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? vbytes(x) : 0;
+    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? vb(m, x) : 0;
 }
 
 /* Bytes an op allocates and frees inside itself, by runtime (doc/memory.md),
@@ -306,7 +313,7 @@ static int64_t temp_forward(const Sim *m, const MeNode *n)
          * blocked buffer, then reordered into the output: beyond the output,
          * max(input copy + weight copy, output) at once */
         const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
-        int64_t a = conv_input_copy(&c) + (w ? vbytes(w) : 0), b = vbytes(o);
+        int64_t a = conv_input_copy(m, &c) + (w ? vb(m, w) : 0), b = vb(m, o);
         return a > b ? a : b;
     }
     case ME_C_MAXPOOL:
@@ -325,10 +332,10 @@ static int64_t temp_backward(const Sim *m, const MeNode *n)
     case ME_C_CONV: {
         /* oneDNN: reordered output gradient, input and weights */
         const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
-        return vbytes(o) + conv_input_copy(&c) + (w ? vbytes(w) : 0);
+        return vb(m, o) + conv_input_copy(m, &c) + (w ? vb(m, w) : 0);
     }
     case ME_C_BN:
-        return vbytes(me_in(&c, 0)); /* one input-sized temporary */
+        return vb(m, me_in(&c, 0)); /* one input-sized temporary */
     default:
         return 0;
     }
@@ -377,11 +384,15 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
                 if (j != i && n->in[j] >= 0 && m->rg[n->in[j]]) other = true;
             if (!other) continue;
             if (i < 2 && m->mm_copy[i] >= 0) keep_storage(m, ni, m->mm_copy[i]); /* bmm saw the copy */
+            else if (i < 8 && m->cast[i] >= 0) keep_storage(m, ni, m->cast[i]); /* autocast's copy */
             else keep_for_backward(m, ni, n->in[i]);
         }
         break;
     case ME_AG_INPUT:
-        if (n->in[0] >= 0 && m->rg[n->in[0]]) keep_for_backward(m, ni, n->in[0]);
+        if (n->in[0] >= 0 && m->rg[n->in[0]]) {
+            if (m->cast[0] >= 0) keep_storage(m, ni, m->cast[0]);
+            else keep_for_backward(m, ni, n->in[0]);
+        }
         break;
     case ME_AG_OUTPUT:
         keep_for_backward(m, ni, n->out[0]);
@@ -575,6 +586,68 @@ static bool view_result(const Sim *m, const MeNode *n, int k)
     return view_strides(xs, xst, ys, yst);
 }
 
+/* torch.autocast: ops of its lower-precision list run in fp16/bf16 and
+ * cast their float inputs (weights once per forward, into a cache); ops of
+ * its fp32 list cast up; the rest follow their inputs' promoted type. */
+enum { AC_FOLLOW = 0, AC_LOWER, AC_FP32 };
+
+static int autocast_kind(const MeNode *n)
+{
+    switch (n->desc->cls) {
+    case ME_C_CONV: case ME_C_CONVT: case ME_C_LINEAR: case ME_C_MATMUL: case ME_C_RNN: case ME_C_ATTENTION:
+        return AC_LOWER;
+    case ME_C_SOFTMAX: case ME_C_NORM:
+        return AC_FP32;
+    default: {
+        static const char *const fp32_ops[] = { "Pow", "Exp", "Log", "ReduceSum", "ReduceProd", "CumSum", "ReduceL2", "Reciprocal" };
+        for (size_t i = 0; i < sizeof(fp32_ops) / sizeof(fp32_ops[0]); i++)
+            if (!strcmp(n->op, fp32_ops[i])) return AC_FP32;
+        return AC_FOLLOW;
+    }
+    }
+}
+
+static bool castable(const MeGraph *g, int v)
+{
+    return v >= 0 && me_dtype_is_float(g->v[v].dtype) && !g->v[v].has_val && g->v[v].shape.rank > 0;
+}
+
+/* Output element sizes and input casts of node n under autocast. */
+static void autocast_node(Sim *m, const MeNode *n)
+{
+    MeGraph *g = m->g;
+    for (int i = 0; i < 8; i++) m->cast[i] = -1;
+    int kind = autocast_kind(n), oes = 0;
+    if (kind == AC_FOLLOW && n->desc->cls == ME_C_BN) {
+        oes = m->es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
+    } else if (kind == AC_FOLLOW) {
+        /* type promotion: the widest float tensor operand wins */
+        for (int i = 0; i < n->n_in; i++)
+            if (castable(g, n->in[i]) && m->es[n->in[i]] > oes) oes = m->es[n->in[i]];
+    } else {
+        oes = kind == AC_LOWER ? 2 : 4;
+        for (int i = 0; i < n->n_in && i < 8; i++) {
+            int v = n->in[i];
+            if (!castable(g, v) || m->es[v] == oes || m->vst[v] < 0) continue;
+            int64_t bytes = me_shape_numel(&g->v[v].shape) * oes;
+            if (g->v[v].kind == ME_V_INIT && oes == 2) {
+                if (m->wcache[v] < 0) {
+                    /* the cache keeps the copy until autocast exits */
+                    if ((m->wcache[v] = st_new(m, bytes, MEMEST_MEM_AMP_CACHE)) < 0) return;
+                    m->st[m->wcache[v]].holds = 1;
+                }
+                m->cast[i] = m->wcache[v];
+            } else if ((m->cast[i] = st_new(m, bytes, MEMEST_MEM_ACTIVATIONS)) < 0) {
+                return;
+            }
+        }
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v >= 0 && me_dtype_is_float(g->v[v].dtype) && oes) m->es[v] = (uint8_t)oes;
+    }
+}
+
 /* Runs node ni (at position oi) forward. grad: autograd records it.
  * redo: a checkpointed segment recomputed in backward (readers outside the
  * segment are done; outputs leaving it are held until its backward ends). */
@@ -593,6 +666,8 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
      * the fused pieces read it */
     bool silu_inplace = m->fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
                         g->v[fx].n_uses == 2 && !is_graph_output(g, fx);
+    if (m->s->amp) autocast_node(m, n);
+    else for (int i = 0; i < 8; i++) m->cast[i] = -1;
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
@@ -607,7 +682,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (!alias || !is_view(n)) contiguous_strides(&g->v[v].shape, m->strides[v]);
         int id = k == 0 && silu_inplace ? m->vst[fx]
                : alias ? m->vst[n->in[0]]
-               : st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS);
+               : st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS);
         if (id < 0) return;
         m->vst[v] = id;
         if (redo) {
@@ -642,7 +717,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
             for (int k = 0; k < xs->rank - 2; k++) f.d[0] *= xs->d[k];
             int64_t fst[ME_MAX_RANK];
-            if (m->vst[v] >= 0 && !view_strides(xs, m->strides[v], &f, fst) && (m->mm_copy[i] = st_new(m, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
+            if (m->vst[v] >= 0 && !view_strides(xs, m->strides[v], &f, fst) && (m->mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
                 return;
         }
     }
@@ -653,6 +728,8 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     }
     for (int i = 0; i < 2; i++)
         if (m->mm_copy[i] >= 0) st_release(m, m->mm_copy[i]);
+    for (int i = 0; i < 8; i++)
+        if (m->cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->wcache[n->in[i]] != m->cast[i])) st_release(m, m->cast[i]);
     /* this node's reads, and those of the pieces fused into it */
     for (int a = ni; a >= 0; a = a == ni ? m->abs_head[ni] : m->abs_next[a]) {
         const MeNode *r = &g->n[a];
@@ -671,6 +748,16 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
 static bool skip_node(const MeGraph *g, const MeNode *n) { return no_runtime(n) || folded(g, n); }
 
 static bool absorbed(const Sim *m, int ni) { return m->absorbed[ni] >= 0; }
+
+static void drop_autocast_cache(Sim *m)
+{
+    for (int v = 0; m->wcache && v < m->g->nv; v++) {
+        if (m->wcache[v] < 0) continue;
+        m->st[m->wcache[v]].holds--;
+        st_release(m, m->wcache[v]);
+        m->wcache[v] = -1;
+    }
+}
 
 static void forward(Sim *m)
 {
@@ -799,13 +886,13 @@ static void backward(Sim *m, int64_t *param_grad_st)
                 const MeValue *val = &g->v[v];
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
-                        int id = st_new(m, vbytes(val), MEMEST_MEM_GRADIENTS);
+                        int id = st_new(m, vb(m, val), MEMEST_MEM_GRADIENTS);
                         if (id < 0) return;
                         m->st[id].persistent = true;
                         param_grad_st[v] = id;
                         note(m, tmp);
                     } else {
-                        note(m, vbytes(val)); /* accumulated into .grad */
+                        note(m, vb(m, val)); /* accumulated into .grad */
                     }
                     continue;
                 }
@@ -813,7 +900,7 @@ static void backward(Sim *m, int64_t *param_grad_st)
                     give_grad(m, v, gout);
                     continue;
                 }
-                int id = st_new(m, vbytes(val), MEMEST_MEM_ACT_GRADS);
+                int id = st_new(m, vb(m, val), MEMEST_MEM_ACT_GRADS);
                 if (id < 0) return;
                 note(m, tmp);
                 if (m->vgrad[v] >= 0) {
@@ -991,6 +1078,8 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     m.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
     m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
     m.strides = me_calloc((size_t)g->nv + 1, sizeof(*m.strides));
+    m.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    uint8_t *es = me_malloc((size_t)g->nv + 1);
     m.mm_copy[0] = m.mm_copy[1] = -1;
     m.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
@@ -998,7 +1087,7 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     m.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int rc = 0;
-    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next || !m.strides) {
+    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next || !m.strides || !m.wcache || !es) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -1014,7 +1103,10 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
         m.vst[i] = m.vgrad[i] = -1;
         pgrad[i] = -1;
         contiguous_strides(&g->v[i].shape, m.strides[i]);
+        m.wcache[i] = -1;
+        es[i] = (uint8_t)me_dtype_size(g->v[i].dtype);
     }
+    m.es = es;
     for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
     if ((rc = scope_holds(g, m.hold_end)) < 0 || (rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
@@ -1026,7 +1118,7 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
-            int id = st_new(&m, vbytes(v), MEMEST_MEM_WEIGHTS);
+            int id = st_new(&m, vb(&m, v), MEMEST_MEM_WEIGHTS);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
@@ -1037,12 +1129,12 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
                         if (g->n[k].in[j] == i && (g->n[k].flags & ME_N_FROZEN)) frozen = true;
             m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen;
             if (m.rg[i]) {
-                param_bytes += vbytes(v);
+                param_bytes += vb(&m, v);
                 n_params++;
-                if (vbytes(v) > max_param) max_param = vbytes(v);
+                if (vb(&m, v) > max_param) max_param = vb(&m, v);
             }
         } else if (v->kind == ME_V_INPUT) {
-            int id = st_new(&m, vbytes(v), MEMEST_MEM_INPUTS);
+            int id = st_new(&m, vb(&m, v), MEMEST_MEM_INPUTS);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
@@ -1061,9 +1153,14 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     note(&m, 0);
 
     forward(&m);
+    drop_autocast_cache(&m);
     if (train && !m.failed && g->n_outputs) {
         int ov = g->outputs[0];
-        int64_t ob = vbytes(&g->v[ov]);
+        int64_t ob = vb(&m, &g->v[ov]);
+        /* cross_entropy is on autocast's fp32 list: a float32 copy of the
+         * output feeds log_softmax, whose float32 result is kept */
+        int64_t ob32 = me_shape_numel(&g->v[ov].shape) * (me_dtype_size(g->v[ov].dtype) > 4 ? me_dtype_size(g->v[ov].dtype) : 4);
+        if (!s->amp) ob32 = ob;
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
         bool scalar = me_shape_numel(&g->v[ov].shape) == 1; /* the output is the loss: backward() on it */
@@ -1073,8 +1170,8 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
         if (scalar) {
             /* no loss op */
         } else if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
-            logsm = st_new(&m, ob, MEMEST_MEM_SAVED);
-            note(&m, 0);
+            logsm = st_new(&m, ob32, MEMEST_MEM_SAVED);
+            note(&m, ob32 != ob ? ob32 : 0);
         } else {
             note(&m, ob);
         }
@@ -1085,7 +1182,7 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
             m.st[g2].holds = 1;
             backward(&m, pgrad);
         } else if (m.rg[ov]) {
-            int g1 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
+            int g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
             int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of the model output */
             if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
             note(&m, 0);
@@ -1151,6 +1248,8 @@ end:
     me_free(m.seg_redone);
     me_free(m.own_uses);
     me_free(m.strides);
+    me_free(m.wcache);
+    me_free(es);
     me_free(m.absorbed);
     me_free(m.fused_x);
     me_free(m.fused_kind);

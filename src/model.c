@@ -1,5 +1,6 @@
 /* Public entry points: load (any format) → bind → finalize → shapes, and
  * analyze (per-node cost under a convention, totals). */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,6 +149,21 @@ int memest_analyze(MemestModel *m, const MemestAnalyzeSettings *s, char *err, si
     m->totals = t;
     m->analyzed = true;
     return 0;
+}
+
+int memest_freeze(MemestModel *m, const char *pattern)
+{
+    int hits = 0;
+    size_t pl = strlen(pattern);
+    for (int i = 0; i < m->g.nn; i++) {
+        const char *mod = m->g.n[i].module;
+        bool prefix = !strncmp(mod, pattern, pl) && (mod[pl] == 0 || mod[pl] == '.');
+        if (prefix || !fnmatch(pattern, mod, 0)) {
+            m->g.n[i].flags |= ME_N_FROZEN;
+            hits++;
+        }
+    }
+    return hits;
 }
 
 int memest_totals(const MemestModel *m, MemestTotals *out)

@@ -52,6 +52,9 @@ typedef struct MemestLoadSettings {
     const char *const *dims;
     int n_dims;
     int64_t batch; /* 0 means 1 */
+    /* Converts float weights and inputs (model.half(), model.bfloat16()):
+     * "float16", "bfloat16" or NULL to keep the file's types. */
+    const char *dtype;
 } MemestLoadSettings;
 
 /* Loads an ONNX (.onnx) or JSON (.json) model, binds its input shapes and
@@ -60,6 +63,12 @@ MEMEST_API int memest_model_load(MemestModel **out, const char *path,
                                  const MemestLoadSettings *settings,
                                  char *err, size_t errlen);
 MEMEST_API void memest_model_free(MemestModel **model);
+
+/* Marks the layers whose module name matches pattern (fnmatch, or a dotted
+ * prefix: "layer1" freezes layer1.0.conv1...) as frozen: their parameters
+ * get no gradients and no optimizer state. Returns the number of layers
+ * matched (0 is an error for the CLI to report). */
+MEMEST_API int memest_freeze(MemestModel *model, const char *pattern);
 
 typedef enum MemestConvention {
     MEMEST_CONVENTION_DEFAULT = 0,
@@ -138,6 +147,7 @@ typedef enum MemestMemCategory {
     MEMEST_MEM_OPTIMIZER,   /* optimizer state */
     MEMEST_MEM_TEMPORARY,   /* op-internal temporaries (runtime profile) */
     MEMEST_MEM_WORKSPACE,   /* library workspaces (cuBLAS) */
+    MEMEST_MEM_AMP_CACHE,   /* autocast's low-precision weight copies */
     MEMEST_MEM_COUNT
 } MemestMemCategory;
 
@@ -155,6 +165,7 @@ typedef struct MemestMemorySettings {
      * checkpoint_sequential, the last segment runs normally. */
     int checkpoint;
     int input_grad;        /* graph inputs require grad (x.requires_grad_()) */
+    int amp;               /* torch.autocast: 0 off, 1 float16, 2 bfloat16 */
     uint64_t cuda_context; /* bytes of CUDA context for the nvidia-smi figure; 0: estimate */
     uint64_t cublas_workspace; /* 0: 8,519,680 B (one handle); Hopper uses 32 MiB */
 } MemestMemorySettings;

@@ -29,6 +29,9 @@ static void usage(FILE *f)
         "  --checkpoint sqrt|N           activation checkpointing in N segments (sqrt: about sqrt(nodes));\n"
         "                                without it, JSON layers flagged \"checkpoint\" form the segments\n"
         "  --input-grad                  graph inputs require grad\n"
+        "  --amp fp16|bf16               torch.autocast (fp32 weights, low-precision activations)\n"
+        "  --dtype fp16|bf16             convert weights and inputs (model.half() / .bfloat16())\n"
+        "  --freeze PATTERN              freeze layers whose module name matches (glob or prefix)\n"
         "  -o FILE                       write the report to FILE\n"
         "  --version, --help\n"
         "\n"
@@ -50,13 +53,15 @@ int main(int argc, char **argv)
     const char *model = NULL, *outfile = NULL;
     const char **inputs = calloc((size_t)argc, sizeof(char *));
     const char **dims = calloc((size_t)argc, sizeof(char *));
+    const char **freeze = calloc((size_t)argc, sizeof(char *));
+    int n_freeze = 0;
     MemestLoadSettings ls = { 0 };
     MemestAnalyzeSettings as = { 0 };
     MemestMemorySettings ms = { .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD };
     int format = MEMEST_FORMAT_TABLE, rc = EXIT_BAD;
     MemestModel *m = NULL;
     FILE *out = stdout;
-    if (!inputs || !dims) goto end;
+    if (!inputs || !dims || !freeze) goto end;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -72,6 +77,20 @@ int main(int argc, char **argv)
             as.strict = 1;
         } else if (!strcmp(a, "--train")) {
             ms.mode = MEMEST_RUN_TRAIN;
+        } else if (!strcmp(a, "--amp") || !strcmp(a, "--dtype") || !strcmp(a, "--freeze")) {
+            if (!val) {
+                fprintf(stderr, "memest: %s needs a value\n", a);
+                goto end;
+            }
+            i++;
+            if (!strcmp(a, "--freeze")) freeze[n_freeze++] = val;
+            else if (!strcmp(a, "--dtype")) ls.dtype = val;
+            else if (!strcmp(val, "fp16") || !strcmp(val, "float16")) ms.amp = 1;
+            else if (!strcmp(val, "bf16") || !strcmp(val, "bfloat16")) ms.amp = 2;
+            else {
+                fprintf(stderr, "memest: --amp '%s': expected fp16 or bf16\n", val);
+                goto end;
+            }
         } else if (!strcmp(a, "--input-grad")) {
             ms.input_grad = 1;
         } else if (!strcmp(a, "--checkpoint")) {
@@ -155,6 +174,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "memest: %s\n", err);
         goto end;
     }
+    for (int k = 0; k < n_freeze; k++)
+        if (memest_freeze(m, freeze[k]) == 0) {
+            fprintf(stderr, "memest: --freeze '%s': no layer's module name matches\n", freeze[k]);
+            goto end;
+        }
     int r = memest_analyze(m, &as, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "memest: %s\n", err);
@@ -180,5 +204,6 @@ end:
     memest_model_free(&m);
     free(inputs);
     free(dims);
+    free(freeze);
     return rc;
 }

@@ -126,6 +126,15 @@ int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
         if (target < 256) explicit_done[target] = true;
     }
 
+    if (s && s->dtype) {
+        int t = me_dtype_from_name(s->dtype);
+        if (t != ME_DT_F16 && t != ME_DT_BF16 && t != ME_DT_F32 && t != ME_DT_F64)
+            return me_error(d, ME_EINVAL, "--dtype '%s': expected float32, float16 or bfloat16", s->dtype);
+        for (int i = 0; i < g->nv; i++) {
+            MeValue *v = &g->v[i];
+            if ((v->kind == ME_V_INIT || v->kind == ME_V_INPUT) && me_dtype_is_float(v->dtype)) v->dtype = (MeDType)t;
+        }
+    }
     /* Whatever is still symbolic: a named binding, else the batch for dim 0. */
     for (int k = 0; k < g->n_inputs; k++) {
         MeValue *v = &g->v[g->inputs[k]];

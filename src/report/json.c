@@ -120,6 +120,7 @@ int me_report_json(const MemestModel *m, FILE *f)
             cJSON_AddStringToObject(mem, "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
         }
         cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
+        cJSON_AddStringToObject(mem, "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off");
         cJSON_AddStringToObject(mem, "predicts", ms->runtime == MEMEST_RUNTIME_CPU ? "peak of CPU allocator bytes" : "torch.cuda max_memory_allocated / max_memory_reserved");
         if (!m->n_mem) cJSON_AddStringToObject(mem, "skipped", m->mem_skipped);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");

@@ -225,6 +225,7 @@ static void print_memory(const MemestModel *m, FILE *f)
     fprintf(f, "\nMemory, %s", me_mode_name(s));
     if (s->mode == MEMEST_RUN_TRAIN)
         fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), s->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
+    if (s->amp) fprintf(f, ", autocast %s", s->amp == 2 ? "bf16" : "fp16");
     fprintf(f, ", runtime %s (%s; MiB = 2^20 bytes):\n", s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda",
             s->runtime == MEMEST_RUNTIME_CPU ? "peak of bytes the CPU allocator hands out" : "peaks as torch.cuda reports them");
     if (!m->n_mem) {
