@@ -144,6 +144,8 @@ typedef struct Sim {
     MemestPhase phase;
     bool grad;        /* autograd records the forward */
     MeAllocator *alloc; /* cuda: the caching allocator model, fed every event */
+    MemestSeriesPoint **series; /* where to record the timeline, or NULL */
+    int *n_series, *cap_series;
     bool workspace;   /* cuBLAS workspace made */
     bool failed;
 } Sim;
@@ -181,6 +183,17 @@ static void note_now(Sim *m, int64_t extra)
 {
     int64_t t = m->total + extra;
     m->out->events++;
+    if (m->series) {
+        if (me_grow(m->series, m->cap_series, *m->n_series + 1, sizeof(MemestSeriesPoint)) < 0) {
+            m->failed = true;
+        } else {
+            MemestSeriesPoint *p = &(*m->series)[(*m->n_series)++];
+            p->node = m->node;
+            p->phase = m->phase;
+            for (int c = 0; c < MEMEST_MEM_COUNT; c++) p->live[c] = (uint64_t)m->live[c];
+            p->live[MEMEST_MEM_TEMPORARY] += (uint64_t)extra;
+        }
+    }
     if ((uint64_t)t <= m->out->peak) return;
     m->out->peak = (uint64_t)t;
     for (int c = 0; c < MEMEST_MEM_COUNT; c++) m->out->at_peak[c] = (uint64_t)m->live[c];
@@ -1042,10 +1055,23 @@ static int state_factor(MemestOptimizer o)
     }
 }
 
+static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot);
+
 int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen)
+{
+    return simulate(model, s, out, err, errlen, -1);
+}
+
+static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot)
 {
     MeGraph *g = &model->g;
     Sim m = { .g = g, .s = s, .out = out };
+    if (series_slot >= 0) {
+        model->n_series[series_slot] = 0;
+        m.series = &model->series[series_slot];
+        m.n_series = &model->n_series[series_slot];
+        m.cap_series = &model->cap_series[series_slot];
+    }
     memset(out, 0, sizeof(*out));
     out->peak_node = -1;
     if (!s || (int)s->mode < 0 || s->mode > MEMEST_RUN_TRAIN || (int)s->optimizer < 0 || s->optimizer >= MEMEST_OPT_COUNT) {
@@ -1273,7 +1299,7 @@ int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *e
     int steps = s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE ? 2 : 1;
     for (int k = 0; k < steps; k++) {
         one.step = k + 1;
-        int rc = memest_memory(model, &one, &model->mem[k], model->mem_skipped, sizeof(model->mem_skipped));
+        int rc = simulate(model, &one, &model->mem[k], model->mem_skipped, sizeof(model->mem_skipped), s->record_series ? k : -1);
         if (rc == ME_EUNSUPPORTED) {
             model->n_mem = 0;
             return 0; /* reported, not fatal: the cost table still stands */
@@ -1285,4 +1311,21 @@ int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *e
         model->n_mem = k + 1;
     }
     return 0;
+}
+
+int memest_memory_series(const MemestModel *model, int step, const MemestSeriesPoint **points, int *count)
+{
+    if (!model || step < 0 || step >= model->n_mem || !model->series[step]) {
+        *points = NULL;
+        *count = 0;
+        return ME_EINVAL;
+    }
+    *points = model->series[step];
+    *count = model->n_series[step];
+    return 0;
+}
+
+const char *memest_node_name(const MemestModel *model, int node)
+{
+    return node >= 0 && node < model->g.nn ? model->g.n[node].module : NULL;
 }

@@ -168,6 +168,7 @@ typedef struct MemestMemorySettings {
     int amp;               /* torch.autocast: 0 off, 1 float16, 2 bfloat16 */
     uint64_t cuda_context; /* bytes of CUDA context for the nvidia-smi figure; 0: estimate */
     uint64_t cublas_workspace; /* 0: 8,519,680 B (one handle); Hopper uses 32 MiB */
+    int record_series;     /* keep the timeline for memest_memory_series (plots) */
 } MemestMemorySettings;
 
 typedef enum MemestPhase { MEMEST_PHASE_FORWARD = 0, MEMEST_PHASE_BACKWARD, MEMEST_PHASE_OPTIMIZER } MemestPhase;
@@ -193,6 +194,21 @@ typedef struct MemestMemory {
 MEMEST_API int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out,
                              char *err, size_t errlen);
 
+/* One point of the simulated timeline: live bytes by category just after
+ * an allocation or inside an op (op temporaries counted as "temporary"). */
+typedef struct MemestSeriesPoint {
+    int node;               /* node index, -1 outside any node (loss, optimizer) */
+    MemestPhase phase;
+    uint64_t live[MEMEST_MEM_COUNT];
+} MemestSeriesPoint;
+
+/* The timeline of step (0: first; training 1: steady state) of the last
+ * memest_set_memory, recorded when settings->record_series was set. The
+ * array belongs to the model. */
+MEMEST_API int memest_memory_series(const MemestModel *model, int step, const MemestSeriesPoint **points, int *count);
+/* Name of node i as the reports show it ("layer1.0.conv1"), NULL if out of range. */
+MEMEST_API const char *memest_node_name(const MemestModel *model, int node);
+
 /* Runs the memory simulation the reports show: the chosen mode, and for
  * training both step 1 and step 2. An unknown op leaves it out (reported). */
 MEMEST_API int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *err, size_t errlen);
@@ -208,6 +224,29 @@ MEMEST_API int memest_format_from_name(const char *name);
 
 /* Writes the report of the last memest_analyze to f. */
 MEMEST_API int memest_report(const MemestModel *model, MemestFormat format, FILE *f);
+
+/* --- reports beyond the table (src/report/svg.c, check.c, netron.c) --- */
+
+/* SVG of the memory timeline of the last memest_set_memory (which must have
+ * run with record_series): live bytes over the op sequence, stacked by
+ * category, forward/backward/optimizer phases shaded, the peak marked with
+ * its op's name, and a capacity line at gpu_bytes when not 0 (labelled
+ * gpu_name). Training plots the steady-state step. */
+MEMEST_API int memest_plot_svg(const MemestModel *model, FILE *f, uint64_t gpu_bytes, const char *gpu_name);
+
+/* Compares this analysis with a golden JSON report (memest --format json):
+ * totals, per-layer figures and memory peaks. Writes one line per figure
+ * that moved by more than tolerance_pct percent ("old -> new (+x.x%)") to
+ * out. Returns 0 within tolerance, 1 when something moved, < 0 on error
+ * (message in err). */
+MEMEST_API int memest_check_golden(const MemestModel *model, const char *golden_path, double tolerance_pct,
+                                   FILE *out, char *err, size_t errlen);
+/* Writes this analysis as a golden file (the JSON report, labelled as made
+ * by memest: a regression reference, not truth). */
+MEMEST_API int memest_write_golden(const MemestModel *model, const char *path, char *err, size_t errlen);
+
+/* Netron metrics attachment: per node params, MACs, FLOPs, memory. */
+MEMEST_API int memest_netron_metrics(const MemestModel *model, FILE *f);
 
 #ifdef __cplusplus
 }
