@@ -132,6 +132,8 @@ typedef struct Sim {
     uint8_t *es;      /* value → bytes per element here (autocast changes them) */
     int *wcache;      /* weight → its autocast copy's storage, -1 none */
     int cast[8];      /* storages autocast copied this node's inputs into, -1 none */
+    int ranks;        /* data-parallel ranks sharing model states (1: none) */
+    int shard;
     int *absorbed;    /* node → the fused node it is part of, -1 none */
     int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
     uint8_t *fused_kind;
@@ -335,6 +337,18 @@ static int64_t temp_forward(const Sim *m, const MeNode *n)
     default:
         return 0;
     }
+}
+
+/* ZeRO-3 / FSDP gathers a layer's full parameters while it runs */
+static int64_t gathered(const Sim *m, const MeNode *n)
+{
+    if (m->ranks < 2 || m->shard < MEMEST_SHARD_ZERO3) return 0;
+    int64_t b = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b += vb(m, &m->g->v[v]);
+    }
+    return b - b / m->ranks;
 }
 
 static int64_t temp_backward(const Sim *m, const MeNode *n)
@@ -734,7 +748,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
                 return;
         }
     }
-    note(m, temp_forward(m, n));
+    note(m, temp_forward(m, n) + gathered(m, n));
     if (grad && rg) {
         if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
         else record_saved(m, ni, n);
@@ -888,7 +902,7 @@ static void backward(Sim *m, int64_t *param_grad_st)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
-            int64_t tmp = temp_backward(m, n);
+            int64_t tmp = temp_backward(m, n) + gathered(m, n);
             int fx = m->fused_x[ni];
             int n_in = fx >= 0 ? 1 : n->n_in;
             for (int i = 0; i < n_in; i++) {
@@ -899,7 +913,9 @@ static void backward(Sim *m, int64_t *param_grad_st)
                 const MeValue *val = &g->v[v];
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
-                        int id = st_new(m, vb(m, val), MEMEST_MEM_GRADIENTS);
+                        int64_t gb = vb(m, val);
+                        if (m->ranks > 1 && m->shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->ranks - 1) / m->ranks; /* reduce-scattered */
+                        int id = st_new(m, gb, MEMEST_MEM_GRADIENTS);
                         if (id < 0) return;
                         m->st[id].persistent = true;
                         param_grad_st[v] = id;
@@ -1086,6 +1102,8 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
             return ME_EUNSUPPORTED;
         }
     m.grad = s->mode != MEMEST_RUN_INFER;
+    m.ranks = s->gpus > 1 ? s->gpus : 1;
+    m.shard = s->shard;
     if (s->runtime == MEMEST_RUNTIME_CUDA && me_allocator_new(&m.alloc) < 0) return ME_ENOMEM;
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
@@ -1144,7 +1162,9 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
-            int id = st_new(&m, vb(&m, v), MEMEST_MEM_WEIGHTS);
+            int64_t wb = vb(&m, v);
+            if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.ranks - 1) / m.ranks;
+            int id = st_new(&m, wb, MEMEST_MEM_WEIGHTS);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
@@ -1169,8 +1189,11 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     }
     bool train = s->mode == MEMEST_RUN_TRAIN;
     int factor = train ? state_factor(s->optimizer) : 0;
+    /* Adam keeps a float32 step counter per tensor too */
+    int64_t opt_bytes = param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0);
+    if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.ranks - 1) / m.ranks;
     if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
-        int id = st_new(&m, param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0),
+        int id = st_new(&m, opt_bytes,
                         MEMEST_MEM_OPTIMIZER);
         if (id < 0) { rc = ME_ENOMEM; goto end; }
         m.st[id].persistent = true;
@@ -1223,7 +1246,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         m.phase = MEMEST_PHASE_OPTIMIZER;
         m.node = -1;
         if (factor && s->step < 2 && s->optimizer != MEMEST_OPT_ADAGRAD) {
-            int id = st_new(&m, param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0),
+            int id = st_new(&m, opt_bytes,
                             MEMEST_MEM_OPTIMIZER);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
@@ -1233,7 +1256,8 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
          * Adagrad's and RMSprop's sqrt */
         int temps = s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 2
                   : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
-        note(&m, temps * max_param);
+        /* the update runs on this rank's shard of the state */
+        note(&m, temps * (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.ranks - 1) / m.ranks : max_param));
         /* zero_grad(set_to_none=True) unless only backward ran; then the
          * step's locals go, except outputs the caller keeps */
         if (s->optimizer != MEMEST_OPT_NONE)

@@ -17,6 +17,7 @@ typedef struct MeCost {
     uint64_t macs, flops;/* convention's two work columns */
     uint64_t read, write;/* bytes */
     uint64_t out_bytes;  /* bytes of the outputs */
+    double time_s;       /* roofline time on the chosen GPU (memest_set_device) */
     uint8_t status;      /* MeCostStatus */
 } MeCost;
 
@@ -27,6 +28,11 @@ struct MemestModel {
     MemestTotals totals;
     int *rows;           /* report rows: node index per row (see build_rows) */
     bool has_memory;     /* memest_set_memory ran */
+    bool has_gpu;
+    MemestGpu gpu;
+    int low_precision;
+    bool has_max_batch;
+    MemestMaxBatch max_batch;
     MemestMemorySettings mem_settings;
     MemestMemory mem[2]; /* the simulated step; training: step 1 and step 2 */
     int n_mem;

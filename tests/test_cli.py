@@ -247,6 +247,68 @@ def case_conventions():
             check(f"{d['totals']['macs'] / 1e9:.2f}" == pub[0]["shown"], f"{model} ptflops {d['totals']['macs'] / 1e9:.2f} G vs published {pub[0]['shown']}")
 
 
+def case_max_batch():
+    """resnet50, Adam, RTX 3090: the largest batch that fits is confirmed by
+    the timeline (B fits, B + 1 does not), and PyTorch's measured training
+    peak, extrapolated linearly from batches 1 and 8 (CPU), plus what memest
+    adds on a GPU beyond the CPU allocator's bytes (context, cuBLAS
+    workspace, 512 B rounding, minus oneDNN's CPU temporaries), crosses
+    24 GiB between B and B + 1 within 5 %: the model's 3 % plus the linear
+    extrapolation over 30x the measured batches (memest's own curve bends
+    by ~4 % there as the peak moves from a conv's backward to bn3's)."""
+    f = path("models", "onnx", "zoo", "resnet50.onnx")
+    base = [f, "--input", "3x224x224", "--train", "--optimizer", "adam", "--gpu", "rtx3090"]
+    d = run_json(*base, "--max-batch")
+    mb = d["device"]["max_batch"]
+    b = mb["batch"]
+    cap = d["device"]["memory"]
+    check(cap == 24576 << 20, f"rtx3090 memory {cap}")
+    check(b > 1, f"max batch {b}")
+    at_b = run_json(*base, "--batch", str(b))["device"]
+    at_b1 = run_json(*base, "--batch", str(b + 1))["device"]
+    check(at_b["fits"] and not at_b1["fits"], f"timeline: batch {b} fits={at_b['fits']}, {b + 1} fits={at_b1['fits']}")
+    check(at_b["needed"] == mb["needed"] and at_b1["needed"] == mb["needed_next"], "max-batch figures equal full runs")
+    # truth: PyTorch's peaks at batch 1 and 8, linear in the batch
+    t = json.load(open(path("golden", "truth", "memory", "resnet50.json")))["batches"]
+    p1 = max(t["1"]["train_adam"]["step1"]["peak"], t["1"]["train_adam"]["step2"]["peak"])
+    p8 = max(t["8"]["train_adam"]["step1"]["peak"], t["8"]["train_adam"]["step2"]["peak"])
+    meas = lambda n: p1 + (p8 - p1) * (n - 1) / 7
+    # what memest adds on a GPU beyond the allocator's bytes (its own figures on the cpu runtime)
+    cpu = run_json(*base, "--batch", str(b), "--runtime", "cpu")["memory"]["steps"]
+    overhead = at_b["needed"] - max(s["peak"] for s in cpu)
+    need_b, need_b1 = meas(b) + overhead, meas(b + 1) + overhead
+    check(need_b <= cap * 1.05, f"measured-based need at {b}: {need_b / 2**30:.2f} GiB > 24 GiB + 5 %")
+    check(need_b1 >= cap * 0.95, f"measured-based need at {b + 1}: {need_b1 / 2**30:.2f} GiB < 24 GiB - 5 %")
+    print(f"max batch {b}: memest needs {at_b['needed'] / 2**30:.3f} GiB, measured-based {need_b / 2**30:.3f} GiB; "
+          f"{b + 1}: {at_b1['needed'] / 2**30:.3f} / {need_b1 / 2**30:.3f} GiB")
+
+
+def case_zero3():
+    """GPT-like model, Adam, 8 GPUs, ZeRO-3: per-GPU model states (fp32
+    params, gradients and Adam's two moments, 4 + 4 + 8 bytes a parameter)
+    are 16 Psi / N, the ZeRO paper's (2 + 2 + K) Psi / N_d with K = 12."""
+    f = path("models", "onnx", "zoo", "gpt_like.onnx")
+    psi = json.load(open(path("golden", "truth", "zoo", "gpt_like.json")))["params"]
+    n = 8
+    d = run_json(f, "--input", "input_ids=128:int64", "--train", "--optimizer", "adam", "--gpus", str(n), "--shard", "zero3")
+    steady = d["memory"]["steps"][1]
+    inputs = steady["at_peak"]["inputs"]
+    # before the step: this rank's params and optimizer state (+ Adam's per-tensor
+    # step counters); the causal masks are bool buffers, whole on every rank
+    buffers = json.load(open(path("golden", "truth", "zoo", "gpt_like.json")))["nonfloat_initializer_elements"]["BOOL"]  # 1 byte each
+    states = steady["baseline"] - inputs - buffers
+    expect = 12 * psi / n
+    check(abs(states - expect) <= 0.001 * expect + 4 * 200, f"params + Adam state per GPU {states} vs 12 Psi/N = {expect:.0f}")
+    grads = max(s["at_peak"]["gradients"] for s in d["memory"]["steps"])
+    check(grads <= 4 * psi / n + 4096, f"gradients per GPU {grads} exceed 4 Psi/N")
+    # and the whole model states under ZeRO-3 = 16 Psi / N
+    full = run_json(f, "--input", "input_ids=128:int64", "--train", "--optimizer", "adam")
+    per_gpu_total = states + 4 * psi / n
+    check(abs(per_gpu_total - 16 * psi / n) <= 0.001 * 16 * psi / n + 1024, f"model states {per_gpu_total} vs 16 Psi/N {16 * psi / n}")
+    single = full["memory"]["steps"][1]["baseline"] - inputs - buffers
+    check(abs(single / states - n) < 0.01, f"one GPU keeps {single / states:.3f}x the sharded state, expected {n}")
+
+
 def expect_bad(args, words, code=2, label=None):
     rc, out, err = run(*args)
     label = label or " ".join(os.path.basename(a) for a in args)
@@ -350,7 +412,7 @@ def case_crafted():
 
 
 CASES = {"torchstat_seed": case_torchstat_seed, "json_models": case_json_models, "seed_sequential": case_seed_sequential,
-         "zoo": case_zoo, "zoo3": case_zoo3, "seed_memory": case_seed_memory, "checkpoint": case_checkpoint, "conventions": case_conventions, "bad_input": case_bad_input, "crafted": case_crafted}
+         "zoo": case_zoo, "zoo3": case_zoo3, "seed_memory": case_seed_memory, "checkpoint": case_checkpoint, "conventions": case_conventions, "max_batch": case_max_batch, "zero3": case_zero3, "bad_input": case_bad_input, "crafted": case_crafted}
 
 if __name__ == "__main__":
     fn = CASES[CASE]

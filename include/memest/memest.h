@@ -169,7 +169,16 @@ typedef struct MemestMemorySettings {
     uint64_t cuda_context; /* bytes of CUDA context for the nvidia-smi figure; 0: estimate */
     uint64_t cublas_workspace; /* 0: 8,519,680 B (one handle); Hopper uses 32 MiB */
     int record_series;     /* keep the timeline for memest_memory_series (plots) */
+    int gpus;              /* data-parallel ranks (0 or 1: one GPU) */
+    int shard;             /* MemestShard, with gpus > 1 */
 } MemestMemorySettings;
+
+typedef enum MemestShard {
+    MEMEST_SHARD_DDP = 0,  /* every rank keeps everything */
+    MEMEST_SHARD_ZERO1,    /* optimizer state split across ranks */
+    MEMEST_SHARD_ZERO2,    /* + gradients */
+    MEMEST_SHARD_ZERO3,    /* + parameters (FSDP full shard); each layer's are gathered while it runs */
+} MemestShard;
 
 typedef enum MemestPhase { MEMEST_PHASE_FORWARD = 0, MEMEST_PHASE_BACKWARD, MEMEST_PHASE_OPTIMIZER } MemestPhase;
 
@@ -224,6 +233,67 @@ MEMEST_API int memest_format_from_name(const char *name);
 
 /* Writes the report of the last memest_analyze to f. */
 MEMEST_API int memest_report(const MemestModel *model, MemestFormat format, FILE *f);
+
+/* --- devices: capacity and time (src/device.c) --- */
+
+typedef struct MemestGpu {
+    char name[32];
+    uint64_t memory;       /* bytes, the total nvidia-smi reports */
+    double bandwidth;      /* bytes/s */
+    double fp32_flops;     /* FLOP/s, dense */
+    double fp16_flops;     /* FLOP/s, dense tensor cores (fp16/bf16); 0: none */
+    int sms;               /* streaming multiprocessors (CUs), for the context estimate */
+} MemestGpu;
+
+/* The built-in table (REFERENCE.md's GPUs). */
+MEMEST_API const MemestGpu *memest_gpu_table(int *count);
+/* By name, case-insensitive ("rtx3090", "a100-80gb", "h100"); NULL if unknown. */
+MEMEST_API const MemestGpu *memest_gpu_find(const char *name);
+/* Adds GPUs from a JSON file: [{"name", "memory_mib", "bandwidth_gbs",
+ * "fp32_tflops", "fp16_tflops", "sms"}]; they shadow built-ins. */
+MEMEST_API int memest_gpu_load_file(const char *path, char *err, size_t errlen);
+/* "24GiB", "16GB", "81920MiB", "24" (GiB) → bytes; 0 on error. */
+MEMEST_API uint64_t memest_parse_size(const char *s);
+/* CUDA context estimate with lazy module loading: 250 MiB + 1.5 MiB per SM
+ * (REFERENCE.md: 250-500 MB, growing with the SM count). */
+MEMEST_API uint64_t memest_gpu_context(const MemestGpu *gpu);
+
+typedef struct MemestTiming {
+    double forward_s, backward_s, optimizer_s, recompute_s, step_s;
+    double samples_per_s;
+    int batch;
+} MemestTiming;
+
+/* Roofline time per node on gpu (max of FLOPs at the dtype's peak and bytes
+ * over bandwidth) for the report's duration[%] column, and the step time.
+ * Call after memest_analyze (default convention figures are used). */
+MEMEST_API int memest_set_device(MemestModel *model, const MemestGpu *gpu, int low_precision);
+MEMEST_API int memest_timing(const MemestModel *model, MemestTiming *out);
+
+/* What one step needs on a GPU of that size: with the cuda runtime the
+ * allocated peak plus the CUDA context (cached segments are given back and
+ * the allocation retried before PyTorch raises OOM), with the cpu runtime
+ * the allocated peak. */
+MEMEST_API uint64_t memest_memory_needed(const MemestModel *model);
+
+typedef struct MemestMaxBatch {
+    int64_t batch;          /* the largest batch that fits, 0 if even 1 does not */
+    uint64_t needed;        /* memory it needs */
+    uint64_t needed_next;   /* and batch + 1 */
+    int simulations;        /* full timelines run to find it */
+} MemestMaxBatch;
+
+/* The largest batch whose step fits in capacity bytes. Memory is close to
+ * linear in the batch: solved from batches 1 and 8, then confirmed (and
+ * corrected) with full timelines at the answer and the answer + 1.
+ * progress, when given, is called after each simulation. */
+MEMEST_API int memest_max_batch(const char *path, const MemestLoadSettings *load, const MemestMemorySettings *mem,
+                                uint64_t capacity, MemestMaxBatch *out,
+                                void (*progress)(void *opaque, int64_t batch, uint64_t needed), void *opaque,
+                                char *err, size_t errlen);
+
+/* Keeps a max-batch answer with the model so the reports show it. */
+MEMEST_API void memest_note_max_batch(MemestModel *model, const MemestMaxBatch *mb);
 
 /* --- reports beyond the table (src/report/svg.c, check.c, netron.c) --- */
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "memest/memest.h"
 
 enum { EXIT_OK = 0, EXIT_CHECK = 1, EXIT_BAD = 2, EXIT_UNSUPPORTED = 3 };
@@ -32,10 +34,33 @@ static void usage(FILE *f)
         "  --amp fp16|bf16               torch.autocast (fp32 weights, low-precision activations)\n"
         "  --dtype fp16|bf16             convert weights and inputs (model.half() / .bfloat16())\n"
         "  --freeze PATTERN              freeze layers whose module name matches (glob or prefix)\n"
+        "  --gpu NAME | --gpu-mem SIZE   a GPU: fits or not, headroom, roofline time (--list-gpus)\n"
+        "  --gpu-file FILE               more GPUs (JSON list)\n"
+        "  --max-batch                   the largest batch that fits on the GPU\n"
+        "  --gpus N --shard S            data parallel: ddp | zero1 | zero2 | zero3 (fsdp); memory per GPU\n"
+        "  --plot FILE.svg               memory timeline; --netron FILE: Netron metrics attachment\n"
+        "  --check GOLDEN [--tolerance PCT] | --update-golden FILE   CI golden checks (exit 1 if moved)\n"
         "  -o FILE                       write the report to FILE\n"
         "  --version, --help\n"
         "\n"
-        "exit status: 0 ok, 2 bad input or usage, 3 unsupported op under --strict\n");
+        "exit status: 0 ok, 1 golden check failed, 2 bad input or usage, 3 unsupported op under --strict\n");
+}
+
+static void list_gpus(void)
+{
+    int n;
+    const MemestGpu *t = memest_gpu_table(&n);
+    printf("%-12s %10s %10s %10s %12s %5s\n", "gpu", "memory", "GB/s", "FP32 TF/s", "FP16/BF16 TF/s", "SMs");
+    for (int i = 0; i < n; i++)
+        printf("%-12s %6.2f GiB %10.0f %10.1f %12.1f %5d\n", t[i].name, (double)t[i].memory / (1u << 30), t[i].bandwidth / 1e9,
+               t[i].fp32_flops / 1e12, t[i].fp16_flops / 1e12, t[i].sms);
+}
+
+/* A terminal sees progress; a pipe or a file stays clean. */
+static void progress(void *opaque, int64_t batch, uint64_t need)
+{
+    (void)opaque;
+    if (isatty(2)) fprintf(stderr, "\rmemest: batch %lld needs %.2f MiB   ", (long long)batch, (double)need / (1 << 20));
 }
 
 static int parse_size(const char *s, int64_t *out)
@@ -58,6 +83,11 @@ int main(int argc, char **argv)
     MemestLoadSettings ls = { 0 };
     MemestAnalyzeSettings as = { 0 };
     MemestMemorySettings ms = { .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD };
+    const MemestGpu *gpu = NULL;
+    MemestGpu custom = { .name = "custom" };
+    const char *plot = NULL, *netron = NULL, *check = NULL, *update = NULL;
+    double tolerance = 1.0;
+    int max_batch = 0;
     int format = MEMEST_FORMAT_TABLE, rc = EXIT_BAD;
     MemestModel *m = NULL;
     FILE *out = stdout;
@@ -91,6 +121,64 @@ int main(int argc, char **argv)
                 fprintf(stderr, "memest: --amp '%s': expected fp16 or bf16\n", val);
                 goto end;
             }
+        } else if (!strcmp(a, "--list-gpus")) {
+            list_gpus();
+            rc = EXIT_OK;
+            goto end;
+        } else if (!strcmp(a, "--max-batch")) {
+            max_batch = 1;
+        } else if (!strcmp(a, "--gpu") || !strcmp(a, "--gpu-mem") || !strcmp(a, "--gpu-file") || !strcmp(a, "--gpus") ||
+                   !strcmp(a, "--shard") || !strcmp(a, "--plot") || !strcmp(a, "--netron") || !strcmp(a, "--check") ||
+                   !strcmp(a, "--update-golden") || !strcmp(a, "--tolerance")) {
+            if (!val) {
+                fprintf(stderr, "memest: %s needs a value\n", a);
+                goto end;
+            }
+            i++;
+            if (!strcmp(a, "--gpu")) {
+                if (!(gpu = memest_gpu_find(val))) {
+                    fprintf(stderr, "memest: --gpu '%s': not a known GPU (memest --list-gpus; --gpu-mem SIZE for others)\n", val);
+                    goto end;
+                }
+            } else if (!strcmp(a, "--gpu-mem")) {
+                if (!(custom.memory = memest_parse_size(val))) {
+                    fprintf(stderr, "memest: --gpu-mem '%s': expected a size like 24GiB, 16GB or 81920MiB\n", val);
+                    goto end;
+                }
+            } else if (!strcmp(a, "--gpu-file")) {
+                char e2[512];
+                if (memest_gpu_load_file(val, e2, sizeof(e2)) < 0) {
+                    fprintf(stderr, "memest: --gpu-file: %s\n", e2);
+                    goto end;
+                }
+            } else if (!strcmp(a, "--gpus")) {
+                int64_t g;
+                if (parse_size(val, &g) < 0 || g > 65536) {
+                    fprintf(stderr, "memest: --gpus '%s': expected a number of GPUs\n", val);
+                    goto end;
+                }
+                ms.gpus = (int)g;
+            } else if (!strcmp(a, "--shard")) {
+                static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3", NULL };
+                int k = 0;
+                while (sh[k] && strcmp(sh[k], val)) k++;
+                if (!strcmp(val, "fsdp")) k = MEMEST_SHARD_ZERO3;
+                else if (!sh[k]) {
+                    fprintf(stderr, "memest: --shard '%s': expected ddp, zero1, zero2, zero3 or fsdp\n", val);
+                    goto end;
+                }
+                ms.shard = k;
+            } else if (!strcmp(a, "--tolerance")) {
+                char *e;
+                tolerance = strtod(val, &e);
+                if (*e || !(tolerance >= 0) || tolerance > 1e6) {
+                    fprintf(stderr, "memest: --tolerance '%s': expected a percentage\n", val);
+                    goto end;
+                }
+            } else if (!strcmp(a, "--plot")) plot = val;
+            else if (!strcmp(a, "--netron")) netron = val;
+            else if (!strcmp(a, "--check")) check = val;
+            else update = val;
         } else if (!strcmp(a, "--input-grad")) {
             ms.input_grad = 1;
         } else if (!strcmp(a, "--checkpoint")) {
@@ -170,6 +258,27 @@ int main(int argc, char **argv)
     ls.inputs = inputs;
     ls.dims = dims;
     char err[1024];
+    if (custom.memory) {
+        /* --gpu-mem: a card of that size, with the named GPU's speeds if any */
+        if (gpu) {
+            uint64_t mem = custom.memory;
+            custom = *gpu;
+            custom.memory = mem;
+        }
+        gpu = &custom;
+    }
+    if (gpu) {
+        if (!ms.cuda_context) ms.cuda_context = memest_gpu_context(gpu);
+        /* cuBLAS takes a 32 MiB workspace on Hopper and later */
+        if (!strncmp(gpu->name, "h100", 4) || !strncmp(gpu->name, "h200", 4) || !strncmp(gpu->name, "b200", 4))
+            ms.cublas_workspace = UINT64_C(32) << 20;
+    }
+    if (ms.gpus > 1 && ms.mode != MEMEST_RUN_TRAIN)
+        fprintf(stderr, "memest: note: --gpus shards training state; inference keeps a whole model per GPU\n");
+    if (max_batch && !gpu) {
+        fprintf(stderr, "memest: --max-batch needs --gpu NAME or --gpu-mem SIZE\n");
+        goto end;
+    }
     if (memest_model_load(&m, model, &ls, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);
         goto end;
@@ -190,15 +299,58 @@ int main(int argc, char **argv)
         out = stdout;
         goto end;
     }
+    ms.record_series = plot != NULL;
     if (memest_set_memory(m, &ms, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);
         goto end;
+    }
+    if (gpu) memest_set_device(m, gpu, ms.amp || (ls.dtype && strcmp(ls.dtype, "float32") && strcmp(ls.dtype, "fp32")));
+    if (max_batch) {
+        MemestMaxBatch mb;
+        if (memest_max_batch(model, &ls, &ms, gpu->memory, &mb, progress, NULL, err, sizeof(err)) < 0) {
+            if (isatty(2)) fprintf(stderr, "\n");
+            fprintf(stderr, "memest: --max-batch: %s\n", err);
+            goto end;
+        }
+        if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
+        memest_note_max_batch(m, &mb);
     }
     if (memest_report(m, (MemestFormat)format, out) < 0 || fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "memest: could not write the report\n");
         goto end;
     }
     rc = EXIT_OK;
+    if (plot || netron) {
+        const char *p = plot ? plot : netron;
+        FILE *pf = fopen(p, "w");
+        int pr = pf ? (plot ? memest_plot_svg(m, pf, gpu ? gpu->memory : 0, gpu ? gpu->name : NULL) : memest_netron_metrics(m, pf)) : -1;
+        if (pf && fclose(pf) != 0) pr = -1;
+        if (pr < 0) {
+            fprintf(stderr, "memest: could not write %s\n", p);
+            rc = EXIT_BAD;
+        }
+        if (plot && netron) {
+            pf = fopen(netron, "w");
+            pr = pf ? memest_netron_metrics(m, pf) : -1;
+            if ((pf && fclose(pf) != 0) || pr < 0) {
+                fprintf(stderr, "memest: could not write %s\n", netron);
+                rc = EXIT_BAD;
+            }
+        }
+    }
+    if (update && memest_write_golden(m, update, err, sizeof(err)) < 0) {
+        fprintf(stderr, "memest: --update-golden: %s\n", err);
+        rc = EXIT_BAD;
+    }
+    if (check && rc == EXIT_OK) {
+        int cr = memest_check_golden(m, check, tolerance, stderr, err, sizeof(err));
+        if (cr < 0) {
+            fprintf(stderr, "memest: --check: %s\n", err);
+            rc = EXIT_BAD;
+        } else if (cr > 0) {
+            rc = EXIT_CHECK;
+        }
+    }
 end:
     if (out != stdout) fclose(out);
     memest_model_free(&m);

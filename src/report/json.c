@@ -146,6 +146,33 @@ int me_report_json(const MemestModel *m, FILE *f)
             cJSON_AddItemToArray(steps, o);
         }
     }
+    if (m->has_gpu) {
+        cJSON *dev = cJSON_AddObjectToObject(root, "device");
+        cJSON_AddStringToObject(dev, "gpu", m->gpu.name);
+        add_u64(dev, "memory", m->gpu.memory);
+        if (m->has_memory && m->n_mem) {
+            uint64_t need = memest_memory_needed(m);
+            add_u64(dev, "needed", need);
+            cJSON_AddBoolToObject(dev, "fits", need <= m->gpu.memory);
+        }
+        MemestTiming timing;
+        if (memest_timing(m, &timing) == 0) {
+            cJSON *tm = cJSON_AddObjectToObject(dev, "roofline_seconds");
+            cJSON_AddNumberToObject(tm, "forward", timing.forward_s);
+            cJSON_AddNumberToObject(tm, "backward", timing.backward_s);
+            cJSON_AddNumberToObject(tm, "recompute", timing.recompute_s);
+            cJSON_AddNumberToObject(tm, "optimizer", timing.optimizer_s);
+            cJSON_AddNumberToObject(tm, "step", timing.step_s);
+            cJSON_AddNumberToObject(dev, "samples_per_second", timing.samples_per_s);
+        }
+        if (m->has_max_batch) {
+            cJSON *mb = cJSON_AddObjectToObject(dev, "max_batch");
+            cJSON_AddNumberToObject(mb, "batch", (double)m->max_batch.batch);
+            add_u64(mb, "needed", m->max_batch.needed);
+            add_u64(mb, "needed_next", m->max_batch.needed_next);
+            cJSON_AddNumberToObject(mb, "simulations", m->max_batch.simulations);
+        }
+    }
     /* Constant nodes are data, not rows; their outputs are named here. */
     cJSON *consts = cJSON_AddArrayToObject(root, "constants");
     for (int i = 0; i < g->nn; i++)

@@ -81,6 +81,20 @@ enum { NCOL = 13 };
 /* One table line: index, name, [type], shapes, figures. */
 typedef struct Cells { char c[NCOL][128]; } Cells;
 
+static double forward_time(const MemestModel *m)
+{
+    double t = 0;
+    for (int i = 0; i < m->g.nn; i++) t += m->cost[i].time_s;
+    return t;
+}
+
+static void duration_cell(const MemestModel *m, const MeRowView *rv, char *cell, size_t n)
+{
+    double t = m->has_gpu ? forward_time(m) : 0;
+    if (t > 0) snprintf(cell, n, "%.2f%%", 100.0 * rv->cost->time_s / t);
+    else snprintf(cell, n, "-");
+}
+
 static void row_cells(const MemestModel *m, const MeRowView *rv, int idx, Cells *c, bool ts)
 {
     char a[40], b[40];
@@ -103,7 +117,7 @@ static void row_cells(const MemestModel *m, const MeRowView *rv, int idx, Cells 
         snprintf(c->c[k++], 128, "%s.0%c", b, rv->mark);
         snprintf(c->c[k++], 128, "%.1f", (double)co->read);
         snprintf(c->c[k++], 128, "%.1f", (double)co->write);
-        snprintf(c->c[k++], 128, "-");
+        duration_cell(m, rv, c->c[k++], 128);
         snprintf(c->c[k++], 128, "%.1f", (double)rv->rw);
         return;
     }
@@ -119,7 +133,7 @@ static void row_cells(const MemestModel *m, const MeRowView *rv, int idx, Cells 
     thousands(co->flops, c->c[k++], 128);
     thousands(co->read, c->c[k++], 128);
     thousands(co->write, c->c[k++], 128);
-    snprintf(c->c[k++], 128, "-");
+    duration_cell(m, rv, c->c[k++], 128);
     thousands(rv->rw, c->c[k++], 128);
 }
 
@@ -151,7 +165,7 @@ static void totals_cells(const MemestModel *m, Cells *c, bool ts)
         snprintf(c->c[k++], 128, "%s.0", a);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_read);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_write);
-        snprintf(c->c[k++], 128, "-");
+        snprintf(c->c[k++], 128, m->has_gpu ? "100.00%%" : "-");
         snprintf(c->c[k++], 128, "%.1f", (double)(t->mem_read + t->mem_write));
         return;
     }
@@ -161,7 +175,7 @@ static void totals_cells(const MemestModel *m, Cells *c, bool ts)
     thousands(t->flops, c->c[k++], 128);
     thousands(t->mem_read, c->c[k++], 128);
     thousands(t->mem_write, c->c[k++], 128);
-    snprintf(c->c[k++], 128, "-");
+    snprintf(c->c[k++], 128, m->has_gpu ? "100.00%%" : "-");
     thousands(me_sadd(t->mem_read, t->mem_write), c->c[k++], 64);
 }
 
@@ -256,6 +270,42 @@ static void print_memory(const MemestModel *m, FILE *f)
     }
 }
 
+static void print_device(const MemestModel *m, FILE *f)
+{
+    if (!m->has_gpu) return;
+    const MemestGpu *g = &m->gpu;
+    fprintf(f, "\nGPU %s: %.2f GiB, %.0f GB/s, %.1f TFLOP/s fp32, %.1f TFLOP/s fp16/bf16", g->name,
+            (double)g->memory / (1u << 30), g->bandwidth / 1e9, g->fp32_flops / 1e12, g->fp16_flops / 1e12);
+    if (m->has_memory && m->mem_settings.gpus > 1) {
+        static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
+        fprintf(f, "; %d GPUs, %s (figures per GPU)", m->mem_settings.gpus, sh[m->mem_settings.shard & 3]);
+    }
+    fprintf(f, "\n");
+    if (m->has_memory && m->n_mem) {
+        uint64_t need = memest_memory_needed(m);
+        bool fits = need <= g->memory;
+        fprintf(f, "  %s: needs %.2f MiB (%s), %s %.2f MiB\n", fits ? "fits" : "DOES NOT FIT", mib(need),
+                m->mem_settings.runtime == MEMEST_RUNTIME_CUDA ? "allocated at the peak + CUDA context" : "allocated at the peak",
+                fits ? "headroom" : "short by", mib(fits ? g->memory - need : need - g->memory));
+    }
+    MemestTiming t;
+    if (memest_timing(m, &t) == 0) {
+        fprintf(f, "  roofline: forward %.3f ms", t.forward_s * 1e3);
+        if (t.backward_s > 0)
+            fprintf(f, ", backward %.3f ms, optimizer %.3f ms%s", t.backward_s * 1e3, t.optimizer_s * 1e3, t.recompute_s > 0 ? ", recompute" : "");
+        if (t.recompute_s > 0) fprintf(f, " %.3f ms", t.recompute_s * 1e3);
+        fprintf(f, "; step %.3f ms, %.1f samples/s (batch %d)\n", t.step_s * 1e3, t.samples_per_s, t.batch);
+    }
+    if (m->has_max_batch) {
+        const MemestMaxBatch *b = &m->max_batch;
+        if (b->batch > 0)
+            fprintf(f, "  largest batch that fits: %lld (needs %.2f MiB; %lld needs %.2f MiB), from %d timelines\n",
+                    (long long)b->batch, mib(b->needed), (long long)b->batch + 1, mib(b->needed_next), b->simulations);
+        else
+            fprintf(f, "  largest batch that fits: none (batch 1 needs %.2f MiB)\n", mib(b->needed_next));
+    }
+}
+
 static int report_table(const MemestModel *m, FILE *f)
 {
     bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
@@ -311,6 +361,7 @@ static int report_table(const MemestModel *m, FILE *f)
         fprintf(f, "(convention torchstat: one sample, as torchstat forces batch 1; MB = 2^20 bytes)\n");
         print_lists(m, f);
         print_memory(m, f);
+        print_device(m, f);
         return 0;
     }
     int64_t batch = m->g.n_inputs ? m->g.v[m->g.inputs[0]].shape.d[0] : 1;
@@ -335,6 +386,7 @@ static int report_table(const MemestModel *m, FILE *f)
             (long long)batch);
     print_lists(m, f);
     print_memory(m, f);
+    print_device(m, f);
     return 0;
 }
 

@@ -1,0 +1,203 @@
+/* GPUs: the built-in table, sizes, and roofline time. Vendor peaks from
+ * REFERENCE.md; memory is the total nvidia-smi (rocm-smi) reports. */
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "model.h"
+
+#define MIB (UINT64_C(1) << 20)
+#define GBS 1e9
+#define TF 1e12
+
+static const MemestGpu builtin[] = {
+    { "gtx1070", 8192 * MIB, 256 * GBS, 6.5 * TF, 0, 15 },
+    { "rtx2080ti", 11264 * MIB, 616 * GBS, 13.4 * TF, 53.8 * TF, 68 },
+    { "rtx3090", 24576 * MIB, 936 * GBS, 35.6 * TF, 71 * TF, 82 },
+    { "rtx4090", 24564 * MIB, 1008 * GBS, 82.6 * TF, 165 * TF, 128 },
+    { "t4", 15360 * MIB, 320 * GBS, 8.1 * TF, 65 * TF, 40 },
+    { "v100-16gb", 16384 * MIB, 900 * GBS, 15.7 * TF, 125 * TF, 80 },
+    { "v100-32gb", 32768 * MIB, 900 * GBS, 15.7 * TF, 125 * TF, 80 },
+    { "a10", 23028 * MIB, 600 * GBS, 31.2 * TF, 125 * TF, 72 },
+    { "a100-40gb", 40960 * MIB, 1555 * GBS, 19.5 * TF, 312 * TF, 108 },
+    { "a100-80gb", 81920 * MIB, 2039 * GBS, 19.5 * TF, 312 * TF, 108 },
+    { "l4", 23034 * MIB, 300 * GBS, 30.3 * TF, 121 * TF, 58 },
+    { "l40s", 46068 * MIB, 864 * GBS, 91.6 * TF, 362 * TF, 142 },
+    { "h100-sxm", 81559 * MIB, 3350 * GBS, 67 * TF, 989 * TF, 132 },
+    { "h100-pcie", 81559 * MIB, 2000 * GBS, 51 * TF, 756 * TF, 114 },
+    { "h200", 143771 * MIB, 4800 * GBS, 67 * TF, 989 * TF, 132 },
+    { "b200", 183359 * MIB, 8000 * GBS, 80 * TF, 2250 * TF, 148 },
+    { "mi300x", 196608 * MIB, 5300 * GBS, 81.7 * TF, 1307 * TF, 304 },
+};
+#define N_BUILTIN ((int)(sizeof(builtin) / sizeof(builtin[0])))
+
+static MemestGpu *user_gpus;
+static int n_user;
+
+const MemestGpu *memest_gpu_table(int *count)
+{
+    *count = N_BUILTIN;
+    return builtin;
+}
+
+/* "RTX 3090", "rtx3090", "A100_80GB" all name the same card */
+static void canon(const char *s, char *out, size_t n)
+{
+    size_t o = 0;
+    for (; *s && o + 1 < n; s++)
+        if (isalnum((unsigned char)*s)) out[o++] = (char)tolower((unsigned char)*s);
+    out[o] = 0;
+}
+
+const MemestGpu *memest_gpu_find(const char *name)
+{
+    char want[64], have[64];
+    canon(name, want, sizeof(want));
+    for (int i = 0; i < n_user; i++) {
+        canon(user_gpus[i].name, have, sizeof(have));
+        if (!strcmp(want, have)) return &user_gpus[i];
+    }
+    for (int i = 0; i < N_BUILTIN; i++) {
+        canon(builtin[i].name, have, sizeof(have));
+        if (!strcmp(want, have)) return &builtin[i];
+    }
+    /* short forms: "h100" → h100-sxm, "a100" → a100-80gb, "v100" → v100-32gb */
+    static const struct { const char *a, *b; } alias[] = {
+        { "h100", "h100sxm" }, { "a100", "a100-80gb" }, { "v100", "v10032gb" }, { "3090", "rtx3090" }, { "4090", "rtx4090" },
+    };
+    for (size_t k = 0; k < sizeof(alias) / sizeof(alias[0]); k++) {
+        if (strcmp(want, alias[k].a)) continue;
+        char target[64];
+        canon(alias[k].b, target, sizeof(target));
+        for (int i = 0; i < N_BUILTIN; i++) {
+            canon(builtin[i].name, have, sizeof(have));
+            if (!strcmp(target, have)) return &builtin[i];
+        }
+    }
+    return NULL;
+}
+
+uint64_t memest_parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0) || v > 1e18) return 0;
+    double mult = (double)(UINT64_C(1) << 30); /* a bare number is GiB */
+    if (*end) {
+        if (!strcasecmp(end, "GiB") || !strcasecmp(end, "G")) mult = (double)(UINT64_C(1) << 30);
+        else if (!strcasecmp(end, "GB")) mult = 1e9;
+        else if (!strcasecmp(end, "MiB") || !strcasecmp(end, "M")) mult = (double)MIB;
+        else if (!strcasecmp(end, "MB")) mult = 1e6;
+        else if (!strcasecmp(end, "TiB")) mult = (double)(UINT64_C(1) << 40);
+        else if (!strcasecmp(end, "TB")) mult = 1e12;
+        else return 0;
+    }
+    double b = v * mult;
+    return b > 1.8e19 ? 0 : (uint64_t)b;
+}
+
+uint64_t memest_gpu_context(const MemestGpu *gpu)
+{
+    return 250 * MIB + (uint64_t)(gpu && gpu->sms > 0 ? gpu->sms : 80) * (3 * MIB / 2);
+}
+
+int memest_gpu_load_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return ME_EIO;
+    }
+    char *buf = me_malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (!buf) return ME_ENOMEM;
+    buf[n] = 0;
+    cJSON *root = cJSON_Parse(buf);
+    me_free(buf);
+    int rc = 0;
+    if (!cJSON_IsArray(root)) {
+        snprintf(err, errlen, "%s: expected a JSON list of GPUs", path);
+        rc = ME_EINVAL;
+        goto end;
+    }
+    int k = 0;
+    for (const cJSON *e = root->child; e; e = e->next, k++) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+        const cJSON *mem = cJSON_GetObjectItemCaseSensitive(e, "memory_mib");
+        const cJSON *bw = cJSON_GetObjectItemCaseSensitive(e, "bandwidth_gbs");
+        const cJSON *f32 = cJSON_GetObjectItemCaseSensitive(e, "fp32_tflops");
+        const cJSON *f16 = cJSON_GetObjectItemCaseSensitive(e, "fp16_tflops");
+        const cJSON *sms = cJSON_GetObjectItemCaseSensitive(e, "sms");
+        if (!cJSON_IsString(name) || !cJSON_IsNumber(mem) || mem->valuedouble <= 0 || !cJSON_IsNumber(bw) || bw->valuedouble <= 0 ||
+            !cJSON_IsNumber(f32) || f32->valuedouble <= 0) {
+            snprintf(err, errlen, "%s: [%d]: needs name, memory_mib, bandwidth_gbs and fp32_tflops (positive)", path, k);
+            rc = ME_EINVAL;
+            goto end;
+        }
+        MemestGpu *ng = me_realloc(user_gpus, sizeof(MemestGpu) * (size_t)(n_user + 1));
+        if (!ng) { rc = ME_ENOMEM; goto end; }
+        user_gpus = ng;
+        MemestGpu *g = &user_gpus[n_user++];
+        memset(g, 0, sizeof(*g));
+        snprintf(g->name, sizeof(g->name), "%s", name->valuestring);
+        g->memory = (uint64_t)(mem->valuedouble * (double)MIB);
+        g->bandwidth = bw->valuedouble * GBS;
+        g->fp32_flops = f32->valuedouble * TF;
+        g->fp16_flops = cJSON_IsNumber(f16) ? f16->valuedouble * TF : 0;
+        g->sms = cJSON_IsNumber(sms) ? (int)sms->valuedouble : 0;
+    }
+end:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* Roofline: a node takes as long as the slower of its arithmetic at the
+ * dtype's peak (tensor cores for contractions in 16 bits) and its bytes
+ * over the memory bandwidth. */
+int memest_set_device(MemestModel *m, const MemestGpu *gpu, int low_precision)
+{
+    if (!m->analyzed || !gpu) return ME_EINVAL;
+    m->gpu = *gpu;
+    m->has_gpu = true;
+    m->low_precision = low_precision;
+    for (int i = 0; i < m->g.nn; i++) {
+        MeCtx c = { .g = &m->g, .n = &m->g.n[i] };
+        MeCost d;
+        me_convention_cost(MEMEST_CONVENTION_DEFAULT, &c, &d);
+        bool contraction = d.macs > 0;
+        double peak = low_precision && contraction && gpu->fp16_flops > 0 ? gpu->fp16_flops : gpu->fp32_flops;
+        double bytes = (double)(d.read + d.write);
+        if (low_precision) bytes *= 0.5; /* 16-bit activations and weight copies */
+        double tc = (double)d.flops / peak, tm = bytes / gpu->bandwidth;
+        m->cost[i].time_s = tc > tm ? tc : tm;
+    }
+    return 0;
+}
+
+int memest_timing(const MemestModel *m, MemestTiming *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!m->has_gpu) return ME_EINVAL;
+    for (int i = 0; i < m->g.nn; i++) out->forward_s += m->cost[i].time_s;
+    out->batch = m->g.n_inputs && m->g.v[m->g.inputs[0]].shape.rank ? (int)m->g.v[m->g.inputs[0]].shape.d[0] : 1;
+    if (m->has_memory && m->mem_settings.mode == MEMEST_RUN_TRAIN) {
+        /* backward: about twice the forward (a gradient for the input and
+         * one for the weights of every contraction) */
+        out->backward_s = 2 * out->forward_s;
+        if (m->n_mem && m->mem[0].recompute_macs && m->totals.macs)
+            out->recompute_s = out->forward_s * (double)m->mem[0].recompute_macs / (double)m->totals.macs;
+        /* the optimizer streams parameters, gradients and state */
+        static const int bytes_per_param[] = { 12, 20, 28, 28, 20, 20, 0 };
+        int o = m->mem_settings.optimizer;
+        out->optimizer_s = (double)m->totals.params * bytes_per_param[o >= 0 && o < MEMEST_OPT_COUNT ? o : 0] / m->gpu.bandwidth;
+    }
+    out->step_s = out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s;
+    out->samples_per_s = out->step_s > 0 ? out->batch / out->step_s : 0;
+    return 0;
+}
