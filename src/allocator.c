@@ -11,9 +11,10 @@
 #define MIN_LARGE      (UINT64_C(10) << 20)
 #define ROUND_LARGE    (UINT64_C(2) << 20)
 
-/* Blocks form a doubly linked list per segment (address order); free blocks
- * are found by a linear best-fit scan, adequate for graphs' few thousand
- * live blocks. */
+/* Blocks form a doubly linked list per segment (address order). Free
+ * blocks of each pool are also kept in a treap ordered by (size, index), so
+ * best fit is a lower-bound search, as PyTorch's ordered set of blocks:
+ * graphs with a million nodes keep hundreds of thousands of blocks. */
 typedef struct Block {
     uint64_t offset, size;
     uint64_t req;    /* bytes asked for */
@@ -21,6 +22,8 @@ typedef struct Block {
     bool small, free;
     int prev, next;  /* neighbours in the segment, -1 none */
     int handle;
+    int left, right; /* treap children */
+    uint32_t prio;
 } Block;
 
 struct MeAllocator {
@@ -30,8 +33,69 @@ struct MeAllocator {
     int hcap;
     int *spare;         /* recycled block slots */
     int nspare, spare_cap;
+    int root[2];        /* free-block treaps: [0] large pool, [1] small pool */
+    uint32_t seed;
     MeAllocStats st;
 };
+
+static bool before(const MeAllocator *a, int x, int y)
+{
+    return a->b[x].size < a->b[y].size || (a->b[x].size == a->b[y].size && x < y);
+}
+
+/* split t into keys before k (l) and the rest (r) */
+static void split(MeAllocator *a, int t, int k, int *l, int *r)
+{
+    if (t < 0) { *l = *r = -1; return; }
+    if (before(a, t, k)) {
+        split(a, a->b[t].right, k, &a->b[t].right, r);
+        *l = t;
+    } else {
+        split(a, a->b[t].left, k, l, &a->b[t].left);
+        *r = t;
+    }
+}
+
+static int merge_treap(MeAllocator *a, int l, int r)
+{
+    if (l < 0) return r;
+    if (r < 0) return l;
+    if (a->b[l].prio > a->b[r].prio) {
+        a->b[l].right = merge_treap(a, a->b[l].right, r);
+        return l;
+    }
+    a->b[r].left = merge_treap(a, l, a->b[r].left);
+    return r;
+}
+
+static void free_insert(MeAllocator *a, int i)
+{
+    int l, r;
+    a->seed = a->seed * 1664525u + 1013904223u;
+    a->b[i].prio = a->seed;
+    a->b[i].left = a->b[i].right = -1;
+    int *root = &a->root[a->b[i].small];
+    split(a, *root, i, &l, &r);
+    *root = merge_treap(a, merge_treap(a, l, i), r);
+}
+
+static void free_erase(MeAllocator *a, int i)
+{
+    int *t = &a->root[a->b[i].small];
+    while (*t >= 0 && *t != i) t = before(a, i, *t) ? &a->b[*t].left : &a->b[*t].right;
+    if (*t == i) *t = merge_treap(a, a->b[i].left, a->b[i].right);
+}
+
+/* smallest free block of the pool with size >= size */
+static int best_fit(const MeAllocator *a, bool small, uint64_t size)
+{
+    int t = a->root[small], best = -1;
+    while (t >= 0) {
+        if (a->b[t].size >= size) { best = t; t = a->b[t].left; }
+        else t = a->b[t].right;
+    }
+    return best;
+}
 
 uint64_t me_allocator_round(uint64_t bytes)
 {
@@ -42,7 +106,10 @@ uint64_t me_allocator_round(uint64_t bytes)
 int me_allocator_new(MeAllocator **out)
 {
     *out = me_calloc(1, sizeof(MeAllocator));
-    return *out ? 0 : ME_ENOMEM;
+    if (!*out) return ME_ENOMEM;
+    (*out)->root[0] = (*out)->root[1] = -1;
+    (*out)->seed = 12345u; /* deterministic */
+    return 0;
 }
 
 void me_allocator_free(MeAllocator *a)
@@ -79,11 +146,8 @@ int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
     uint64_t size = me_allocator_round(bytes);
     bool small = size <= SMALL_SIZE;
     /* best fit among free blocks of the same pool */
-    int best = -1;
-    for (int i = 0; i < a->nb; i++) {
-        Block *k = &a->b[i];
-        if (k->free && k->small == small && k->size >= size && (best < 0 || k->size < a->b[best].size)) best = i;
-    }
+    int best = best_fit(a, small, size);
+    if (best >= 0) free_erase(a, best);
     if (best < 0) {
         uint64_t seg = small ? SMALL_BUFFER : size < MIN_LARGE ? LARGE_BUFFER : (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
         best = new_block(a);
@@ -103,6 +167,7 @@ int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
         if (k->next >= 0) a->b[k->next].prev = r;
         k->next = r;
         k->size = size;
+        free_insert(a, r);
     }
     Block *k = &a->b[best];
     k->free = false;
@@ -117,8 +182,11 @@ int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
     return 0;
 }
 
+/* left absorbs right; both out of the free index (left is re-added by the caller) */
 static void merge(MeAllocator *a, int left, int right)
 {
+    if (a->b[left].free) free_erase(a, left);
+    free_erase(a, right);
     Block *l = &a->b[left], *r = &a->b[right];
     l->size += r->size;
     l->next = r->next;
@@ -134,10 +202,16 @@ int me_allocator_release(MeAllocator *a, int handle)
     Block *k = &a->b[i];
     a->st.allocated -= k->size;
     a->st.requested -= k->req;
-    k->free = true;
     k->handle = -1;
+    k->free = false; /* not in the index yet */
     if (k->next >= 0 && a->b[k->next].free) merge(a, i, k->next);
-    if (a->b[i].prev >= 0 && a->b[a->b[i].prev].free) merge(a, a->b[i].prev, i);
+    if (a->b[i].prev >= 0 && a->b[a->b[i].prev].free) {
+        int p = a->b[i].prev;
+        merge(a, p, i);
+        i = p;
+    }
+    a->b[i].free = true;
+    free_insert(a, i);
     return 0;
 }
 

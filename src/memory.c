@@ -1157,7 +1157,14 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     if (s->mode != MEMEST_RUN_TRAIN)
         for (int i = 0; i < g->nn; i++) m.seg[i] = -1;
 
-    /* Alive before the step: weights, inputs, and state from an earlier step. */
+    /* Alive before the step: weights, inputs, and state from an earlier step.
+     * A weight is frozen when a frozen layer reads it (one pass over the edges). */
+    bool *frozen_w = me_calloc((size_t)g->nv + 1, sizeof(bool));
+    if (!frozen_w) { rc = ME_ENOMEM; goto end; }
+    for (int k = 0; k < g->nn; k++)
+        if (g->n[k].flags & ME_N_FROZEN)
+            for (int j = 0; j < g->n[k].n_in; j++)
+                if (g->n[k].in[j] >= 0) frozen_w[g->n[k].in[j]] = true;
     int64_t param_bytes = 0, n_params = 0, max_param = 0;
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
@@ -1168,12 +1175,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
-            bool frozen = false;
-            if (v->role == ME_R_PARAM && m.grad)
-                for (int k = 0; k < g->nn && !frozen; k++)
-                    for (int j = 0; j < g->n[k].n_in; j++)
-                        if (g->n[k].in[j] == i && (g->n[k].flags & ME_N_FROZEN)) frozen = true;
-            m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen;
+            m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen_w[i];
             if (m.rg[i]) {
                 param_bytes += vb(&m, v);
                 n_params++;
@@ -1198,6 +1200,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         if (id < 0) { rc = ME_ENOMEM; goto end; }
         m.st[id].persistent = true;
     }
+    me_free(frozen_w);
     out->baseline = (uint64_t)m.total;
     note(&m, 0);
 
