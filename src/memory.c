@@ -1282,7 +1282,10 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         out->cuda_context = s->cuda_context ? s->cuda_context : UINT64_C(400) << 20;
         out->nvidia_smi = out->peak_reserved + out->cuda_context;
     }
-    out->peak_name = out->peak_node >= 0 ? g->n[out->peak_node].module : "(start)";
+    /* outside any node: before the first op, in the loss, or in the optimizer */
+    out->peak_name = out->peak_node >= 0 ? g->n[out->peak_node].module
+                   : out->peak_phase == MEMEST_PHASE_OPTIMIZER ? "(optimizer step)"
+                   : out->peak_phase == MEMEST_PHASE_BACKWARD ? "(loss)" : "(before the first op)";
 end:
     for (int i = 0; m.saved && i < g->nn; i++) me_free(m.saved[i]);
     me_free(m.saved);

@@ -25,8 +25,8 @@ setup build || status=1
 setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
     -Dc_args=-fno-sanitize-recover=all || status=1
 for dir in build build-asan; do
-    if ! meson compile -C "$dir" >"$dir.compile.log" 2>&1; then
-        cat "$dir.compile.log"; echo "build failed in $dir"; status=1; continue
+    if ! meson compile -C "$dir" >"$dir/compile.log" 2>&1; then
+        cat "$dir/compile.log"; echo "build failed in $dir"; status=1; continue
     fi
     ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C "$dir" --print-errorlogs --num-processes 2 || status=1
