@@ -1,0 +1,20 @@
+#!/bin/bash
+# Builds the fuzz targets with clang's libFuzzer + ASan + UBSan and runs one:
+#   tests/fuzz/run_libfuzzer.sh onnx|json SECONDS
+# New corpus entries go to build-fuzz/corpus-FMT; crashes to build-fuzz/crash-*.
+# Needs clang and libclang-rt (apt-get install clang libclang-rt-14-dev).
+set -eu
+cd "$(dirname "$0")/../.."
+fmt=${1:-onnx}
+secs=${2:-60}
+out=build-fuzz
+mkdir -p "$out/corpus-$fmt"
+[ -f build/onnx.pb-c.c ] || { meson setup build >/dev/null; ninja -C build >/dev/null; }
+define=$([ "$fmt" = json ] && echo -DFUZZ_JSON || echo -DFUZZ_ONNX)
+clang -g -O1 -std=c11 -D_GNU_SOURCE -DFUZZ_LIBFUZZER $define -fsanitize=fuzzer,address,undefined \
+    -Iinclude -Isrc -Ibuild $(pkg-config --cflags libcjson libprotobuf-c) \
+    tests/fuzz/fuzz_load.c src/*.c src/load/*.c src/ops/*.c src/report/*.c build/onnx.pb-c.c \
+    $(pkg-config --libs libcjson libprotobuf-c) -lm -o "$out/fuzz_$fmt"
+dict=$([ "$fmt" = json ] && echo "-dict=tests/fuzz/dict.json" || echo "")
+exec "$out/fuzz_$fmt" $dict -max_total_time="$secs" -artifact_prefix="$out/" -print_final_stats=1 \
+    "$out/corpus-$fmt" "tests/fuzz/corpus/$fmt"
