@@ -1082,6 +1082,8 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
 {
     MeGraph *g = &model->g;
     Sim m = { .g = g, .s = s, .out = out };
+    bool *frozen_w = NULL;
+    uint8_t *es = NULL;
     if (series_slot >= 0) {
         model->n_series[series_slot] = 0;
         m.series = &model->series[series_slot];
@@ -1123,7 +1125,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
     m.strides = me_calloc((size_t)g->nv + 1, sizeof(*m.strides));
     m.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    uint8_t *es = me_malloc((size_t)g->nv + 1);
+    es = me_malloc((size_t)g->nv + 1);
     m.mm_copy[0] = m.mm_copy[1] = -1;
     m.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
@@ -1159,7 +1161,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
 
     /* Alive before the step: weights, inputs, and state from an earlier step.
      * A weight is frozen when a frozen layer reads it (one pass over the edges). */
-    bool *frozen_w = me_calloc((size_t)g->nv + 1, sizeof(bool));
+    frozen_w = me_calloc((size_t)g->nv + 1, sizeof(bool));
     if (!frozen_w) { rc = ME_ENOMEM; goto end; }
     for (int k = 0; k < g->nn; k++)
         if (g->n[k].flags & ME_N_FROZEN)
@@ -1200,7 +1202,6 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         if (id < 0) { rc = ME_ENOMEM; goto end; }
         m.st[id].persistent = true;
     }
-    me_free(frozen_w);
     out->baseline = (uint64_t)m.total;
     note(&m, 0);
 
@@ -1306,6 +1307,7 @@ end:
     me_free(m.strides);
     me_free(m.wcache);
     me_free(es);
+    me_free(frozen_w);
     me_free(m.absorbed);
     me_free(m.fused_x);
     me_free(m.fused_kind);

@@ -135,15 +135,17 @@ static int bad(OCtx *o, const char *what)
     return me_error(o->d, ME_EINVAL, "%s: not a valid ONNX file: %s (truncated or corrupt protobuf)", o->g->path, what);
 }
 
-/* Reads a whole (small) message for protobuf-c. */
-static uint8_t *read_message(OCtx *o, const PbField *f)
+/* Reads a whole (small) message for protobuf-c into *buf. */
+static int read_message(OCtx *o, const PbField *f, uint8_t **buf)
 {
-    uint8_t *buf = me_malloc((size_t)f->len + 1);
-    if (buf && rd_copy(o->r, f->off, (size_t)f->len, buf) < 0) {
-        me_free(buf);
-        return NULL;
+    *buf = me_malloc((size_t)f->len + 1);
+    if (!*buf) return ME_ENOMEM;
+    if (rd_copy(o->r, f->off, (size_t)f->len, *buf) < 0) {
+        me_free(*buf);
+        *buf = NULL;
+        return me_error(o->d, ME_EIO, "%s: read error", o->g->path);
     }
-    return buf;
+    return 0;
 }
 
 /* --- initializers: wire-level TensorProto, data located but not read --- */
@@ -479,8 +481,10 @@ static char *module_name(const char *name, const char *op)
 
 static int load_node(OCtx *o, const PbField *fld, int index)
 {
-    uint8_t *p = read_message(o, fld);
-    Onnx__NodeProto *np = p ? onnx__node_proto__unpack(NULL, (size_t)fld->len, p) : NULL;
+    uint8_t *p;
+    int rr = read_message(o, fld, &p);
+    if (rr < 0) return rr;
+    Onnx__NodeProto *np = onnx__node_proto__unpack(NULL, (size_t)fld->len, p);
     me_free(p);
     if (!np) {
         char what[64];
@@ -530,8 +534,10 @@ end:
 static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
 {
     static const char *const kinds[] = { "input", "output", "value_info" };
-    uint8_t *p = read_message(o, fld);
-    Onnx__ValueInfoProto *vp = p ? onnx__value_info_proto__unpack(NULL, (size_t)fld->len, p) : NULL;
+    uint8_t *p;
+    int rr = read_message(o, fld, &p);
+    if (rr < 0) return rr;
+    Onnx__ValueInfoProto *vp = onnx__value_info_proto__unpack(NULL, (size_t)fld->len, p);
     me_free(p);
     char what[64];
     snprintf(what, sizeof(what), "graph %s %d", kinds[which], index);
@@ -717,8 +723,10 @@ int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
             graph_off = f.off;
             graph_len = f.len;
         } else if (f.num == 8 && f.wt == 2) {
-            uint8_t *p = read_message(&o, &f);
-            Onnx__OperatorSetIdProto *op = p ? onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, p) : NULL;
+            uint8_t *p;
+            int rr = read_message(&o, &f, &p);
+            if (rr < 0) return rr;
+            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, p);
             me_free(p);
             if (!op) return bad(&o, "opset_import");
             if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
