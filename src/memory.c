@@ -434,6 +434,9 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
         break;
     }
     int64_t extra = n->desc->cls == ME_C_DROPOUT && dropout_identity(m, n) ? 0 : (int64_t)me_autograd_extra(&c, m->s->mode == MEMEST_RUN_TRAIN);
+    /* on a CPU, dropout is not the fused kernel with a bool mask: it
+     * multiplies by a float noise tensor, which autograd keeps */
+    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->es[n->in[0]];
     if (extra > 0) {
         int id = st_new(m, extra, MEMEST_MEM_SAVED);
         if (id < 0) return;
@@ -858,6 +861,24 @@ static void recompute(Sim *m, int s)
     }
 }
 
+/* A second gradient for a tensor that already has one: autograd's
+ * InputBuffer (torch 1.13) computes old + new out of place, so old, new and
+ * their sum are alive together for a moment; the sum replaces old. */
+static void sum_grads(Sim *m, int vi, int new_id)
+{
+    int old = m->vgrad[vi];
+    /* the sum has the tensor's size, whatever storage old is a view of
+     * (Concat's backward hands out slices of one big gradient) */
+    int sum = st_new(m, vb(m, &m->g->v[vi]), MEMEST_MEM_ACT_GRADS);
+    if (sum < 0) return;
+    note(m, 0);
+    m->st[sum].holds = 1;
+    m->vgrad[vi] = sum;
+    m->st[old].holds--;
+    st_release(m, old);
+    st_release(m, new_id);
+}
+
 /* Links value vi's gradient to storage id (shared by pass-through ops). */
 static void give_grad(Sim *m, int vi, int id)
 {
@@ -866,8 +887,7 @@ static void give_grad(Sim *m, int vi, int id)
         m->st[id].holds++;
         return;
     }
-    /* a second gradient for the same tensor is summed in place into the
-     * first; the shared one stays with its other owners */
+    sum_grads(m, vi, id);
 }
 
 static bool passes_grad_through(const Sim *m, const MeNode *n, int i, const MeGraph *g)
@@ -921,7 +941,11 @@ static void backward(Sim *m, int64_t *param_grad_st)
                         param_grad_st[v] = id;
                         note(m, tmp);
                     } else {
-                        note(m, vb(m, val)); /* accumulated into .grad */
+                        /* a shared (tied) parameter: its gradients meet in
+                         * the InputBuffer as old + new before .grad */
+                        int64_t gb = m->st[param_grad_st[v]].bytes;
+                        note(m, tmp + gb);
+                        note(m, 2 * gb);
                     }
                     continue;
                 }
@@ -933,7 +957,7 @@ static void backward(Sim *m, int64_t *param_grad_st)
                 if (id < 0) return;
                 note(m, tmp);
                 if (m->vgrad[v] >= 0) {
-                    st_free(m, id); /* summed in place into the existing gradient */
+                    sum_grads(m, v, id);
                 } else {
                     m->vgrad[v] = id;
                     m->st[id].holds = 1;

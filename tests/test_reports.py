@@ -131,6 +131,7 @@ def case_schema():
         ("models/onnx/zoo/gpt_like.onnx", "--input", "input_ids=128:int64", "--batch", "2", "--train", "--optimizer", "adam"),
         ("models/resnet18.json", "--convention", "torchstat"),
         ("models/resnet18.json", "--train", "--runtime", "cpu", "--checkpoint", "sqrt", "--amp", "bf16"),
+        ("models/resnet18.json", "--train", "--optimizer", "adam", "--gpu", "rtx3090", "--max-batch"),
     ]
     docs = []
     for args in runs:
@@ -144,7 +145,8 @@ def case_schema():
         return
     # the keys this case must have exercised, so a schema that allows
     # anything would not pass unnoticed
-    check("madd" in docs[2]["totals"] and "memory" in docs[1] and docs[1]["constants"], "runs did not cover madd/memory/constants")
+    check("madd" in docs[2]["totals"] and "memory" in docs[1] and docs[1]["constants"]
+          and "max_batch" in docs[-1].get("device", {}), "runs did not cover madd/memory/constants/device")
     # broken documents fail
     doc = docs[0]
     broken = [("no totals", {k: v for k, v in doc.items() if k != "totals"}, "'totals' is required"),

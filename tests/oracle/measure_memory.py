@@ -24,10 +24,11 @@ total_allocated). `prof._memory_profile()` does not exist in 1.13, and the
 flat kineto events() only have microsecond timestamps and no pointer, so the
 tree is used. Events are sorted by timestamp (stable; ties keep tree order),
 their deltas are summed in that order and the maximum of the running sum is
-the relative peak (peak_relative = max(0, running max)). The allocator's own
-counter (total_allocated, computed under the allocator's mutex, so
-independent of our ordering) gives a second relative peak; the two are
-compared for every region and have agreed exactly so far ("counter_check").
+the relative peak (peak_relative = max(0, running max)). Check of the order:
+the allocator's own counter (total_allocated, updated under its mutex)
+minus its value before the first event must equal the running sum of the
+reported sizes after every single event ("counter_check.agrees"); it has
+held for every region measured.
 
 Frees of blocks that were not allocated inside the region: such a free is
 reported only when the block had been allocated while some earlier profiler
@@ -35,9 +36,12 @@ session was running (c10 keeps a ptr->size table only then); blocks made
 with the profiler off are freed silently. A free of a block not allocated in
 the region is counted (with the size of the storage we know) only when its
 pointer is the data_ptr of one of the baseline storages; any other such free
-is left out of the running sum and listed in "untracked_frees" (none expected:
-every region below starts with its previous outputs already deleted and
-gc.collect() run).
+is left out of the running sum and listed in "untracked_frees". Only the
+seed check meets one: the 8-byte wrapped scalar 5 that MulBackward saved in
+the y = 5*x region is freed in the backward region; it was in no baseline,
+so it is left out. Every model region starts with the previous step's
+outputs already dead and gc.collect() + malloc_trim(0) run (outside the
+region; trimming only keeps the process RSS down), and shows none.
 
 baseline = bytes alive before the region that the region can see: parameters,
 buffers, existing .grad tensors, existing optimizer state tensors (Adam's
@@ -58,16 +62,23 @@ own with its own baseline: out = model(*inputs); loss; loss.backward();
 opt.step(); opt.zero_grad(set_to_none=True); the step's out and loss are
 locals that die when the step function returns, i.e. inside the region, so
 "end" of a training step holds no activations and no grads. Phases inside a
-step are marked with profiler RecordFunction scopes (the _new variant: the
+step (forward incl. loss, backward, optimizer_step, zero_grad) are marked with profiler RecordFunction scopes (the _new variant: the
 plain torch.profiler.record_function allocates a 288-byte handle tensor in
-1.13) and give per-phase peaks. Models are fresh per mode (same seed),
+1.13) and give per-phase peaks; blocks live at the peak are grouped by the
+op that allocated them and labelled [grad] / [optimizer_state] when their
+pointer is a .grad after backward / a state tensor after opt.step. Models are fresh per mode (same seed),
 train() for training and eval() for inference; torch.manual_seed(0) before
 building, seed 1 before making inputs; float inputs torch.randn, token ids
 uniform in [0, vocab), class targets uniform.
 
 Bytes are what the CPU allocator was asked for (no CUDA-style 512 B
-rounding or caching); oneDNN's own scratchpads do not go through c10 and are
-invisible here. See each file's "notes" and "runtime_notes".
+rounding or caching). ideep/oneDNN buffers (reordered weights, blocked-layout
+outputs) are allocated through c10's CPU allocator and are counted; anything
+a library mallocs on its own (OpenBLAS buffers) is not. Only allocations on
+the profiling thread are seen (CPU autograd runs there; an allocation made
+inside an OpenMP worker would be missed: the end-of-region cross-checks,
+"end_tensors" and saved_for_backward, found nothing missing). See each file's
+"notes" and "runtime_notes".
 """
 import argparse
 import collections
@@ -488,12 +499,12 @@ def validate_seed(verbose=True):
     res["unfused"] = {"after_x": r1["baseline"], "after_y": r1["end"],
                       "end": r2["end"], "peak": max(r1["peak"], r2["peak"]),
                       "counter_agrees": r1["counter_check"]["agrees"] and r2["counter_check"]["agrees"]}
-    del x, y, h
+    x = y = h = None
     x = torch.zeros(3, 64, 64, 64, requires_grad=True)
     r3, _ = measure(lambda: torch.mean(5 * x).backward(), [x])
     res["fused"] = {"after_x": r3["baseline"], "end": r3["end"], "peak": r3["peak"],
                     "counter_agrees": r3["counter_check"]["agrees"]}
-    del x
+    x = None
     u, f = res["unfused"], res["fused"]
     units = {k: round(v / unit, 4) for k, v in u.items() if k != "counter_agrees"}
     funits = {k: round(v / unit, 4) for k, v in f.items() if k != "counter_agrees"}
@@ -601,7 +612,7 @@ def saved_for_backward(name, spec, batch, train):
     """Bytes of distinct storages autograd saves in one forward (+ loss for
     train), not counting parameters, buffers and inputs. Measured in a separate,
     unprofiled forward with torch.autograd.graph.saved_tensors_hooks (pack
-    returns the tensor itself). A cross-check for estimators, not truth."""
+    returns a detached alias, which keeps the storage alive while counting). A cross-check for estimators, not truth."""
     ctor, _ = registry(name)
     torch.manual_seed(0)
     m = ctor().train(train)
@@ -616,7 +627,9 @@ def saved_for_backward(name, spec, batch, train):
             if ptr not in known and ptr not in saved:
                 saved[ptr] = nb
                 by_dtype[str(t.dtype).replace("torch.", "")] += nb
-        return t
+        # detach: returning t itself makes a grad_fn -> t -> grad_fn cycle for
+        # saved outputs that no gc can break (1.2 GB leaked per bert_like b8 call)
+        return t.detach() if isinstance(t, torch.Tensor) else t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = m(*xs)
@@ -687,7 +700,7 @@ def run_infer(name, spec, batch, mode):
     r["optimizer_state_bytes_end"] = 0
     r["end_tensors"] = s["all_bytes"]
     r["end_unexplained"] = r["end"] - s["all_bytes"]
-    del hold, model, xs
+    hold = model = xs = None
     return r, allocs
 
 
@@ -753,7 +766,7 @@ def run_train(name, spec, batch, mode, kind):
         steps["step%d" % step] = r
     info["foreach_used"] = bool(steps["step1"]["foreach_ops"] or steps["step2"]["foreach_ops"])
     info["optimizer"] = repr(opt).replace("\n", " ")
-    del model, opt, xs, target
+    model = opt = xs = target = None
     return steps, info
 
 
@@ -951,9 +964,9 @@ RUNTIME_NOTES = [
     "CPU allocator: sizes are the bytes requested (64-byte aligned malloc underneath); no "
     "512-byte rounding, no block splitting, no caching: a CUDA run's memory_allocated rounds "
     "every block up to 512 B and a caching allocator's reserved memory is larger still.",
-    "oneDNN (mkldnn) scratchpads and workspaces are malloc'd inside oneDNN and are not seen "
-    "by the c10 allocator, so they are absent here; cuDNN/cuBLAS workspaces on CUDA are "
-    "allocated through the caching allocator and would be counted there.",
+    "ideep/oneDNN allocates through c10's CPU allocator, so its reordered weights and "
+    "blocked-layout buffers are in these numbers; cuDNN/cuBLAS workspaces of a CUDA run are "
+    "different in size (see the caching-allocator facts in REFERENCE.md).",
     "max_pool2d (torch 1.13, CPU) goes through max_pool2d_with_indices and allocates int64 "
     "indices (2x the output bytes) even under no_grad; they are freed when max_pool2d returns "
     "unless autograd saves them. Not checked here whether a CUDA build of the same version "
