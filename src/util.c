@@ -139,3 +139,18 @@ void me_strmap_free(MeStrMap *m)
     me_free(m->vals);
     memset(m, 0, sizeof(*m));
 }
+
+bool me_utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p >> 5) == 6 ? 1 : (*p >> 4) == 14 ? 2 : (*p >> 3) == 30 ? 3 : -1;
+        if (n < 0) return false;
+        /* no overlong two-byte forms, nothing above U+10FFFF */
+        if ((n == 1 && *p < 0xc2) || (n == 3 && *p > 0xf4)) return false;
+        p++;
+        for (int i = 0; i < n; i++, p++)
+            if ((*p >> 6) != 2) return false;
+    }
+    return true;
+}

@@ -52,6 +52,9 @@ typedef struct MeDiag {
 /* Records an error (only the first one sticks) and returns code. */
 int me_error(MeDiag *d, int code, const char *fmt, ...) ME_PRINTF(3, 4);
 
+/* True when s is well-formed UTF-8 (names end up in JSON reports). */
+bool me_utf8_valid(const char *s);
+
 /* Open-addressing map from string to int; keys are borrowed, not copied. */
 typedef struct MeStrMap {
     const char **keys;

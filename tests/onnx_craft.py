@@ -76,7 +76,7 @@ def attr_ints(name, vs):
 
 def node(op, inputs, outputs, name="", attrs=()):
     n = b"".join(f_bytes(1, i) for i in inputs) + b"".join(f_bytes(2, o) for o in outputs)
-    n += f_bytes(3, name or op) + f_bytes(4, op)
+    n += f_bytes(3, name if name else op) + f_bytes(4, op)
     return n + b"".join(f_bytes(5, a) for a in attrs)
 
 

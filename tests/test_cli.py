@@ -351,6 +351,9 @@ def case_bad_input():
                ["node 'c' (Conv)", "input has 3 channels"])
     expect_bad([write("dangling.json", model({"name": "a", "type": "Add", "inputs": ["x", "nowhere"]}))],
                ["'nowhere' is not a graph input or an earlier layer"])
+    expect_bad([write("nested.json", "[" * 5000 + "]" * 5000)], ["invalid JSON"], label="deeply nested JSON")
+    expect_bad([write("badutf8.json", b'{"format": "memest-graph", "version": 1, "inputs": [{"name": "x\xff\xfe", "shape": [4]}], "layers": [{"name": "r", "type": "ReLU"}]}')],
+               ["badutf8.json", "inputs[0].name", "not valid UTF-8"], label="non-UTF-8 name")
     expect_bad([write("negshape.json", json.dumps(dict(base, inputs=[{"name": "x", "shape": [-3, 8]}], layers=[{"name": "r", "type": "ReLU"}])))],
                ["inputs[0].shape[0]"])
     r18 = path("models", "onnx", "resnet18_op17_eval.onnx")
@@ -397,6 +400,14 @@ def case_crafted():
     expect_bad([write("hugelen.onnx", huge)], ["truncated or corrupt"], label="huge length field")
     empty_graph = oc.model(oc.graph([], [oc.value_info("x", [1])], [oc.value_info("x", [])]))
     expect_bad([write("emptygraph.onnx", empty_graph)], ["no nodes"], label="empty graph")
+    # an attribute of the wrong type: kernel_shape as a float
+    bad_attr = oc.f_bytes(1, "kernel_shape") + oc.key(2, 5) + b"\x00\x00\x40\x40" + oc.f_varint(20, 1)
+    expect_bad([write("badattr.onnx", oc.model(oc.graph(
+        [oc.node("MaxPool", ["x"], ["y"], attrs=[bad_attr])], [oc.value_info("x", [1, 3, 8, 8])], [oc.value_info("y", [])])))],
+        ["MaxPool", "kernel_shape"], label="attribute of the wrong type")
+    # names must be UTF-8 (reports are JSON)
+    g = oc.graph([oc.node("Relu", [b"x\xff"], [b"y"], name=b"r\xfe")], [oc.value_info(b"x\xff", [1, 4])], [oc.value_info(b"y", [])])
+    expect_bad([write("latin1.onnx", oc.model(g))], ["not valid UTF-8"], label="non-UTF-8 ONNX names")
     raw_short = oc.model(oc.graph([oc.node("Reshape", ["x", "s"], ["y"])], [oc.value_info("x", [2, 6])], [oc.value_info("y", [])],
                                   [oc.tensor("s", [2], oc.INT64, raw=oc.int64_raw([3])) ]))
     expect_bad([write("rawshort.onnx", raw_short)], ["raw_data has 8 bytes"], label="raw_data length")

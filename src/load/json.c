@@ -547,6 +547,8 @@ static int load_inputs(JCtx *j, const cJSON *root)
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
         if (!cJSON_IsString(name) || !*name->valuestring)
             return me_error(j->d, ME_EINVAL, "%s: inputs[%d].name: expected a non-empty string", j->path, k);
+        if (!me_utf8_valid(name->valuestring))
+            return me_error(j->d, ME_EINVAL, "%s: inputs[%d].name: not valid UTF-8", j->path, k);
         if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) >= ME_MAX_RANK)
             return me_error(j->d, ME_EINVAL, "%s: inputs[%d].shape: expected a list of at most %d sizes (one sample, no batch)", j->path, k, ME_MAX_RANK - 1);
         int dtype = ME_DT_F32;
@@ -590,6 +592,8 @@ static int load_layer(JCtx *j, const cJSON *layer)
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(layer, "type");
     if (!cJSON_IsString(name) || !*name->valuestring)
         return me_error(j->d, ME_EINVAL, "%s: layers[%d].name: expected a non-empty string", j->path, j->li);
+    if (!me_utf8_valid(name->valuestring))
+        return me_error(j->d, ME_EINVAL, "%s: layers[%d].name: not valid UTF-8", j->path, j->li);
     j->lname = name->valuestring;
     if (!cJSON_IsString(type)) return jfail(j, "type", "expected a string");
     const LayerType *lt = NULL;

@@ -273,6 +273,10 @@ static int load_initializer(OCtx *o, uint64_t off, uint64_t len, int index)
         return me_error(o->d, ME_EINVAL, "%s: %s has no usable name", o->g->path, what);
     char *nm = me_strndup((const char *)name, (size_t)name_len);
     if (!nm) return ME_ENOMEM;
+    if (!me_utf8_valid(nm)) {
+        me_free(nm);
+        return me_error(o->d, ME_EINVAL, "%s: %s: its name is not valid UTF-8", o->g->path, what);
+    }
     if (dtype <= 0 || dtype >= ME_DT_COUNT) {
         int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': data_type %lld is not a known type", o->g->path, nm, (long long)dtype);
         me_free(nm);
@@ -499,6 +503,13 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         rc = me_error(o->d, ME_EINVAL, "%s: node %d ('%s') has no op_type", o->g->path, index, name);
         goto end;
     }
+    bool utf8 = me_utf8_valid(name) && me_utf8_valid(np->op_type) && (!np->domain || me_utf8_valid(np->domain));
+    for (size_t k = 0; k < np->n_input && utf8; k++) utf8 = !np->input[k] || me_utf8_valid(np->input[k]);
+    for (size_t k = 0; k < np->n_output && utf8; k++) utf8 = !np->output[k] || me_utf8_valid(np->output[k]);
+    if (!utf8) {
+        rc = me_error(o->d, ME_EINVAL, "%s: node %d: a name (node, op, input or output) is not valid UTF-8", o->g->path, index);
+        goto end;
+    }
     if (np->n_input > 4096 || np->n_output > 4096) {
         rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s) has %zu inputs and %zu outputs", o->g->path, name, np->op_type, np->n_input, np->n_output);
         goto end;
@@ -545,6 +556,10 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
     int rc = 0;
     if (!vp->name || !*vp->name) {
         rc = me_error(o->d, ME_EINVAL, "%s: %s has no name", o->g->path, what);
+        goto end;
+    }
+    if (!me_utf8_valid(vp->name)) {
+        rc = me_error(o->d, ME_EINVAL, "%s: %s: its name is not valid UTF-8", o->g->path, what);
         goto end;
     }
     int existing = me_graph_find(o->g, vp->name);
