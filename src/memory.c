@@ -1178,7 +1178,17 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     }
     m.es = es;
     for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
-    if ((rc = scope_holds(g, m.hold_end)) < 0 || (rc = plan_fusions(&m)) < 0) goto end;
+    if (!model->hold_end) {
+        /* the graph does not change between steps: work the holds out once */
+        if (!(model->hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1)))) { rc = ME_ENOMEM; goto end; }
+        if ((rc = scope_holds(g, model->hold_end)) < 0) {
+            me_free(model->hold_end);
+            model->hold_end = NULL;
+            goto end;
+        }
+    }
+    memcpy(m.hold_end, model->hold_end, sizeof(int) * (size_t)g->nv);
+    if ((rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
     if (s->mode != MEMEST_RUN_TRAIN)
         for (int i = 0; i < g->nn; i++) m.seg[i] = -1;

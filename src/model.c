@@ -53,6 +53,7 @@ void memest_model_free(MemestModel **pm)
     me_graph_free(&(*pm)->g);
     me_free((*pm)->cost);
     me_free((*pm)->rows);
+    me_free((*pm)->hold_end);
     me_free((*pm)->series[0]);
     me_free((*pm)->series[1]);
     me_free(*pm);

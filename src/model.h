@@ -37,6 +37,7 @@ struct MemestModel {
     MemestMemory mem[2]; /* the simulated step; training: step 1 and step 2 */
     int n_mem;
     char mem_skipped[256]; /* why no timeline, when it could not run */
+    int *hold_end;       /* memory.c's scope holds, computed once per model */
     MemestSeriesPoint *series[2];
     int n_series[2], cap_series[2];
     int n_rows;

@@ -28,7 +28,7 @@ typedef struct Reader {
     size_t wlen;     /* valid bytes in buf */
 } Reader;
 
-#define RD_WINDOW 4096
+#define RD_WINDOW 65536
 
 static void reader_free(void *p)
 {
@@ -135,9 +135,13 @@ static int bad(OCtx *o, const char *what)
     return me_error(o->d, ME_EINVAL, "%s: not a valid ONNX file: %s (truncated or corrupt protobuf)", o->g->path, what);
 }
 
-/* Reads a whole (small) message for protobuf-c into *buf. */
-static int read_message(OCtx *o, const PbField *f, uint8_t **buf)
+/* A whole (small) message for protobuf-c: a pointer into the read window
+ * when it fits (nodes are read in file order, so the window serves most of
+ * them), else a copy in *buf (to free). */
+static int read_message(OCtx *o, const PbField *f, const uint8_t **data, uint8_t **buf)
 {
+    *buf = NULL;
+    if (f->len <= RD_WINDOW && (*data = rd_peek(o->r, f->off, (size_t)f->len))) return 0;
     *buf = me_malloc((size_t)f->len + 1);
     if (!*buf) return ME_ENOMEM;
     if (rd_copy(o->r, f->off, (size_t)f->len, *buf) < 0) {
@@ -145,6 +149,7 @@ static int read_message(OCtx *o, const PbField *f, uint8_t **buf)
         *buf = NULL;
         return me_error(o->d, ME_EIO, "%s: read error", o->g->path);
     }
+    *data = *buf;
     return 0;
 }
 
@@ -485,10 +490,11 @@ static char *module_name(const char *name, const char *op)
 
 static int load_node(OCtx *o, const PbField *fld, int index)
 {
+    const uint8_t *data;
     uint8_t *p;
-    int rr = read_message(o, fld, &p);
+    int rr = read_message(o, fld, &data, &p);
     if (rr < 0) return rr;
-    Onnx__NodeProto *np = onnx__node_proto__unpack(NULL, (size_t)fld->len, p);
+    Onnx__NodeProto *np = onnx__node_proto__unpack(NULL, (size_t)fld->len, data);
     me_free(p);
     if (!np) {
         char what[64];
@@ -545,10 +551,11 @@ end:
 static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
 {
     static const char *const kinds[] = { "input", "output", "value_info" };
+    const uint8_t *data;
     uint8_t *p;
-    int rr = read_message(o, fld, &p);
+    int rr = read_message(o, fld, &data, &p);
     if (rr < 0) return rr;
-    Onnx__ValueInfoProto *vp = onnx__value_info_proto__unpack(NULL, (size_t)fld->len, p);
+    Onnx__ValueInfoProto *vp = onnx__value_info_proto__unpack(NULL, (size_t)fld->len, data);
     me_free(p);
     char what[64];
     snprintf(what, sizeof(what), "graph %s %d", kinds[which], index);
@@ -738,10 +745,11 @@ int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
             graph_off = f.off;
             graph_len = f.len;
         } else if (f.num == 8 && f.wt == 2) {
+            const uint8_t *data;
             uint8_t *p;
-            int rr = read_message(&o, &f, &p);
+            int rr = read_message(&o, &f, &data, &p);
             if (rr < 0) return rr;
-            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, p);
+            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, data);
             me_free(p);
             if (!op) return bad(&o, "opset_import");
             if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
