@@ -230,6 +230,9 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
             return me_fail(&c, "has %d inputs, expected %d..%d", n_in, desc->min_in, desc->max_in);
         if (n->n_out < desc->min_out || (desc->max_out != ME_VARIADIC && n->n_out > desc->max_out))
             return me_fail(&c, "has %d outputs, expected %d..%d", n->n_out, desc->min_out, desc->max_out);
+        /* an empty name marks an absent optional input; required ones must be there */
+        for (int k = 0; k < desc->min_in; k++)
+            if (n->in[k] < 0) return me_fail(&c, "input %d is required but empty", k);
         bool ready = true;
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !g->v[n->in[k]].known) ready = false;

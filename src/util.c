@@ -47,7 +47,7 @@ char *me_strndup(const char *s, size_t n)
 {
     char *r = me_malloc(n + 1);
     if (!r) return NULL;
-    memcpy(r, s, n);
+    if (n) memcpy(r, s, n); /* s may be NULL for an empty string */
     r[n] = 0;
     return r;
 }
