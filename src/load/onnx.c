@@ -589,6 +589,10 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
             rc = me_error(o->d, ME_EINVAL, "%s: graph input '%s' has an unknown element type", o->g->path, vp->name);
             goto end;
         }
+        if (v->kind == ME_V_INPUT) {
+            rc = me_error(o->d, ME_EINVAL, "%s: graph input '%s' is listed twice", o->g->path, vp->name);
+            goto end;
+        }
         v->kind = ME_V_INPUT;
         v->dtype = (MeDType)tt->elem_type;
         v->shape.rank = (int)tt->shape->n_dim;
