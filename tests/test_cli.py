@@ -309,6 +309,29 @@ def case_zero3():
     check(abs(single / states - n) < 0.01, f"one GPU keeps {single / states:.3f}x the sharded state, expected {n}")
 
 
+def case_device_profile():
+    """memest --device-profile reads what memest-measure --calibrate writes
+    (doc/device-profile.md): its memory, speeds, context and cuBLAS
+    workspace replace the built-in table and estimates."""
+    tmp = tempfile.mkdtemp(prefix="memest-prof-")
+    prof = {"format": "memest-device-profile", "version": 1, "name": "lab-gpu", "memory_bytes": 16 << 30,
+            "bandwidth_bytes_per_s": 5e11, "fp32_flops": 1e13, "fp16_flops": 5e13, "sms": 40,
+            "cuda_context_bytes": 300 << 20, "allocation_granularity": 2 << 20, "cublas_workspace_bytes": 4 << 20,
+            "measured": "test"}
+    p = os.path.join(tmp, "p.json")
+    json.dump(prof, open(p, "w"))
+    f = path("models", "onnx", "zoo", "resnet18.onnx")
+    d = run_json(f, "--input", "3x224x224", "--train", "--device-profile", p)
+    check(d["device"]["memory"] == 16 << 30, f"memory from the profile: {d['device']['memory']}")
+    s = d["memory"]["steps"][0]
+    check(s["cuda_context_estimate"] == 300 << 20, "context from the profile")
+    check(s["at_peak"]["workspace"] == 4 << 20, f"cuBLAS workspace from the profile: {s['at_peak']['workspace']}")
+    check(d["device"]["needed"] == s["peak"] + (300 << 20) or d["device"]["needed"] >= s["peak"], "needed = allocated + context")
+    del prof["bandwidth_bytes_per_s"]
+    json.dump(prof, open(p, "w"))
+    expect_bad([f, "--device-profile", p], ["p.json", "bandwidth_bytes_per_s"], label="profile missing a field")
+
+
 def expect_bad(args, words, code=2, label=None):
     rc, out, err = run(*args)
     label = label or " ".join(os.path.basename(a) for a in args)
@@ -423,7 +446,7 @@ def case_crafted():
 
 
 CASES = {"torchstat_seed": case_torchstat_seed, "json_models": case_json_models, "seed_sequential": case_seed_sequential,
-         "zoo": case_zoo, "zoo3": case_zoo3, "seed_memory": case_seed_memory, "checkpoint": case_checkpoint, "conventions": case_conventions, "max_batch": case_max_batch, "zero3": case_zero3, "bad_input": case_bad_input, "crafted": case_crafted}
+         "zoo": case_zoo, "zoo3": case_zoo3, "seed_memory": case_seed_memory, "checkpoint": case_checkpoint, "conventions": case_conventions, "max_batch": case_max_batch, "device_profile": case_device_profile, "zero3": case_zero3, "bad_input": case_bad_input, "crafted": case_crafted}
 
 if __name__ == "__main__":
     fn = CASES[CASE]

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "memest/memest.h"
+#include "profile.h"
 
 enum { EXIT_OK = 0, EXIT_CHECK = 1, EXIT_BAD = 2, EXIT_UNSUPPORTED = 3 };
 
@@ -36,6 +37,7 @@ static void usage(FILE *f)
         "  --freeze PATTERN              freeze layers whose module name matches (glob or prefix)\n"
         "  --gpu NAME | --gpu-mem SIZE   a GPU: fits or not, headroom, roofline time (--list-gpus)\n"
         "  --gpu-file FILE               more GPUs (JSON list)\n"
+        "  --device-profile FILE         a GPU as memest-measure --calibrate measured it (doc/device-profile.md)\n"
         "  --max-batch                   the largest batch that fits on the GPU\n"
         "  --gpus N --shard S            data parallel: ddp | zero1 | zero2 | zero3 (fsdp); memory per GPU\n"
         "  --plot FILE.svg               memory timeline; --netron FILE: Netron metrics attachment\n"
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
     MemestMemorySettings ms = { .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD };
     const MemestGpu *gpu = NULL;
     MemestGpu custom = { .name = "custom" };
+    MemestGpu profiled = { .name = "profiled" };
     const char *plot = NULL, *netron = NULL, *check = NULL, *update = NULL;
     double tolerance = 1.0;
     int max_batch = 0;
@@ -127,6 +130,22 @@ int main(int argc, char **argv)
             goto end;
         } else if (!strcmp(a, "--max-batch")) {
             max_batch = 1;
+        } else if (!strcmp(a, "--device-profile")) {
+            if (!val) {
+                fprintf(stderr, "memest: --device-profile needs a file\n");
+                goto end;
+            }
+            i++;
+            char e2[512];
+            uint64_t ctx = 0, ws = 0;
+            if (me_device_profile_load(val, &profiled, &ctx, &ws, e2, sizeof(e2)) < 0) {
+                fprintf(stderr, "memest: --device-profile: %s\n", e2);
+                goto end;
+            }
+            /* measured on the device: they replace the table and the estimates */
+            gpu = &profiled;
+            ms.cuda_context = ctx;
+            if (ws) ms.cublas_workspace = ws;
         } else if (!strcmp(a, "--gpu") || !strcmp(a, "--gpu-mem") || !strcmp(a, "--gpu-file") || !strcmp(a, "--gpus") ||
                    !strcmp(a, "--shard") || !strcmp(a, "--plot") || !strcmp(a, "--netron") || !strcmp(a, "--check") ||
                    !strcmp(a, "--update-golden") || !strcmp(a, "--tolerance")) {
@@ -270,7 +289,7 @@ int main(int argc, char **argv)
     if (gpu) {
         if (!ms.cuda_context) ms.cuda_context = memest_gpu_context(gpu);
         /* cuBLAS takes a 32 MiB workspace on Hopper and later */
-        if (!strncmp(gpu->name, "h100", 4) || !strncmp(gpu->name, "h200", 4) || !strncmp(gpu->name, "b200", 4))
+        if (!ms.cublas_workspace && (!strncmp(gpu->name, "h100", 4) || !strncmp(gpu->name, "h200", 4) || !strncmp(gpu->name, "b200", 4)))
             ms.cublas_workspace = UINT64_C(32) << 20;
     }
     if (ms.gpus > 1 && ms.mode != MEMEST_RUN_TRAIN)
