@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-deps="gcc pkg-config meson ninja-build python3 libcjson-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev librsvg2-bin"
+deps="gcc pkg-config meson ninja-build python3 valgrind libcjson-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev librsvg2-bin"
 missing=""
 for p in $deps; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
