@@ -106,6 +106,9 @@ void me_graph_free(MeGraph *g)
     me_free(g->name);
     me_free(g->path);
     me_strmap_free(&g->names);
+    for (int i = 0; i < g->nscopes; i++)
+        if (g->scopes[i].owned) me_free((char *)g->scopes[i].name);
+    me_free(g->scopes);
     if (g->loader_free) g->loader_free(g->loader);
     memset(g, 0, sizeof(*g));
 }
@@ -170,6 +173,7 @@ int me_graph_add_node(MeGraph *g, const char *op, const char *name, int n_in, in
         me_free(n->op); me_free(n->name); me_free(n->domain); me_free(n->in); me_free(n->out);
         return ME_ENOMEM;
     }
+    n->scope = -1;
     for (int i = 0; i < n_in; i++) n->in[i] = -1;
     for (int i = 0; i < n_out; i++) n->out[i] = -1;
     n->n_in = n_in;
@@ -228,11 +232,95 @@ int me_value_set_floats(MeValue *v, const double *x, int64_t n)
     return 0;
 }
 
+static int new_scope(MeGraph *g, const char *name, bool owned, int parent)
+{
+    if (me_grow(&g->scopes, &g->cap_scopes, g->nscopes + 1, sizeof(MeScope)) < 0) return ME_ENOMEM;
+    g->scopes[g->nscopes] = (MeScope){ .name = name, .parent = parent, .owned = owned,
+                                       .depth = parent >= 0 ? g->scopes[parent].depth + 1 : 0 };
+    if (parent >= 0) g->scopes[parent].children++;
+    return g->nscopes++;
+}
+
+/* The scope named mod[0..len), made with its missing ancestors. The map
+ * holds every scope made so far; buf has room for len + 1 bytes. */
+static int intern_scope(MeGraph *g, MeStrMap *map, const char *mod, size_t len, char *buf, int *dots)
+{
+    memcpy(buf, mod, len);
+    buf[len] = 0;
+    int nd = 0;
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] == '.') dots[nd++] = (int)i;
+    /* deepest ancestor that exists already */
+    int k = nd - 1, top = -1;
+    for (; k >= 0; k--) {
+        buf[dots[k]] = 0;
+        top = me_strmap_get(map, buf);
+        buf[dots[k]] = '.';
+        if (top >= 0) break;
+    }
+    for (int j = k + 1; j < nd; j++) {
+        char *name = me_strndup(mod, (size_t)dots[j]);
+        if (!name) return ME_ENOMEM;
+        int s = new_scope(g, name, true, top);
+        if (s < 0) { me_free(name); return s; }
+        if (me_strmap_put(map, name, s) < 0) return ME_ENOMEM;
+        top = s;
+    }
+    int s = new_scope(g, mod, false, top); /* borrows the node's string */
+    if (s >= 0 && me_strmap_put(map, mod, s) < 0) return ME_ENOMEM;
+    return s;
+}
+
+int me_graph_scopes(MeGraph *g)
+{
+    if (g->scopes) return 0;
+    MeStrMap map = { 0 };
+    char *buf = NULL;
+    int *dots = NULL;
+    size_t cap = 0;
+    int rc = 0, prev = -1;
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        if (!n->module && !(n->module = me_strdup(n->name ? n->name : ""))) { rc = ME_ENOMEM; break; }
+        /* neighbours usually share a module: skip the hash */
+        if (prev >= 0 && !strcmp(n->module, g->n[i - 1].module)) { n->scope = prev; continue; }
+        int s = me_strmap_get(&map, n->module);
+        if (s < 0) {
+            size_t len = strlen(n->module);
+            if (len + 1 > cap) {
+                me_free(buf);
+                me_free(dots);
+                cap = len + 64;
+                buf = me_malloc(cap);
+                dots = me_malloc(sizeof(int) * cap);
+                if (!buf || !dots) { rc = ME_ENOMEM; break; }
+            }
+            if ((s = intern_scope(g, &map, n->module, len, buf, dots)) < 0) { rc = s; break; }
+        }
+        n->scope = prev = s;
+    }
+    me_free(buf);
+    me_free(dots);
+    me_strmap_free(&map);
+    if (rc >= 0 && !g->scopes) rc = new_scope(g, "", false, -1) < 0 ? ME_ENOMEM : 0; /* no nodes */
+    return rc < 0 ? rc : 0;
+}
+
+int me_scope_common(const MeGraph *g, int s, int t)
+{
+    while (s >= 0 && t >= 0 && s != t) {
+        if (g->scopes[s].depth >= g->scopes[t].depth) s = g->scopes[s].parent;
+        else t = g->scopes[t].parent;
+    }
+    return s == t ? s : -1;
+}
+
 /* Builds producer links and a topological order. Nodes already in order (as
  * ONNX requires and exporters write) keep it; otherwise Kahn's algorithm with
  * a FIFO keeps file order among ready nodes. Linear in nodes + edges. */
 int me_graph_finalize(MeGraph *g, MeDiag *d)
 {
+    if (me_graph_scopes(g) < 0) return ME_ENOMEM;
     for (int i = 0; i < g->nv; i++) {
         g->v[i].producer = -1;
         g->v[i].n_uses = 0;

@@ -119,8 +119,21 @@ typedef struct MeNode {
     int n_attr;
     MeAttr *attr;
     uint32_t flags;
+    int scope;      /* module scope (me_graph_scopes), -1 before it ran */
     const struct MeOpDesc *desc; /* NULL: the registry does not know it */
 } MeNode;
+
+/* A module scope: a node's module path or one of its '.'-prefixes
+ * ("layer1.0.conv1", "layer1.0", "layer1"). Scopes are interned once so
+ * later passes compare integers, not strings; a parent always has a
+ * smaller index than its children. */
+typedef struct MeScope {
+    const char *name;
+    int parent;     /* -1: outermost */
+    int depth;      /* 0 for an outermost scope */
+    int children;
+    bool owned;     /* name allocated here (a prefix no node is named) */
+} MeScope;
 
 typedef struct MeGraph {
     MeValue *v;
@@ -134,6 +147,8 @@ typedef struct MeGraph {
     char *name;
     char *path;          /* file it came from, for messages */
     MeStrMap names;      /* value name → index */
+    MeScope *scopes;     /* after me_graph_scopes */
+    int nscopes, cap_scopes;
     void *loader;        /* loader state kept for materialize (mapped file) */
     void (*loader_free)(void *loader);
 } MeGraph;
@@ -152,6 +167,12 @@ const MeAttr *me_node_attr(const MeNode *n, const char *name);
 /* Topological order, producer links and use counts; rejects cycles,
  * values with two producers and inputs nothing produces. */
 int me_graph_finalize(MeGraph *g, MeDiag *d);
+/* Interns every node's module path and its '.'-prefixes as scopes and
+ * sets each node's scope; runs once (finalize calls it). */
+int me_graph_scopes(MeGraph *g);
+/* Deepest scope that is s or an ancestor of s and also t or an ancestor
+ * of t; -1 when they share none. */
+int me_scope_common(const MeGraph *g, int s, int t);
 /* Sets a value's contents (copied). */
 int me_value_set_ints(MeValue *v, const int64_t *x, int64_t n);
 int me_value_set_floats(MeValue *v, const double *x, int64_t n);

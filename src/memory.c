@@ -29,83 +29,46 @@ typedef struct Storage {
 
 /* Python keeps a module's arguments alive until the call returns: in
  * `x = self.layer1(x)` the caller's x stays bound while layer1 runs, however
- * early its last reader inside. A value read inside module scope A (a dotted
- * prefix of the reader's module path) but made outside A is held until A's
- * last op. hold_end[v] is that op's position in the order, -1 for none. */
-static bool scope_contains(const char *scope, size_t len, const char *path)
+ * early its last reader inside. A value read inside module scope A (the
+ * reader's scope or an ancestor) but made outside A is held until A's last
+ * op. hold_end[v] is that op's position in the order, -1 for none. Scope
+ * ids, not strings: linear in nodes times scope depth. */
+int me_scope_holds(const MeGraph *g, int *hold_end)
 {
-    return !strncmp(scope, path, len) && (path[len] == 0 || path[len] == '.');
-}
-
-static int scope_holds(const MeGraph *g, int *hold_end)
-{
-    /* last position of every scope (each '.'-prefix of a module path) */
-    MeStrMap last = { 0 };
-    char **keys = me_calloc((size_t)g->nn * 2 + 1, sizeof(char *));
-    int nkeys = 0, rc = 0, capk = g->nn * 2;
-    if (!keys) { rc = ME_ENOMEM; goto end; }
-    for (int oi = 0; oi < g->nn && rc >= 0; oi++) {
-        const char *mod = g->n[g->order[oi]].module;
-        for (size_t i = 0;; i++) {
-            if (mod[i] != '.' && mod[i] != 0) continue;
-            char tmp[512];
-            if (i >= sizeof(tmp)) break;
-            memcpy(tmp, mod, i);
-            tmp[i] = 0;
-            int k = me_strmap_get(&last, tmp);
-            if (k < 0) {
-                if (nkeys >= capk) {
-                    char **nk = me_realloc(keys, sizeof(char *) * (size_t)(capk * 2 + 1));
-                    if (!nk) { rc = ME_ENOMEM; break; }
-                    keys = nk;
-                    capk *= 2;
-                }
-                if (!(keys[nkeys] = me_strdup(tmp))) { rc = ME_ENOMEM; break; }
-                rc = me_strmap_put(&last, keys[nkeys++], oi);
-            } else {
-                rc = me_strmap_put(&last, tmp, oi); /* known key: only the position changes */
-            }
-            if (!mod[i] || rc < 0) break;
-        }
+    if (me_graph_scopes((MeGraph *)g) < 0) return ME_ENOMEM;
+    /* last position of every scope: of its own ops, then of its children's */
+    int *last = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1));
+    if (!last) return ME_ENOMEM;
+    for (int s = 0; s < g->nscopes; s++) last[s] = -1;
+    for (int oi = 0; oi < g->nn; oi++) last[g->n[g->order[oi]].scope] = oi;
+    for (int s = g->nscopes - 1; s >= 0; s--) {
+        int p = g->scopes[s].parent;
+        if (p >= 0 && last[s] > last[p]) last[p] = last[s];
     }
     for (int i = 0; i < g->nv; i++) hold_end[i] = -1;
-    for (int oi = 0; oi < g->nn && rc >= 0; oi++) {
+    for (int oi = 0; oi < g->nn; oi++) {
         const MeNode *n = &g->n[g->order[oi]];
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
             if (v < 0 || g->v[v].producer < 0) continue;
-            const char *from = g->n[g->v[v].producer].module, *mod = n->module;
-            size_t fl = strlen(from);
-            if (strcmp(from, mod) && scope_contains(from, fl, mod)) {
+            int from = g->n[g->v[v].producer].scope, to = n->scope;
+            int c = me_scope_common(g, from, to), a;
+            if (c == to) continue; /* read in the producer's scope or an enclosing one */
+            if (c == from) {
                 /* made by a functional op in a container's own forward and read
                  * by one of its children: a named local there, alive until the
                  * container returns (densenet's concated_features) */
-                int end = me_strmap_get(&last, from);
-                if (end > hold_end[v]) hold_end[v] = end;
-                continue;
+                a = from;
+            } else {
+                /* outermost scope of the reader that does not contain the producer */
+                int depth = c >= 0 ? g->scopes[c].depth + 1 : 0;
+                for (a = to; g->scopes[a].depth > depth; a = g->scopes[a].parent) {}
             }
-            /* outermost scope of the reader that does not contain the producer */
-            for (size_t i = 0;; i++) {
-                if (mod[i] != '.' && mod[i] != 0) continue;
-                if (!scope_contains(mod, i, from)) {
-                    char tmp[512];
-                    if (i < sizeof(tmp)) {
-                        memcpy(tmp, mod, i);
-                        tmp[i] = 0;
-                        int end = me_strmap_get(&last, tmp);
-                        if (end > hold_end[v]) hold_end[v] = end;
-                    }
-                    break;
-                }
-                if (!mod[i]) break;
-            }
+            if (last[a] > hold_end[v]) hold_end[v] = last[a];
         }
     }
-end:
-    for (int i = 0; i < nkeys; i++) me_free(keys[i]);
-    me_free(keys);
-    me_strmap_free(&last);
-    return rc;
+    me_free(last);
+    return 0;
 }
 
 typedef struct Sim {
@@ -1181,7 +1144,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     if (!model->hold_end) {
         /* the graph does not change between steps: work the holds out once */
         if (!(model->hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1)))) { rc = ME_ENOMEM; goto end; }
-        if ((rc = scope_holds(g, model->hold_end)) < 0) {
+        if ((rc = me_scope_holds(g, model->hold_end)) < 0) {
             me_free(model->hold_end);
             model->hold_end = NULL;
             goto end;

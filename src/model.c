@@ -70,22 +70,24 @@ static int build_rows(MemestModel *m, MemestConvention conv)
     me_free(m->rows);
     m->n_rows = 0;
     if (!(m->rows = me_malloc(sizeof(int) * (size_t)(g->nn ? g->nn : 1)))) return ME_ENOMEM;
-    MeStrMap seen = { 0 };
-    int rc = 0;
+    int *seen = NULL; /* scope → its row, torchstat */
+    if (conv == MEMEST_CONVENTION_TORCHSTAT) {
+        if (!(seen = me_malloc(sizeof(int) * (size_t)(g->nscopes ? g->nscopes : 1)))) return ME_ENOMEM;
+        for (int i = 0; i < g->nscopes; i++) seen[i] = -1;
+    }
     for (int oi = 0; oi < g->nn; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         if (!strcmp(n->op, "Constant")) continue;
-        if (conv == MEMEST_CONVENTION_TORCHSTAT) {
+        if (seen) {
             if (n->flags & ME_N_FUNCTIONAL) continue;
-            int r = me_strmap_get(&seen, n->module);
-            if (r >= 0) { m->rows[r] = ni; continue; }
-            if ((rc = me_strmap_put(&seen, n->module, m->n_rows)) < 0) break;
+            if (seen[n->scope] >= 0) { m->rows[seen[n->scope]] = ni; continue; }
+            seen[n->scope] = m->n_rows;
         }
         m->rows[m->n_rows++] = ni;
     }
-    me_strmap_free(&seen);
-    return rc;
+    me_free(seen);
+    return 0;
 }
 
 int memest_analyze(MemestModel *m, const MemestAnalyzeSettings *s, char *err, size_t errlen)

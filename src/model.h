@@ -46,6 +46,8 @@ struct MemestModel {
 
 /* Cost of one node under a convention (conventions.c). */
 void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *out);
+/* Positions until which Python's module scopes hold each value (memory.c). */
+int me_scope_holds(const MeGraph *g, int *hold_end);
 /* Elements per sample: numel / batch (torchstat's |x|). */
 uint64_t me_per_sample(const MeShape *s);
 

@@ -88,55 +88,57 @@ static uint32_t hash_str(const char *s)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
     for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
+    return h ^ (h >> 15); /* the table indexes by the low bits */
+}
+
+/* The slot holding key, or the empty slot where it would go. */
+static MeStrSlot *strmap_find(const MeStrMap *m, const char *key, uint32_t h)
+{
+    uint32_t mask = m->cap - 1, j = h & mask;
+    for (;; j = (j + 1) & mask) {
+        MeStrSlot *s = &m->slots[j];
+        if (!s->key || (s->hash == h && !strcmp(s->key, key))) return s;
+    }
 }
 
 int me_strmap_put(MeStrMap *m, const char *key, int val)
 {
     if ((m->count + 1) * 2 > m->cap) {
         uint32_t ncap = m->cap ? m->cap * 2 : 64;
-        const char **nk = me_calloc(ncap, sizeof(*nk));
-        int *nv = me_calloc(ncap, sizeof(*nv));
-        if (!nk || !nv) { me_free(nk); me_free(nv); return ME_ENOMEM; }
+        if (ncap < m->cap) return ME_ENOMEM;
+        MeStrSlot *ns = me_calloc(ncap, sizeof(*ns));
+        if (!ns) return ME_ENOMEM;
         for (uint32_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i]) continue;
-            uint32_t j = hash_str(m->keys[i]) & (ncap - 1);
-            while (nk[j]) j = (j + 1) & (ncap - 1);
-            nk[j] = m->keys[i];
-            nv[j] = m->vals[i];
+            if (!m->slots[i].key) continue;
+            uint32_t j = m->slots[i].hash & (ncap - 1);
+            while (ns[j].key) j = (j + 1) & (ncap - 1);
+            ns[j] = m->slots[i];
         }
-        me_free(m->keys);
-        me_free(m->vals);
-        m->keys = nk;
-        m->vals = nv;
+        me_free(m->slots);
+        m->slots = ns;
         m->cap = ncap;
     }
-    uint32_t j = hash_str(key) & (m->cap - 1);
-    while (m->keys[j]) {
-        if (!strcmp(m->keys[j], key)) { m->vals[j] = val; return 0; }
-        j = (j + 1) & (m->cap - 1);
+    uint32_t h = hash_str(key);
+    MeStrSlot *s = strmap_find(m, key, h);
+    if (!s->key) {
+        s->key = key;
+        s->hash = h;
+        m->count++;
     }
-    m->keys[j] = key;
-    m->vals[j] = val;
-    m->count++;
+    s->val = val;
     return 0;
 }
 
 int me_strmap_get(const MeStrMap *m, const char *key)
 {
     if (!m->cap) return -1;
-    uint32_t j = hash_str(key) & (m->cap - 1);
-    while (m->keys[j]) {
-        if (!strcmp(m->keys[j], key)) return m->vals[j];
-        j = (j + 1) & (m->cap - 1);
-    }
-    return -1;
+    const MeStrSlot *s = strmap_find(m, key, hash_str(key));
+    return s->key ? s->val : -1;
 }
 
 void me_strmap_free(MeStrMap *m)
 {
-    me_free(m->keys);
-    me_free(m->vals);
+    me_free(m->slots);
     memset(m, 0, sizeof(*m));
 }
 

@@ -55,10 +55,17 @@ int me_error(MeDiag *d, int code, const char *fmt, ...) ME_PRINTF(3, 4);
 /* True when s is well-formed UTF-8 (names end up in JSON reports). */
 bool me_utf8_valid(const char *s);
 
-/* Open-addressing map from string to int; keys are borrowed, not copied. */
+/* Open-addressing map from string to int; keys are borrowed, not copied.
+ * Each slot keeps the key's hash beside it, so a probe reads the key's
+ * bytes only on a hash match and growing never rehashes a string. */
+typedef struct MeStrSlot {
+    const char *key;
+    uint32_t hash;
+    int val;
+} MeStrSlot;
+
 typedef struct MeStrMap {
-    const char **keys;
-    int *vals;
+    MeStrSlot *slots;
     uint32_t cap, count;
 } MeStrMap;
 

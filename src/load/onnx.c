@@ -686,30 +686,12 @@ end:
  * (torchstat, ptflops, thop) see only the module calls. */
 static int mark_functional(MeGraph *g)
 {
-    MeStrMap containers = { 0 };
-    char **keys = NULL;
-    int nkeys = 0, cap = 0, rc = 0;
-    for (int i = 0; i < g->nn && rc >= 0; i++) {
-        const char *mod = g->n[i].module;
-        if (mod[0] == '/') continue;
-        for (size_t k = 0; mod[k] && rc >= 0; k++) {
-            if (mod[k] != '.') continue;
-            char *pre = me_strndup(mod, k);
-            if (!pre) { rc = ME_ENOMEM; break; }
-            if (me_strmap_get(&containers, pre) >= 0) { me_free(pre); continue; }
-            if (me_grow(&keys, &cap, nkeys + 1, sizeof(char *)) < 0) { me_free(pre); rc = ME_ENOMEM; break; }
-            keys[nkeys++] = pre;
-            rc = me_strmap_put(&containers, pre, 1);
-        }
+    if (me_graph_scopes(g) < 0) return ME_ENOMEM;
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        if (n->module[0] == '/' || g->scopes[n->scope].children) n->flags |= ME_N_FUNCTIONAL;
     }
-    for (int i = 0; i < g->nn && rc >= 0; i++) {
-        const char *mod = g->n[i].module;
-        if (mod[0] == '/' || me_strmap_get(&containers, mod) >= 0) g->n[i].flags |= ME_N_FUNCTIONAL;
-    }
-    for (int i = 0; i < nkeys; i++) me_free(keys[i]);
-    me_free(keys);
-    me_strmap_free(&containers);
-    return rc;
+    return 0;
 }
 
 int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)

@@ -243,79 +243,6 @@ bool me_plan_node_supported(const MeGraph *g, const MeNode *n, char *why, size_t
 #undef NO
 }
 
-/* --- Python holds (memory.c: scope_holds) --- */
-
-static bool scope_contains(const char *scope, size_t len, const char *path)
-{
-    return !strncmp(scope, path, len) && (path[len] == 0 || path[len] == '.');
-}
-
-static int scope_holds(const MeGraph *g, int *hold_end)
-{
-    MeStrMap last = { 0 };
-    char **keys = me_calloc((size_t)g->nn * 2 + 1, sizeof(char *));
-    int nkeys = 0, rc = 0, capk = g->nn * 2;
-    if (!keys) { rc = ME_ENOMEM; goto end; }
-    for (int oi = 0; oi < g->nn && rc >= 0; oi++) {
-        const char *mod = g->n[g->order[oi]].module;
-        for (size_t i = 0;; i++) {
-            if (mod[i] != '.' && mod[i] != 0) continue;
-            char tmp[512];
-            if (i >= sizeof(tmp)) break;
-            memcpy(tmp, mod, i);
-            tmp[i] = 0;
-            int k = me_strmap_get(&last, tmp);
-            if (k < 0) {
-                if (nkeys >= capk) {
-                    char **nk = me_realloc(keys, sizeof(char *) * (size_t)(capk * 2 + 1));
-                    if (!nk) { rc = ME_ENOMEM; break; }
-                    keys = nk;
-                    capk *= 2;
-                }
-                if (!(keys[nkeys] = me_strdup(tmp))) { rc = ME_ENOMEM; break; }
-                rc = me_strmap_put(&last, keys[nkeys++], oi);
-            } else {
-                rc = me_strmap_put(&last, tmp, oi);
-            }
-            if (!mod[i] || rc < 0) break;
-        }
-    }
-    for (int i = 0; i < g->nv; i++) hold_end[i] = -1;
-    for (int oi = 0; oi < g->nn && rc >= 0; oi++) {
-        const MeNode *n = &g->n[g->order[oi]];
-        for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k];
-            if (v < 0 || g->v[v].producer < 0) continue;
-            const char *from = g->n[g->v[v].producer].module, *mod = n->module;
-            size_t fl = strlen(from);
-            if (strcmp(from, mod) && scope_contains(from, fl, mod)) {
-                int e = me_strmap_get(&last, from);
-                if (e > hold_end[v]) hold_end[v] = e;
-                continue;
-            }
-            for (size_t i = 0;; i++) {
-                if (mod[i] != '.' && mod[i] != 0) continue;
-                if (!scope_contains(mod, i, from)) {
-                    char tmp[512];
-                    if (i < sizeof(tmp)) {
-                        memcpy(tmp, mod, i);
-                        tmp[i] = 0;
-                        int e = me_strmap_get(&last, tmp);
-                        if (e > hold_end[v]) hold_end[v] = e;
-                    }
-                    break;
-                }
-                if (!mod[i]) break;
-            }
-        }
-    }
-end:
-    for (int i = 0; i < nkeys; i++) me_free(keys[i]);
-    me_free(keys);
-    me_strmap_free(&last);
-    return rc;
-}
-
 /* --- autograd (memory.c: keep_for_backward, record_saved) --- */
 
 static void keep(Builder *b, int ni, int id)
@@ -683,7 +610,7 @@ int me_plan_build(MePlan *p, MemestModel *model, const MePlanSettings *s, char *
         p->alias_only[i] = !me_plan_skip_node(g, n) && (is_view(n) || (n->desc->cls == ME_C_DROPOUT && dropout_identity(&b, n)));
     }
     for (int i = 0; i <= g->nn; i++) b.hold_head[i] = -1;
-    if ((rc = scope_holds(g, b.hold_end)) < 0) goto end;
+    if ((rc = me_scope_holds(g, b.hold_end)) < 0) goto end;
 
     /* alive before the step (memory.c: simulate) */
     for (int k = 0; k < g->nn; k++)
