@@ -14,6 +14,7 @@
  * .grad; the optimizer creates its state at step 1; zero_grad(set_to_none)
  * and the end of the step free the rest. Runtime profiles add what one
  * backend allocates inside ops (doc/memory.md). */
+#include <pthread.h>
 #include <string.h>
 
 #include "allocator.h"
@@ -1060,6 +1061,19 @@ static int state_factor(MemestOptimizer o)
 
 static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot);
 
+/* The graph does not change between steps: the holds are worked out once. */
+static int ensure_holds(MemestModel *model)
+{
+    if (model->hold_end) return 0;
+    if (!(model->hold_end = me_malloc(sizeof(int) * (size_t)(model->g.nv + 1)))) return ME_ENOMEM;
+    int rc = me_scope_holds(&model->g, model->hold_end);
+    if (rc < 0) {
+        me_free(model->hold_end);
+        model->hold_end = NULL;
+    }
+    return rc;
+}
+
 int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen)
 {
     return simulate(model, s, out, err, errlen, -1);
@@ -1141,15 +1155,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     }
     m.es = es;
     for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
-    if (!model->hold_end) {
-        /* the graph does not change between steps: work the holds out once */
-        if (!(model->hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1)))) { rc = ME_ENOMEM; goto end; }
-        if ((rc = me_scope_holds(g, model->hold_end)) < 0) {
-            me_free(model->hold_end);
-            model->hold_end = NULL;
-            goto end;
-        }
-    }
+    if ((rc = ensure_holds(model)) < 0) goto end;
     memcpy(m.hold_end, model->hold_end, sizeof(int) * (size_t)g->nv);
     if ((rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
@@ -1318,24 +1324,58 @@ end:
     return rc;
 }
 
+typedef struct StepJob {
+    MemestModel *model;
+    MemestMemorySettings s;
+    int rc;
+    char err[sizeof(((MemestModel *)0)->mem_skipped)];
+} StepJob;
+
+static void *run_step(void *p)
+{
+    StepJob *j = p;
+    int k = j->s.step - 1;
+    j->rc = simulate(j->model, &j->s, &j->model->mem[k], j->err, sizeof(j->err), j->s.record_series ? k : -1);
+    return NULL;
+}
+
 int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *err, size_t errlen)
 {
-    MemestMemorySettings one = *s;
     model->has_memory = true;
     model->mem_settings = *s;
     model->n_mem = 0;
     model->mem_skipped[0] = 0;
     int steps = s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE ? 2 : 1;
+    StepJob job[2];
     for (int k = 0; k < steps; k++) {
-        one.step = k + 1;
-        int rc = simulate(model, &one, &model->mem[k], model->mem_skipped, sizeof(model->mem_skipped), s->record_series ? k : -1);
-        if (rc == ME_EUNSUPPORTED) {
+        job[k] = (StepJob){ .model = model, .s = *s, .rc = 0 };
+        job[k].s.step = k + 1;
+        job[k].err[0] = 0;
+    }
+    /* Step 2 is independent of step 1 (the state it starts from is
+     * modelled, not carried over), so on a huge graph the two run side by
+     * side. The shared, lazily built holds are made first. Allocation
+     * hooks set by the caller need not be thread-safe: then one thread. */
+    int rc = ensure_holds(model);
+    if (rc < 0) {
+        if (err && errlen) snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    pthread_t th;
+    bool two = steps == 2 && !me_alloc_hooked() &&
+               pthread_create(&th, NULL, run_step, &job[1]) == 0;
+    run_step(&job[0]);
+    if (two) pthread_join(th, NULL);
+    else if (steps == 2 && job[0].rc >= 0) run_step(&job[1]);
+    for (int k = 0; k < steps; k++) {
+        if (job[k].rc == ME_EUNSUPPORTED) {
+            snprintf(model->mem_skipped, sizeof(model->mem_skipped), "%s", job[k].err);
             model->n_mem = 0;
             return 0; /* reported, not fatal: the cost table still stands */
         }
-        if (rc < 0) {
-            if (err && errlen) snprintf(err, errlen, "%s", model->mem_skipped);
-            return rc;
+        if (job[k].rc < 0) {
+            if (err && errlen) snprintf(err, errlen, "%s", job[k].err);
+            return job[k].rc;
         }
         model->n_mem = k + 1;
     }

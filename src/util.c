@@ -15,6 +15,8 @@ void memest_set_allocator(const MemestAllocator *a)
         memset(&g_alloc, 0, sizeof(g_alloc));
 }
 
+bool me_alloc_hooked(void) { return g_alloc.malloc_fn || g_alloc.realloc_fn || g_alloc.free_fn; }
+
 void *me_malloc(size_t size)
 {
     if (!size) size = 1;
@@ -38,6 +40,7 @@ void *me_calloc(size_t n, size_t size)
 {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) return NULL;
+    if (!g_alloc.malloc_fn) return calloc(total ? total : 1, 1); /* fresh pages are zero already */
     void *p = me_malloc(total);
     if (p) memset(p, 0, total);
     return p;

@@ -20,6 +20,9 @@ enum {
 };
 
 void *me_malloc(size_t size);
+/* Whether memest_set_allocator installed hooks (which need not be
+ * thread-safe: memest then stays on one thread). */
+bool me_alloc_hooked(void);
 void *me_calloc(size_t n, size_t size);
 void *me_realloc(void *p, size_t size);
 void me_free(void *p);
