@@ -43,12 +43,17 @@ int64_t me_shape_numel(const MeShape *s)
 
 void me_shape_str(const MeShape *s, char *buf, size_t n, const char *sep, int from)
 {
-    size_t o = 0;
+    /* no snprintf: a report prints two shapes for each of a million rows */
+    size_t o = 0, sl = strlen(sep);
     buf[0] = 0;
-    for (int i = from; i < s->rank && o < n; i++) {
-        int w = snprintf(buf + o, n - o, "%s%lld", i > from ? sep : "", (long long)s->d[i]);
-        if (w < 0) break;
-        o += (size_t)w;
+    for (int i = from; i < s->rank; i++) {
+        char num[24];
+        size_t len = me_i64_str(s->d[i], num);
+        if (o + (i > from ? sl : 0) + len >= n) break;
+        if (i > from) { memcpy(buf + o, sep, sl); o += sl; }
+        memcpy(buf + o, num, len);
+        o += len;
+        buf[o] = 0;
     }
 }
 
@@ -80,7 +85,6 @@ void me_graph_free(MeGraph *g)
     if (!g) return;
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
-        me_free(v->name);
         me_free(v->ival);
         me_free(v->fval);
         if (v->sym) {
@@ -89,14 +93,7 @@ void me_graph_free(MeGraph *g)
         }
     }
     for (int i = 0; i < g->nn; i++) {
-        MeNode *n = &g->n[i];
-        me_free(n->name);
-        me_free(n->module);
-        me_free(n->op);
-        me_free(n->domain);
-        me_free(n->in);
-        me_free(n->out);
-        free_attrs(n);
+        free_attrs(&g->n[i]);
     }
     me_free(g->v);
     me_free(g->n);
@@ -106,9 +103,8 @@ void me_graph_free(MeGraph *g)
     me_free(g->name);
     me_free(g->path);
     me_strmap_free(&g->names);
-    for (int i = 0; i < g->nscopes; i++)
-        if (g->scopes[i].owned) me_free((char *)g->scopes[i].name);
     me_free(g->scopes);
+    me_arena_free(&g->arena);
     if (g->loader_free) g->loader_free(g->loader);
     memset(g, 0, sizeof(*g));
 }
@@ -118,36 +114,71 @@ int me_graph_find(const MeGraph *g, const char *name)
     return me_strmap_get(&g->names, name);
 }
 
-static int add_value(MeGraph *g, char *owned_name, int *vi)
+char *me_graph_strndup(MeGraph *g, const char *s, size_t n) { return me_arena_strndup(&g->arena, s, n); }
+char *me_graph_strdup(MeGraph *g, const char *s) { return me_arena_strdup(&g->arena, s); }
+
+int me_graph_reserve(MeGraph *g, int nv, int nn)
 {
-    if (!owned_name) return ME_ENOMEM;
-    if (me_grow(&g->v, &g->cap_v, g->nv + 1, sizeof(MeValue)) < 0) {
-        me_free(owned_name);
-        return ME_ENOMEM;
+    /* exact sizes: a million-node graph would otherwise leave up to half
+     * of each doubled array unused */
+    if (nv > g->cap_v) {
+        MeValue *v = me_realloc(g->v, sizeof(MeValue) * (size_t)nv);
+        if (!v) return ME_ENOMEM;
+        g->v = v;
+        g->cap_v = nv;
     }
-    /* The map borrows the name; it stays valid because names are never moved. */
-    if (me_strmap_put(&g->names, owned_name, g->nv) < 0) {
-        me_free(owned_name);
-        return ME_ENOMEM;
+    if (nn > g->cap_n) {
+        MeNode *n = me_realloc(g->n, sizeof(MeNode) * (size_t)nn);
+        if (!n) return ME_ENOMEM;
+        g->n = n;
+        g->cap_n = nn;
     }
+    return 0;
+}
+
+/* Arrays that grow one element at a time; each new element is set whole
+ * by its caller, so the spare room is left untouched (me_grow zeroes). */
+static int grow_raw(void *arr, int *cap, int need, size_t elsz)
+{
+    void **pa = arr;
+    if (need <= *cap) return 0;
+    if (need > (1 << 30)) return ME_ENOMEM;
+    int ncap = *cap ? *cap : 8;
+    while (ncap < need) ncap *= 2;
+    void *p = me_realloc(*pa, (size_t)ncap * elsz);
+    if (!p) return ME_ENOMEM;
+    *pa = p;
+    *cap = ncap;
+    return 0;
+}
+
+static int add_value(MeGraph *g, const char *name, size_t len, int *vi)
+{
+    if (grow_raw(&g->v, &g->cap_v, g->nv + 1, sizeof(MeValue)) < 0) return ME_ENOMEM;
+    char *nm = me_arena_strndup(&g->arena, name, len);
+    if (!nm) return ME_ENOMEM;
+    /* the map borrows the name from the arena, which never moves it */
+    if (me_strmap_put(&g->names, nm, g->nv) < 0) return ME_ENOMEM;
     MeValue *v = &g->v[g->nv];
     memset(v, 0, sizeof(*v));
-    v->name = owned_name;
+    v->name = nm;
     v->producer = -1;
     *vi = g->nv++;
     return 0;
 }
 
-int me_graph_value(MeGraph *g, const char *name, int *vi)
+int me_graph_value_n(MeGraph *g, const char *name, size_t len, int *vi)
 {
-    int i = me_graph_find(g, name);
+    int i = me_strmap_get_n(&g->names, name, len);
     if (i >= 0) { *vi = i; return 0; }
-    return add_value(g, me_strdup(name), vi);
+    return add_value(g, name, len, vi);
 }
+
+int me_graph_value(MeGraph *g, const char *name, int *vi) { return me_graph_value_n(g, name, strlen(name), vi); }
 
 int me_graph_new_value(MeGraph *g, const char *base, int *vi)
 {
-    if (me_graph_find(g, base) < 0) return add_value(g, me_strdup(base), vi);
+    if (me_graph_find(g, base) < 0) return add_value(g, base, strlen(base), vi);
     size_t len = strlen(base) + 24;
     char *buf = me_malloc(len);
     if (!buf) return ME_ENOMEM;
@@ -155,27 +186,32 @@ int me_graph_new_value(MeGraph *g, const char *base, int *vi)
         snprintf(buf, len, "%s#%d", base, k);
         if (me_graph_find(g, buf) < 0) break;
     }
-    return add_value(g, buf, vi);
+    int rc = add_value(g, buf, strlen(buf), vi);
+    me_free(buf);
+    return rc;
 }
 
 int me_graph_add_node(MeGraph *g, const char *op, const char *name, int n_in, int n_out, int *ni)
 {
+    if (!name) name = "";
+    return me_graph_add_node_n(g, op, strlen(op), name, strlen(name), n_in, n_out, ni);
+}
+
+int me_graph_add_node_n(MeGraph *g, const char *op, size_t op_len, const char *name, size_t name_len,
+                        int n_in, int n_out, int *ni)
+{
     if (n_in < 0 || n_out < 0 || n_in > 4096 || n_out > 4096) return ME_EINVAL;
-    if (me_grow(&g->n, &g->cap_n, g->nn + 1, sizeof(MeNode)) < 0) return ME_ENOMEM;
+    if (grow_raw(&g->n, &g->cap_n, g->nn + 1, sizeof(MeNode)) < 0) return ME_ENOMEM;
     MeNode *n = &g->n[g->nn];
     memset(n, 0, sizeof(*n));
-    n->op = me_strdup(op);
-    n->name = me_strdup(name ? name : "");
-    n->domain = me_strdup("");
-    n->in = me_malloc(sizeof(int) * (size_t)(n_in ? n_in : 1));
-    n->out = me_malloc(sizeof(int) * (size_t)(n_out ? n_out : 1));
-    if (!n->op || !n->name || !n->domain || !n->in || !n->out) {
-        me_free(n->op); me_free(n->name); me_free(n->domain); me_free(n->in); me_free(n->out);
-        return ME_ENOMEM;
-    }
+    n->op = me_arena_strndup(&g->arena, op, op_len);
+    n->name = me_arena_strndup(&g->arena, name, name_len);
+    n->domain = me_arena_strdup(&g->arena, "");
+    n->in = me_arena_alloc(&g->arena, sizeof(int) * (size_t)(n_in + n_out));
+    if (!n->op || !n->name || !n->domain || !n->in) return ME_ENOMEM;
+    n->out = n->in + n_in;
     n->scope = -1;
-    for (int i = 0; i < n_in; i++) n->in[i] = -1;
-    for (int i = 0; i < n_out; i++) n->out[i] = -1;
+    for (int i = 0; i < n_in + n_out; i++) n->in[i] = -1;
     n->n_in = n_in;
     n->n_out = n_out;
     *ni = g->nn++;
@@ -232,10 +268,10 @@ int me_value_set_floats(MeValue *v, const double *x, int64_t n)
     return 0;
 }
 
-static int new_scope(MeGraph *g, const char *name, bool owned, int parent)
+static int new_scope(MeGraph *g, const char *name, int parent)
 {
-    if (me_grow(&g->scopes, &g->cap_scopes, g->nscopes + 1, sizeof(MeScope)) < 0) return ME_ENOMEM;
-    g->scopes[g->nscopes] = (MeScope){ .name = name, .parent = parent, .owned = owned,
+    if (grow_raw(&g->scopes, &g->cap_scopes, g->nscopes + 1, sizeof(MeScope)) < 0) return ME_ENOMEM;
+    g->scopes[g->nscopes] = (MeScope){ .name = name, .parent = parent,
                                        .depth = parent >= 0 ? g->scopes[parent].depth + 1 : 0 };
     if (parent >= 0) g->scopes[parent].children++;
     return g->nscopes++;
@@ -259,14 +295,14 @@ static int intern_scope(MeGraph *g, MeStrMap *map, const char *mod, size_t len, 
         if (top >= 0) break;
     }
     for (int j = k + 1; j < nd; j++) {
-        char *name = me_strndup(mod, (size_t)dots[j]);
+        char *name = me_arena_strndup(&g->arena, mod, (size_t)dots[j]);
         if (!name) return ME_ENOMEM;
-        int s = new_scope(g, name, true, top);
-        if (s < 0) { me_free(name); return s; }
+        int s = new_scope(g, name, top);
+        if (s < 0) return s;
         if (me_strmap_put(map, name, s) < 0) return ME_ENOMEM;
         top = s;
     }
-    int s = new_scope(g, mod, false, top); /* borrows the node's string */
+    int s = new_scope(g, mod, top); /* the node's string, in the arena too */
     if (s >= 0 && me_strmap_put(map, mod, s) < 0) return ME_ENOMEM;
     return s;
 }
@@ -281,7 +317,7 @@ int me_graph_scopes(MeGraph *g)
     int rc = 0, prev = -1;
     for (int i = 0; i < g->nn; i++) {
         MeNode *n = &g->n[i];
-        if (!n->module && !(n->module = me_strdup(n->name ? n->name : ""))) { rc = ME_ENOMEM; break; }
+        if (!n->module && !(n->module = me_arena_strdup(&g->arena, n->name ? n->name : ""))) { rc = ME_ENOMEM; break; }
         /* neighbours usually share a module: skip the hash */
         if (prev >= 0 && !strcmp(n->module, g->n[i - 1].module)) { n->scope = prev; continue; }
         int s = me_strmap_get(&map, n->module);
@@ -302,7 +338,7 @@ int me_graph_scopes(MeGraph *g)
     me_free(buf);
     me_free(dots);
     me_strmap_free(&map);
-    if (rc >= 0 && !g->scopes) rc = new_scope(g, "", false, -1) < 0 ? ME_ENOMEM : 0; /* no nodes */
+    if (rc >= 0 && !g->scopes) rc = new_scope(g, "", -1) < 0 ? ME_ENOMEM : 0; /* no nodes */
     return rc < 0 ? rc : 0;
 }
 

@@ -14,6 +14,7 @@
 
 #define ME_MAX_RANK 8
 #define ME_MAX_DIM  (INT64_C(1) << 40)    /* larger dims are rejected as absurd */
+#define ME_MAX_NODES (1 << 26)             /* nodes, values of one kind, a loader accepts */
 #define ME_MAX_FOLD 65536                 /* elements a folded constant may hold */
 
 /* Element types, numbered as ONNX's TensorProto.DataType (a convenient,
@@ -132,7 +133,6 @@ typedef struct MeScope {
     int parent;     /* -1: outermost */
     int depth;      /* 0 for an outermost scope */
     int children;
-    bool owned;     /* name allocated here (a prefix no node is named) */
 } MeScope;
 
 typedef struct MeGraph {
@@ -147,6 +147,7 @@ typedef struct MeGraph {
     char *name;
     char *path;          /* file it came from, for messages */
     MeStrMap names;      /* value name → index */
+    MeArena arena;       /* node and value names, edge lists: freed with the graph */
     MeScope *scopes;     /* after me_graph_scopes */
     int nscopes, cap_scopes;
     void *loader;        /* loader state kept for materialize (mapped file) */
@@ -155,13 +156,24 @@ typedef struct MeGraph {
 
 int me_graph_init(MeGraph *g, const char *path);
 void me_graph_free(MeGraph *g);
-/* Value by name; creates it (kind ME_V_ACT, unknown shape) when absent. */
+/* Value by name; creates it (kind ME_V_ACT, unknown shape) when absent.
+ * The _n form takes name[0..len), which must hold no NUL. */
 int me_graph_value(MeGraph *g, const char *name, int *vi);
+int me_graph_value_n(MeGraph *g, const char *name, size_t len, int *vi);
+/* A copy of s that lives as long as the graph (node names, modules). */
+char *me_graph_strndup(MeGraph *g, const char *s, size_t n);
+char *me_graph_strdup(MeGraph *g, const char *s);
+/* Room for nv values and nn nodes in all, when a loader knows the counts. */
+int me_graph_reserve(MeGraph *g, int nv, int nn);
 /* A new value with a unique name built from base. */
 int me_graph_new_value(MeGraph *g, const char *base, int *vi);
 int me_graph_find(const MeGraph *g, const char *name);
-/* Appends a node; op/name copied. Returns node index in *ni. */
+/* Appends a node; op/name copied. Returns node index in *ni. Names, op,
+ * domain, module and the in/out arrays live in the graph's arena: set
+ * them with me_graph_strdup, never free or realloc them. */
 int me_graph_add_node(MeGraph *g, const char *op, const char *name, int n_in, int n_out, int *ni);
+int me_graph_add_node_n(MeGraph *g, const char *op, size_t op_len, const char *name, size_t name_len,
+                        int n_in, int n_out, int *ni);
 MeAttr *me_node_add_attr(MeNode *n, const char *name, MeAttrType type);
 const MeAttr *me_node_attr(const MeNode *n, const char *name);
 /* Topological order, producer links and use counts; rejects cycles,

@@ -75,6 +75,23 @@ int me_grow(void *arr, int *cap, int need, size_t elsz)
     return 0;
 }
 
+size_t me_u64_str(uint64_t v, char *buf)
+{
+    char tmp[20];
+    size_t n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+    buf[n] = 0;
+    return n;
+}
+
+size_t me_i64_str(int64_t v, char *buf)
+{
+    if (v >= 0) return me_u64_str((uint64_t)v, buf);
+    buf[0] = '-';
+    return 1 + me_u64_str(-(uint64_t)v, buf + 1);
+}
+
 int me_error(MeDiag *d, int code, const char *fmt, ...)
 {
     if (d && !d->code) {
@@ -87,20 +104,21 @@ int me_error(MeDiag *d, int code, const char *fmt, ...)
     return code;
 }
 
-static uint32_t hash_str(const char *s)
+static uint32_t hash_n(const char *s, size_t n)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
     return h ^ (h >> 15); /* the table indexes by the low bits */
 }
 
-/* The slot holding key, or the empty slot where it would go. */
-static MeStrSlot *strmap_find(const MeStrMap *m, const char *key, uint32_t h)
+/* The slot holding key[0..len) (no NUL inside), or the empty slot where it
+ * would go. strncmp stops at a shorter stored key's NUL. */
+static MeStrSlot *strmap_find(const MeStrMap *m, const char *key, size_t len, uint32_t h)
 {
     uint32_t mask = m->cap - 1, j = h & mask;
     for (;; j = (j + 1) & mask) {
         MeStrSlot *s = &m->slots[j];
-        if (!s->key || (s->hash == h && !strcmp(s->key, key))) return s;
+        if (!s->key || (s->hash == h && !strncmp(s->key, key, len) && !s->key[len])) return s;
     }
 }
 
@@ -121,8 +139,9 @@ int me_strmap_put(MeStrMap *m, const char *key, int val)
         m->slots = ns;
         m->cap = ncap;
     }
-    uint32_t h = hash_str(key);
-    MeStrSlot *s = strmap_find(m, key, h);
+    size_t len = strlen(key);
+    uint32_t h = hash_n(key, len);
+    MeStrSlot *s = strmap_find(m, key, len, h);
     if (!s->key) {
         s->key = key;
         s->hash = h;
@@ -132,12 +151,14 @@ int me_strmap_put(MeStrMap *m, const char *key, int val)
     return 0;
 }
 
-int me_strmap_get(const MeStrMap *m, const char *key)
+int me_strmap_get_n(const MeStrMap *m, const char *key, size_t len)
 {
     if (!m->cap) return -1;
-    const MeStrSlot *s = strmap_find(m, key, hash_str(key));
+    const MeStrSlot *s = strmap_find(m, key, len, hash_n(key, len));
     return s->key ? s->val : -1;
 }
+
+int me_strmap_get(const MeStrMap *m, const char *key) { return me_strmap_get_n(m, key, strlen(key)); }
 
 void me_strmap_free(MeStrMap *m)
 {
@@ -145,12 +166,13 @@ void me_strmap_free(MeStrMap *m)
     memset(m, 0, sizeof(*m));
 }
 
-bool me_utf8_valid(const char *s)
+bool me_utf8_valid_n(const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        if (!*p) return false; /* names end up as C strings */
         int n = *p < 0x80 ? 0 : (*p >> 5) == 6 ? 1 : (*p >> 4) == 14 ? 2 : (*p >> 3) == 30 ? 3 : -1;
-        if (n < 0) return false;
+        if (n < 0 || end - p <= n) return false;
         /* no overlong two-byte forms, nothing above U+10FFFF */
         if ((n == 1 && *p < 0xc2) || (n == 3 && *p > 0xf4)) return false;
         p++;
@@ -158,4 +180,66 @@ bool me_utf8_valid(const char *s)
             if ((*p >> 6) != 2) return false;
     }
     return true;
+}
+
+bool me_utf8_valid(const char *s)
+{
+    return me_utf8_valid_n(s, strlen(s));
+}
+
+/* --- arena --- */
+
+struct MeArenaChunk {
+    struct MeArenaChunk *next;
+    max_align_t data[];
+};
+
+#define ARENA_CHUNK (256u << 10)
+
+void *me_arena_alloc(MeArena *a, size_t size)
+{
+    size = (size + 7) & ~(size_t)7;
+    if (!size) size = 8;
+    if (size > a->left) {
+        size_t want = size > ARENA_CHUNK / 4 ? size : ARENA_CHUNK;
+        if (want > SIZE_MAX - sizeof(struct MeArenaChunk)) return NULL;
+        struct MeArenaChunk *c = me_malloc(sizeof(*c) + want);
+        if (!c) return NULL;
+        if (want != ARENA_CHUNK) {
+            /* a big request gets a chunk of its own; the current one stays open */
+            c->next = a->chunks ? a->chunks->next : NULL;
+            if (a->chunks) a->chunks->next = c;
+            else a->chunks = c;
+            return c->data;
+        }
+        c->next = a->chunks;
+        a->chunks = c;
+        a->cur = (char *)c->data;
+        a->left = want;
+    }
+    void *p = a->cur;
+    a->cur += size;
+    a->left -= size;
+    return p;
+}
+
+char *me_arena_strndup(MeArena *a, const char *s, size_t n)
+{
+    if (n == SIZE_MAX) return NULL;
+    char *r = me_arena_alloc(a, n + 1);
+    if (!r) return NULL;
+    if (n) memcpy(r, s, n);
+    r[n] = 0;
+    return r;
+}
+
+char *me_arena_strdup(MeArena *a, const char *s) { return me_arena_strndup(a, s, strlen(s)); }
+
+void me_arena_free(MeArena *a)
+{
+    for (struct MeArenaChunk *c = a->chunks, *nx; c; c = nx) {
+        nx = c->next;
+        me_free(c);
+    }
+    memset(a, 0, sizeof(*a));
 }

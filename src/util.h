@@ -40,6 +40,10 @@ static inline bool me_umul64(uint64_t a, uint64_t b, uint64_t *r) { return !__bu
 static inline uint64_t me_sadd(uint64_t a, uint64_t b) { uint64_t r; return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r; }
 static inline uint64_t me_smul(uint64_t a, uint64_t b) { uint64_t r; return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r; }
 
+/* Decimal text of v into buf (21 / 22 bytes suffice); returns its length. */
+size_t me_u64_str(uint64_t v, char *buf);
+size_t me_i64_str(int64_t v, char *buf);
+
 /* Diagnostics: the library never prints; the first error is kept here. */
 typedef struct MeDiag {
     char msg[1024];
@@ -55,8 +59,23 @@ typedef struct MeDiag {
 /* Records an error (only the first one sticks) and returns code. */
 int me_error(MeDiag *d, int code, const char *fmt, ...) ME_PRINTF(3, 4);
 
-/* True when s is well-formed UTF-8 (names end up in JSON reports). */
+/* True when s is well-formed UTF-8 (names end up in JSON reports); the
+ * _n form also rejects NUL bytes inside. */
 bool me_utf8_valid(const char *s);
+bool me_utf8_valid_n(const char *s, size_t len);
+
+/* Bump allocator for the many small objects of a graph (names, edge
+ * lists) that live as long as it: no per-object header, one free. */
+typedef struct MeArena {
+    struct MeArenaChunk *chunks;
+    char *cur;
+    size_t left;
+} MeArena;
+
+void *me_arena_alloc(MeArena *a, size_t size); /* 8-byte aligned */
+char *me_arena_strndup(MeArena *a, const char *s, size_t n);
+char *me_arena_strdup(MeArena *a, const char *s);
+void me_arena_free(MeArena *a);
 
 /* Open-addressing map from string to int; keys are borrowed, not copied.
  * Each slot keeps the key's hash beside it, so a probe reads the key's
@@ -74,6 +93,7 @@ typedef struct MeStrMap {
 
 int me_strmap_put(MeStrMap *m, const char *key, int val); /* replaces */
 int me_strmap_get(const MeStrMap *m, const char *key);    /* -1 if absent */
+int me_strmap_get_n(const MeStrMap *m, const char *key, size_t len); /* key[0..len), no NUL inside */
 void me_strmap_free(MeStrMap *m);
 
 #endif

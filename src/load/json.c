@@ -186,12 +186,17 @@ typedef int (*LowerFn)(JCtx *j, MeNode *n);
 /* --- per-type lowering: sets op-specific inputs (after the data inputs),
  *     attributes and stored tensors. n->in[0..] already hold data inputs. --- */
 
-static int append_input(MeNode *n, int vi)
+static int append_input(JCtx *j, MeNode *n, int vi)
 {
-    int *ni = me_realloc(n->in, sizeof(int) * (size_t)(n->n_in + 1));
-    if (!ni) return ME_ENOMEM;
-    n->in = ni;
-    n->in[n->n_in++] = vi;
+    /* edge lists live in the graph's arena: a longer copy replaces the old one */
+    int *a = me_arena_alloc(&j->g->arena, sizeof(int) * (size_t)(n->n_in + 1 + n->n_out));
+    if (!a) return ME_ENOMEM;
+    memcpy(a, n->in, sizeof(int) * (size_t)n->n_in);
+    a[n->n_in] = vi;
+    memcpy(a + n->n_in + 1, n->out, sizeof(int) * (size_t)n->n_out);
+    n->in = a;
+    n->out = a + n->n_in + 1;
+    n->n_in++;
     return 0;
 }
 
@@ -219,8 +224,8 @@ static int lower_conv(JCtx *j, MeNode *n, bool transpose)
     if (cin % groups || cout % groups) return jfail(j, "groups", "%lld does not divide in_channels %lld and out_channels %lld", (long long)groups, (long long)cin, (long long)cout);
     int64_t wd[4] = { transpose ? cin : cout, transpose ? cout / groups : cin / groups, k[0], k[1] };
     int wi, bi;
-    if ((rc = add_tensor(j, "weight", 4, wd, true, &wi)) < 0 || (rc = append_input(n, wi)) < 0) return rc;
-    if (bias && ((rc = add_tensor(j, "bias", 1, &cout, true, &bi)) < 0 || (rc = append_input(n, bi)) < 0)) return rc;
+    if ((rc = add_tensor(j, "weight", 4, wd, true, &wi)) < 0 || (rc = append_input(j, n, wi)) < 0) return rc;
+    if (bias && ((rc = add_tensor(j, "bias", 1, &cout, true, &bi)) < 0 || (rc = append_input(j, n, bi)) < 0)) return rc;
     int64_t pads[4] = { p[0], p[1], p[0], p[1] };
     if ((rc = attr_ints(n, "kernel_shape", k, 2)) < 0 || (rc = attr_ints(n, "strides", s, 2)) < 0 ||
         (rc = attr_ints(n, "dilations", dil, 2)) < 0 || (rc = attr_ints(n, "pads", pads, 4)) < 0 ||
@@ -242,8 +247,8 @@ static int lower_linear(JCtx *j, MeNode *n)
         (rc = get_bool(j, "bias", true, &bias)) < 0)
         return rc;
     int64_t wd[2] = { fout, fin };
-    if ((rc = add_tensor(j, "weight", 2, wd, true, &wi)) < 0 || (rc = append_input(n, wi)) < 0) return rc;
-    if (bias && ((rc = add_tensor(j, "bias", 1, &fout, true, &bi)) < 0 || (rc = append_input(n, bi)) < 0)) return rc;
+    if ((rc = add_tensor(j, "weight", 2, wd, true, &wi)) < 0 || (rc = append_input(j, n, wi)) < 0) return rc;
+    if (bias && ((rc = add_tensor(j, "bias", 1, &fout, true, &bi)) < 0 || (rc = append_input(j, n, bi)) < 0)) return rc;
     return 0;
 }
 
@@ -259,7 +264,7 @@ static int lower_bn(JCtx *j, MeNode *n)
     static const char *const names[4] = { "weight", "bias", "running_mean", "running_var" };
     for (int i = 0; i < 4; i++) {
         bool stored = i >= 2 || affine;
-        if ((rc = add_tensor(j, names[i], 1, &c, stored, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+        if ((rc = add_tensor(j, names[i], 1, &c, stored, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
     }
     return attr_float(n, "epsilon", eps);
 }
@@ -283,8 +288,8 @@ static int lower_layernorm(JCtx *j, MeNode *n)
     double eps;
     int rc, vi;
     if ((rc = get_bool(j, "elementwise_affine", true, &affine)) < 0 || (rc = get_float(j, "eps", 1e-5, &eps)) < 0) return rc;
-    if ((rc = add_tensor(j, "weight", nd, dims, affine, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
-    if ((rc = add_tensor(j, "bias", nd, dims, affine, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+    if ((rc = add_tensor(j, "weight", nd, dims, affine, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
+    if ((rc = add_tensor(j, "bias", nd, dims, affine, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
     if ((rc = attr_int(n, "axis", -nd)) < 0) return rc;
     return attr_float(n, "epsilon", eps);
 }
@@ -382,7 +387,7 @@ static int lower_scale(JCtx *j, MeNode *n)
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(j->layer, "factor");
     if (!cJSON_IsNumber(x)) return jfail(j, "factor", "expected a number");
     int vi, rc = add_scalar(j, "factor", x->valuedouble, &vi);
-    return rc < 0 ? rc : append_input(n, vi);
+    return rc < 0 ? rc : append_input(j, n, vi);
 }
 
 /* nn.Embedding → Gather(weight, indices) */
@@ -392,7 +397,7 @@ static int lower_embedding(JCtx *j, MeNode *n)
     int rc, wi;
     if ((rc = get_int(j, "num_embeddings", 0, true, 1, &num)) < 0 || (rc = get_int(j, "embedding_dim", 0, true, 1, &dim)) < 0) return rc;
     int64_t wd[2] = { num, dim };
-    if ((rc = add_tensor(j, "weight", 2, wd, true, &wi)) < 0 || (rc = append_input(n, n->in[0])) < 0) return rc;
+    if ((rc = add_tensor(j, "weight", 2, wd, true, &wi)) < 0 || (rc = append_input(j, n, n->in[0])) < 0) return rc;
     n->in[0] = wi; /* Gather reads the table first, the indices second */
     return attr_int(n, "axis", 0);
 }
@@ -409,13 +414,13 @@ static int lower_mha(JCtx *j, MeNode *n)
         return rc;
     if (n->n_in == 2) return jfail(j, "inputs", "give the query alone (self-attention) or query, key and value");
     while (n->n_in < 3)
-        if ((rc = append_input(n, n->in[0])) < 0) return rc;
+        if ((rc = append_input(j, n, n->in[0])) < 0) return rc;
     int64_t in_w[2] = { 3 * e, e }, out_w[2] = { e, e }, in_b = 3 * e;
-    if ((rc = add_tensor(j, "in_proj_weight", 2, in_w, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
-    if ((rc = add_tensor(j, "out_proj.weight", 2, out_w, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+    if ((rc = add_tensor(j, "in_proj_weight", 2, in_w, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
+    if ((rc = add_tensor(j, "out_proj.weight", 2, out_w, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
     if (bias) {
-        if ((rc = add_tensor(j, "in_proj_bias", 1, &in_b, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
-        if ((rc = add_tensor(j, "out_proj.bias", 1, &e, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+        if ((rc = add_tensor(j, "in_proj_bias", 1, &in_b, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
+        if ((rc = add_tensor(j, "out_proj.bias", 1, &e, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
     }
     if ((rc = attr_int(n, "embed_dim", e)) < 0 || (rc = attr_int(n, "num_heads", heads)) < 0) return rc;
     return attr_int(n, "batch_first", bf);
@@ -441,14 +446,14 @@ static int lower_rnn(JCtx *j, MeNode *n)
             const char *sfx = d ? "_reverse" : "";
             int64_t wih[2] = { g * h, l ? dirs * h : in }, whh[2] = { g * h, h }, b = g * h;
             snprintf(name, sizeof(name), "weight_ih_l%lld%s", (long long)l, sfx);
-            if ((rc = add_tensor(j, name, 2, wih, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+            if ((rc = add_tensor(j, name, 2, wih, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
             snprintf(name, sizeof(name), "weight_hh_l%lld%s", (long long)l, sfx);
-            if ((rc = add_tensor(j, name, 2, whh, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+            if ((rc = add_tensor(j, name, 2, whh, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
             if (!bias) continue;
             snprintf(name, sizeof(name), "bias_ih_l%lld%s", (long long)l, sfx);
-            if ((rc = add_tensor(j, name, 1, &b, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+            if ((rc = add_tensor(j, name, 1, &b, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
             snprintf(name, sizeof(name), "bias_hh_l%lld%s", (long long)l, sfx);
-            if ((rc = add_tensor(j, name, 1, &b, true, &vi)) < 0 || (rc = append_input(n, vi)) < 0) return rc;
+            if ((rc = add_tensor(j, name, 1, &b, true, &vi)) < 0 || (rc = append_input(j, n, vi)) < 0) return rc;
         }
     }
     MeAttr *a = me_node_add_attr(n, "mode", ME_A_STRING);
@@ -473,7 +478,7 @@ static int lower_upsample(JCtx *j, MeNode *n)
     int64_t four = 4;
     if ((rc = add_tensor(j, "scales", 1, &four, false, &vi)) < 0) return rc;
     double sc[4] = { 1, 1, f, f };
-    if ((rc = me_value_set_floats(&j->g->v[vi], sc, 4)) < 0 || (rc = append_input(n, -1)) < 0 || (rc = append_input(n, vi)) < 0)
+    if ((rc = me_value_set_floats(&j->g->v[vi], sc, 4)) < 0 || (rc = append_input(j, n, -1)) < 0 || (rc = append_input(j, n, vi)) < 0)
         return rc;
     return attr_str(n, "mode", onnx_mode);
 }
@@ -609,7 +614,7 @@ static int load_layer(JCtx *j, const cJSON *layer)
     if ((rc = me_graph_add_node(j->g, lt->op, j->lname, n_in, 1, &ni)) < 0) return rc;
     MeNode *n = &j->g->n[ni];
     memcpy(n->in, ins, sizeof(int) * (size_t)n_in);
-    if (!(n->module = me_strdup(j->lname))) return ME_ENOMEM;
+    if (!(n->module = me_graph_strdup(j->g, j->lname))) return ME_ENOMEM;
     bool functional, frozen, ckpt;
     if ((rc = get_bool(j, "functional", lt->functional, &functional)) < 0 || (rc = get_bool(j, "frozen", false, &frozen)) < 0 ||
         (rc = get_bool(j, "checkpoint", false, &ckpt)) < 0)

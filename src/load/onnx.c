@@ -454,13 +454,13 @@ static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
  * a segment that starts with the previous segment plus '.' names a child of
  * that container ("layer1.0" = layer1[0]); others are attribute names. The
  * last segment is the op (Conv, Relu_1) and is dropped. */
-static char *module_name(const char *name, const char *op)
+static char *module_name(MeGraph *g, const char *name)
 {
-    if (name[0] != '/' || !strchr(name + 1, '/')) return me_strdup(*name ? name : op);
+    if (name[0] != '/' || !strchr(name + 1, '/')) return (char *)name; /* the node's own name, in the arena */
     size_t len = strlen(name);
-    char *out = me_malloc(len + 1);
+    char *out = me_arena_alloc(&g->arena, len + 1);
     if (!out) return NULL;
-    out[0] = 0;
+    size_t o = 0;
     const char *seg = name + 1, *prev = NULL;
     size_t prev_len = 0;
     for (;;) {
@@ -474,76 +474,141 @@ static char *module_name(const char *name, const char *op)
                 add = seg + prev_len + 1;
                 add_len = sl - prev_len - 1;
             }
-            if (out[0]) strcat(out, ".");
-            strncat(out, add, add_len);
+            if (o) out[o++] = '.';
+            memcpy(out + o, add, add_len);
+            o += add_len;
             prev = seg;
             prev_len = sl;
         }
         seg = slash + 1;
     }
-    if (!out[0]) {
-        me_free(out);
-        return me_strdup(name);
-    }
-    return out;
+    out[o] = 0;
+    return o ? out : (char *)name;
 }
 
+/* A field of a message held in memory (NodeProto). */
+typedef struct MemField {
+    uint32_t num;
+    int wt;
+    uint64_t v;
+    const uint8_t *p; /* wt 2: payload */
+    size_t len;
+} MemField;
+
+static int mem_next(const uint8_t **cur, const uint8_t *end, MemField *f)
+{
+    if (*cur >= end) return 0;
+    const uint8_t *p = *cur;
+    uint64_t tag;
+    if (pb_varint(&p, end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return -1;
+    f->num = (uint32_t)(tag >> 3);
+    f->wt = (int)(tag & 7);
+    switch (f->wt) {
+    case 0:
+        if (pb_varint(&p, end, &f->v) < 0) return -1;
+        break;
+    case 1:
+    case 5: {
+        size_t n = f->wt == 1 ? 8 : 4;
+        if ((size_t)(end - p) < n) return -1;
+        uint64_t v = 0;
+        memcpy(&v, p, n);
+        f->v = v;
+        p += n;
+        break;
+    }
+    case 2:
+        if (pb_varint(&p, end, &f->v) < 0 || f->v > (uint64_t)(end - p)) return -1;
+        f->p = p;
+        f->len = (size_t)f->v;
+        p += f->len;
+        break;
+    default: return -1;
+    }
+    *cur = p;
+    return 1;
+}
+
+/* NodeProto is read at the wire level: its names go straight from the
+ * read window into the graph (no protobuf-c copy to make and free, a
+ * million times over); only attributes are unpacked by protobuf-c. */
 static int load_node(OCtx *o, const PbField *fld, int index)
 {
     const uint8_t *data;
-    uint8_t *p;
-    int rr = read_message(o, fld, &data, &p);
-    if (rr < 0) return rr;
-    Onnx__NodeProto *np = onnx__node_proto__unpack(NULL, (size_t)fld->len, data);
-    me_free(p);
-    if (!np) {
-        char what[64];
-        snprintf(what, sizeof(what), "node %d", index);
-        return bad(o, what);
+    uint8_t *buf;
+    int rc = read_message(o, fld, &data, &buf);
+    if (rc < 0) return rc;
+    const uint8_t *cur = data, *end = data + fld->len;
+    const char *name = "", *op = "", *domain = "";
+    size_t name_len = 0, op_len = 0, domain_len = 0;
+    int n_in = 0, n_out = 0, r;
+    bool utf8 = true;
+    MemField f = { 0 };
+    while ((r = mem_next(&cur, end, &f)) > 0) {
+        if (f.num <= 7 && f.wt != 2) { r = -1; break; } /* every NodeProto field up to 7 is a string or message */
+        const char *str = (const char *)f.p;
+        switch (f.num) {
+        case 1: case 2:
+            if (f.num == 1) n_in++; else n_out++;
+            utf8 = utf8 && me_utf8_valid_n(str, f.len);
+            break;
+        case 3: name = str; name_len = f.len; break;
+        case 4: op = str; op_len = f.len; break;
+        case 7: domain = str; domain_len = f.len; break;
+        default: break;
+        }
     }
-    int rc = 0;
     char fallback[64];
-    snprintf(fallback, sizeof(fallback), "%s_%d", np->op_type ? np->op_type : "node", index);
-    const char *name = np->name && *np->name ? np->name : fallback;
-    if (!np->op_type || !*np->op_type) {
-        rc = me_error(o->d, ME_EINVAL, "%s: node %d ('%s') has no op_type", o->g->path, index, name);
+    if (r < 0) {
+        snprintf(fallback, sizeof(fallback), "node %d", index);
+        rc = bad(o, fallback);
         goto end;
     }
-    bool utf8 = me_utf8_valid(name) && me_utf8_valid(np->op_type) && (!np->domain || me_utf8_valid(np->domain));
-    for (size_t k = 0; k < np->n_input && utf8; k++) utf8 = !np->input[k] || me_utf8_valid(np->input[k]);
-    for (size_t k = 0; k < np->n_output && utf8; k++) utf8 = !np->output[k] || me_utf8_valid(np->output[k]);
+    if (!name_len) {
+        snprintf(fallback, sizeof(fallback), "%.*s_%d", op_len && op_len < 40 ? (int)op_len : 4, op_len && op_len < 40 ? op : "node", index);
+        name = fallback;
+        name_len = strlen(fallback);
+    }
+    utf8 = utf8 && me_utf8_valid_n(name, name_len) && me_utf8_valid_n(op, op_len) && me_utf8_valid_n(domain, domain_len);
     if (!utf8) {
         rc = me_error(o->d, ME_EINVAL, "%s: node %d: a name (node, op, input or output) is not valid UTF-8", o->g->path, index);
         goto end;
     }
-    if (np->n_input > 4096 || np->n_output > 4096) {
-        rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s) has %zu inputs and %zu outputs", o->g->path, name, np->op_type, np->n_input, np->n_output);
+    if (!op_len) {
+        rc = me_error(o->d, ME_EINVAL, "%s: node %d ('%.*s') has no op_type", o->g->path, index, (int)(name_len < 200 ? name_len : 200), name);
+        goto end;
+    }
+    if (n_in > 4096 || n_out > 4096) {
+        rc = me_error(o->d, ME_EINVAL, "%s: node '%.*s' (%.*s) has %d inputs and %d outputs", o->g->path,
+                      (int)(name_len < 200 ? name_len : 200), name, (int)(op_len < 64 ? op_len : 64), op, n_in, n_out);
         goto end;
     }
     int ni;
-    if ((rc = me_graph_add_node(o->g, np->op_type, name, (int)np->n_input, (int)np->n_output, &ni)) < 0) goto end;
+    if ((rc = me_graph_add_node_n(o->g, op, op_len, name, name_len, n_in, n_out, &ni)) < 0) goto end;
     MeNode *n = &o->g->n[ni];
-    if (np->domain && *np->domain) {
-        me_free(n->domain);
-        if (!(n->domain = me_strdup(np->domain))) { rc = ME_ENOMEM; goto end; }
-    }
-    if (!(n->module = module_name(name, np->op_type))) { rc = ME_ENOMEM; goto end; }
-    for (size_t k = 0; k < np->n_input; k++) {
-        if (!np->input[k] || !*np->input[k]) continue; /* absent optional input */
+    if (domain_len && !(n->domain = me_graph_strndup(o->g, domain, domain_len))) { rc = ME_ENOMEM; goto end; }
+    if (!(n->module = module_name(o->g, n->name))) { rc = ME_ENOMEM; goto end; }
+    int ki = 0, ko = 0;
+    for (cur = data; rc >= 0 && mem_next(&cur, end, &f) > 0;) {
         int vi;
-        if ((rc = me_graph_value(o->g, np->input[k], &vi)) < 0) goto end;
-        o->g->n[ni].in[k] = vi;
+        if (f.num == 1 || f.num == 2) {
+            int *slot = f.num == 1 ? &o->g->n[ni].in[ki++] : &o->g->n[ni].out[ko++];
+            if (!f.len) continue; /* absent optional input or output */
+            if ((rc = me_graph_value_n(o->g, (const char *)f.p, f.len, &vi)) < 0) break;
+            *slot = vi;
+        } else if (f.num == 5) {
+            Onnx__AttributeProto *ap = onnx__attribute_proto__unpack(NULL, f.len, f.p);
+            if (!ap) {
+                rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): attribute %d: truncated or corrupt protobuf",
+                              o->g->path, o->g->n[ni].name, o->g->n[ni].op, o->g->n[ni].n_attr);
+                break;
+            }
+            rc = convert_attr(o, &o->g->n[ni], ap);
+            onnx__attribute_proto__free_unpacked(ap, NULL);
+        }
     }
-    for (size_t k = 0; k < np->n_output; k++) {
-        if (!np->output[k] || !*np->output[k]) continue;
-        int vi;
-        if ((rc = me_graph_value(o->g, np->output[k], &vi)) < 0) goto end;
-        o->g->n[ni].out[k] = vi;
-    }
-    for (size_t k = 0; k < np->n_attribute && rc >= 0; k++)
-        rc = convert_attr(o, &o->g->n[ni], np->attribute[k]);
 end:
-    onnx__node_proto__free_unpacked(np, NULL);
+    me_free(buf);
     return rc;
 }
 
@@ -668,6 +733,15 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
     }
     if (r < 0) { rc = bad(o, "graph"); goto end; }
     if (!counts[S_NODE]) { rc = me_error(o->d, ME_EINVAL, "%s: the graph has no nodes", o->g->path); goto end; }
+    for (int k = 0; k < S_COUNT; k++)
+        if (counts[k] > ME_MAX_NODES) {
+            rc = me_error(o->d, ME_EINVAL, "%s: the graph lists %d %s, above memest's limit of %d", o->g->path, counts[k],
+                          k == S_NODE ? "nodes" : k == S_INIT ? "initializers" : "inputs, outputs or value_infos", ME_MAX_NODES);
+            goto end;
+        }
+    /* nodes exactly; values: weights, inputs and about one output per node
+     * (room that is never written costs no memory) */
+    if (me_graph_reserve(o->g, counts[S_INIT] + counts[S_INPUT] + 2 * counts[S_NODE], counts[S_NODE]) < 0) { rc = ME_ENOMEM; goto end; }
     for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) rc = load_initializer(o, spans[S_INIT][i].off, spans[S_INIT][i].len, i);
     for (int i = 0; i < counts[S_INPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_INPUT][i], 0, i);
     for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) rc = load_node(o, &spans[S_NODE][i], i);

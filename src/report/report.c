@@ -5,7 +5,7 @@
 
 static void shape_text(const MemestModel *m, const MeValue *v, char *buf, size_t n)
 {
-    if (!v || !v->known) { snprintf(buf, n, "?"); return; }
+    if (!v || !v->known) { snprintf(buf, n, "%s", "?"); return; }
     if (m->conv == MEMEST_CONVENTION_TORCHSTAT) {
         /* torchstat prints one sample, space-separated */
         me_shape_str(&v->shape, buf, n, " ", v->shape.rank > 1 ? 1 : 0);
@@ -17,7 +17,6 @@ static void shape_text(const MemestModel *m, const MeValue *v, char *buf, size_t
 
 void me_row_view(const MemestModel *m, int row, MeRowView *rv)
 {
-    memset(rv, 0, sizeof(*rv));
     int ni = m->rows[row];
     rv->node = &m->g.n[ni];
     rv->cost = &m->cost[ni];
@@ -27,7 +26,7 @@ void me_row_view(const MemestModel *m, int row, MeRowView *rv)
         if (n->in[i] >= 0 && m->g.v[n->in[i]].kind != ME_V_INIT) in = &m->g.v[n->in[i]];
     if (!in && n->n_in && n->in[0] >= 0) in = &m->g.v[n->in[0]];
     shape_text(m, in, rv->in_shape, sizeof(rv->in_shape));
-    if (!n->n_in) snprintf(rv->in_shape, sizeof(rv->in_shape), "-");
+    if (!n->n_in) strcpy(rv->in_shape, "-");
     shape_text(m, n->n_out && n->out[0] >= 0 ? &m->g.v[n->out[0]] : NULL, rv->out_shape, sizeof(rv->out_shape));
     rv->rw = me_sadd(rv->cost->read, rv->cost->write);
     rv->mark = rv->cost->status == ME_COST_UNCOUNTED ? '*' : rv->cost->status != ME_COST_OK ? '?' : ' ';
@@ -390,15 +389,51 @@ static int report_table(const MemestModel *m, FILE *f)
     return 0;
 }
 
-static void csv_field(FILE *f, const char *s)
+/* A line under construction: rows are built in memory and written with
+ * one fwrite (a million rows through fputc's locking cost most of a
+ * second). */
+typedef struct Line {
+    char *p;
+    size_t n, cap;
+    bool failed;
+} Line;
+
+static void put(Line *l, const char *s, size_t len)
 {
-    if (!strpbrk(s, ",\"\n")) { fputs(s, f); return; }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
+    if (l->n + len + 1 > l->cap) {
+        size_t cap = l->cap ? l->cap : 256;
+        while (cap < l->n + len + 1) cap *= 2;
+        char *p = me_realloc(l->p, cap);
+        if (!p) { l->failed = true; return; }
+        l->p = p;
+        l->cap = cap;
     }
-    fputc('"', f);
+    memcpy(l->p + l->n, s, len);
+    l->n += len;
+}
+
+static void puts_line(Line *l, const char *s) { put(l, s, strlen(s)); }
+
+static void csv_field(Line *l, const char *s)
+{
+    if (!strpbrk(s, ",\"\n")) { puts_line(l, s); return; }
+    put(l, "\"", 1);
+    for (; *s; s++) {
+        if (*s == '"') put(l, "\"", 1);
+        put(l, s, 1);
+    }
+    put(l, "\"", 1);
+}
+
+static void md_field(Line *l, const char *s)
+{
+    put(l, "| ", 2);
+    for (const char *t; (t = strchr(s, '|')); s = t + 1) {
+        put(l, s, (size_t)(t - s));
+        put(l, "\\|", 2);
+    }
+    puts_line(l, s);
+    put(l, " ", 1);
 }
 
 static int report_csv(const MemestModel *m, FILE *f, bool markdown)
@@ -417,31 +452,33 @@ static int report_csv(const MemestModel *m, FILE *f, bool markdown)
         for (int i = 0; i < nc; i++) fprintf(f, i >= 4 && i < 11 ? "|---:" : "|---");
         fprintf(f, "|\n");
     }
-    for (int r = 0; r < m->n_rows; r++) {
+    Line l = { 0 };
+    for (int r = 0; r < m->n_rows && !l.failed; r++) {
         MeRowView rv;
         me_row_view(m, r, &rv);
         const MeCost *c = rv.cost;
         const char *counted = c->status == ME_COST_OK ? "yes" : c->status == ME_COST_UNCOUNTED ? "uncounted" : "unknown";
-        char num[7][32];
+        char num[7][24];
         uint64_t vals[7] = { c->params, c->out_bytes, c->macs, c->flops, c->read, c->write, rv.rw };
-        for (int i = 0; i < 7; i++) snprintf(num[i], 32, "%llu", (unsigned long long)vals[i]);
+        for (int i = 0; i < 7; i++) me_u64_str(vals[i], num[i]);
         const char *cells[12] = { rv.node->module, rv.node->op, rv.in_shape, rv.out_shape, num[0], num[1], num[2],
                                   num[3], num[4], num[5], num[6], counted };
         for (int i = 0; i < nc; i++) {
             if (markdown) {
-                fprintf(f, "| ");
-                for (const char *s = cells[i]; *s; s++) {
-                    if (*s == '|') fputc('\\', f);
-                    fputc(*s, f);
-                }
-                fputc(' ', f);
+                md_field(&l, cells[i]);
             } else {
-                if (i) fputc(',', f);
-                csv_field(f, cells[i]);
+                if (i) put(&l, ",", 1);
+                csv_field(&l, cells[i]);
             }
         }
-        fprintf(f, markdown ? "|\n" : "\n");
+        puts_line(&l, markdown ? "|\n" : "\n");
+        if (l.n >= 1u << 16 || r == m->n_rows - 1) {
+            if (!l.failed && fwrite(l.p, 1, l.n, f) != l.n) l.failed = true;
+            l.n = 0;
+        }
     }
+    me_free(l.p);
+    if (l.failed) return ME_ENOMEM;
     if (markdown) {
         const MemestTotals *t = &m->totals;
         fprintf(f, "\n**Totals** (convention %s): params %llu, MACs%s %llu, FLOPs %llu, MemR+W %llu bytes\n",
