@@ -124,7 +124,7 @@ void me_allocator_free(MeAllocator *a)
 static int new_block(MeAllocator *a)
 {
     if (a->nspare) return a->spare[--a->nspare];
-    if (me_grow(&a->b, &a->cap, a->nb + 1, sizeof(Block)) < 0) return -1;
+    if (me_grow_raw(&a->b, &a->cap, a->nb + 1, sizeof(Block)) < 0) return -1;
     return a->nb++;
 }
 
@@ -182,11 +182,12 @@ int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
     return 0;
 }
 
-/* left absorbs right; both out of the free index (left is re-added by the caller) */
+/* left absorbs right; both out of the free index (left is re-added by the
+ * caller; the block being released is not in it) */
 static void merge(MeAllocator *a, int left, int right)
 {
     if (a->b[left].free) free_erase(a, left);
-    free_erase(a, right);
+    if (a->b[right].free) free_erase(a, right);
     Block *l = &a->b[left], *r = &a->b[right];
     l->size += r->size;
     l->next = r->next;

@@ -136,25 +136,9 @@ int me_graph_reserve(MeGraph *g, int nv, int nn)
     return 0;
 }
 
-/* Arrays that grow one element at a time; each new element is set whole
- * by its caller, so the spare room is left untouched (me_grow zeroes). */
-static int grow_raw(void *arr, int *cap, int need, size_t elsz)
-{
-    void **pa = arr;
-    if (need <= *cap) return 0;
-    if (need > (1 << 30)) return ME_ENOMEM;
-    int ncap = *cap ? *cap : 8;
-    while (ncap < need) ncap *= 2;
-    void *p = me_realloc(*pa, (size_t)ncap * elsz);
-    if (!p) return ME_ENOMEM;
-    *pa = p;
-    *cap = ncap;
-    return 0;
-}
-
 static int add_value(MeGraph *g, const char *name, size_t len, int *vi)
 {
-    if (grow_raw(&g->v, &g->cap_v, g->nv + 1, sizeof(MeValue)) < 0) return ME_ENOMEM;
+    if (me_grow_raw(&g->v, &g->cap_v, g->nv + 1, sizeof(MeValue)) < 0) return ME_ENOMEM;
     char *nm = me_arena_strndup(&g->arena, name, len);
     if (!nm) return ME_ENOMEM;
     /* the map borrows the name from the arena, which never moves it */
@@ -201,7 +185,7 @@ int me_graph_add_node_n(MeGraph *g, const char *op, size_t op_len, const char *n
                         int n_in, int n_out, int *ni)
 {
     if (n_in < 0 || n_out < 0 || n_in > 4096 || n_out > 4096) return ME_EINVAL;
-    if (grow_raw(&g->n, &g->cap_n, g->nn + 1, sizeof(MeNode)) < 0) return ME_ENOMEM;
+    if (me_grow_raw(&g->n, &g->cap_n, g->nn + 1, sizeof(MeNode)) < 0) return ME_ENOMEM;
     MeNode *n = &g->n[g->nn];
     memset(n, 0, sizeof(*n));
     n->op = me_arena_strndup(&g->arena, op, op_len);
@@ -270,7 +254,7 @@ int me_value_set_floats(MeValue *v, const double *x, int64_t n)
 
 static int new_scope(MeGraph *g, const char *name, int parent)
 {
-    if (grow_raw(&g->scopes, &g->cap_scopes, g->nscopes + 1, sizeof(MeScope)) < 0) return ME_ENOMEM;
+    if (me_grow_raw(&g->scopes, &g->cap_scopes, g->nscopes + 1, sizeof(MeScope)) < 0) return ME_ENOMEM;
     g->scopes[g->nscopes] = (MeScope){ .name = name, .parent = parent,
                                        .depth = parent >= 0 ? g->scopes[parent].depth + 1 : 0 };
     if (parent >= 0) g->scopes[parent].children++;

@@ -15,6 +15,7 @@
  * and the end of the step free the rest. Runtime profiles add what one
  * backend allocates inside ops (doc/memory.md). */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "allocator.h"
@@ -102,8 +103,10 @@ typedef struct Sim {
     int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
     uint8_t *fused_kind;
     int *abs_head, *abs_next; /* fused node → nodes absorbed into it */
-    int **saved;      /* node → storages it keeps for backward */
-    int *n_saved;
+    int *saved_head;  /* node → first link of the storages it keeps for backward, -1 none */
+    int *saved_tail;
+    struct SavedLink { int id, next; } *links; /* one pool for every node's list */
+    int nlinks, cap_links;
     int64_t live[MEMEST_MEM_COUNT], total;
     MemestMemory *out;
     int node;
@@ -170,7 +173,7 @@ static void note_now(Sim *m, int64_t extra)
 
 static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat)
 {
-    if (me_grow(&m->st, &m->cap, m->nst + 1, sizeof(Storage)) < 0) {
+    if (me_grow_raw(&m->st, &m->cap, m->nst + 1, sizeof(Storage)) < 0) {
         m->failed = true;
         return -1;
     }
@@ -339,28 +342,35 @@ static bool requires_grad_any_out(const Sim *m, const MeNode *n)
     return false;
 }
 
-static void keep_for_backward(Sim *m, int ni, int vi)
+/* Appends storage id to node ni's saved list (links from one pool: a
+ * million nodes would otherwise mean a million small reallocs). */
+static bool save_link(Sim *m, int ni, int id)
 {
-    if (vi < 0 || m->vst[vi] < 0) return;
-    int id = m->vst[vi];
-    for (int k = 0; k < m->n_saved[ni]; k++)
-        if (m->saved[ni][k] == id) return; /* one storage is kept once */
-    int *ns = me_realloc(m->saved[ni], sizeof(int) * (size_t)(m->n_saved[ni] + 1));
-    if (!ns) { m->failed = true; return; }
-    m->saved[ni] = ns;
-    ns[m->n_saved[ni]++] = id;
-    m->st[id].holds++;
-    if (m->st[id].cat == MEMEST_MEM_ACTIVATIONS) st_recat(m, id, MEMEST_MEM_SAVED);
+    if (me_grow_raw(&m->links, &m->cap_links, m->nlinks + 1, sizeof(*m->links)) < 0) {
+        m->failed = true;
+        return false;
+    }
+    m->links[m->nlinks] = (struct SavedLink){ .id = id, .next = -1 };
+    if (m->saved_head[ni] < 0) m->saved_head[ni] = m->nlinks;
+    else m->links[m->saved_tail[ni]].next = m->nlinks;
+    m->saved_tail[ni] = m->nlinks++;
+    return true;
 }
 
 static void keep_storage(Sim *m, int ni, int id)
 {
-    int *ns = me_realloc(m->saved[ni], sizeof(int) * (size_t)(m->n_saved[ni] + 1));
-    if (!ns) { m->failed = true; return; }
-    m->saved[ni] = ns;
-    ns[m->n_saved[ni]++] = id;
+    if (!save_link(m, ni, id)) return;
     m->st[id].holds++;
     if (m->st[id].cat == MEMEST_MEM_ACTIVATIONS) st_recat(m, id, MEMEST_MEM_SAVED);
+}
+
+static void keep_for_backward(Sim *m, int ni, int vi)
+{
+    if (vi < 0 || m->vst[vi] < 0) return;
+    int id = m->vst[vi];
+    for (int e = m->saved_head[ni]; e >= 0; e = m->links[e].next)
+        if (m->links[e].id == id) return; /* one storage is kept once */
+    keep_storage(m, ni, id);
 }
 
 static void record_saved(Sim *m, int ni, const MeNode *n)
@@ -403,11 +413,7 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->es[n->in[0]];
     if (extra > 0) {
         int id = st_new(m, extra, MEMEST_MEM_SAVED);
-        if (id < 0) return;
-        int *ns = me_realloc(m->saved[ni], sizeof(int) * (size_t)(m->n_saved[ni] + 1));
-        if (!ns) { m->failed = true; return; }
-        m->saved[ni] = ns;
-        ns[m->n_saved[ni]++] = id;
+        if (id < 0 || !save_link(m, ni, id)) return;
         m->st[id].holds = 1;
     }
 }
@@ -936,12 +942,12 @@ static void backward(Sim *m, int64_t *param_grad_st)
             m->st[id].holds--;
             st_release(m, id);
         }
-        for (int k = 0; k < m->n_saved[ni]; k++) {
-            int id = m->saved[ni][k];
+        for (int e = m->saved_head[ni]; e >= 0; e = m->links[e].next) {
+            int id = m->links[e].id;
             m->st[id].holds--;
             st_release(m, id);
         }
-        m->n_saved[ni] = 0;
+        m->saved_head[ni] = -1;
         if (s >= 0 && m->seg_first[s] == oi) release_segment(m, s);
     }
 }
@@ -1111,8 +1117,8 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
-    m.saved = me_calloc((size_t)g->nn + 1, sizeof(int *));
-    m.n_saved = me_calloc((size_t)g->nn + 1, sizeof(int));
+    m.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int64_t *pgrad = me_malloc(sizeof(int64_t) * (size_t)(g->nv + 1));
     m.hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
@@ -1142,7 +1148,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.vst || !m.vgrad || !m.rg || !m.saved || !m.n_saved || !pgrad || !m.hold_end || !m.hold_next || !m.hold_head) {
+    if (!m.vst || !m.vgrad || !m.rg || !m.saved_head || !m.saved_tail || !pgrad || !m.hold_end || !m.hold_next || !m.hold_head) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -1154,7 +1160,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         es[i] = (uint8_t)me_dtype_size(g->v[i].dtype);
     }
     m.es = es;
-    for (int i = 0; i <= g->nn; i++) m.hold_head[i] = -1;
+    for (int i = 0; i <= g->nn; i++) m.hold_head[i] = m.saved_head[i] = -1;
     if ((rc = ensure_holds(model)) < 0) goto end;
     memcpy(m.hold_end, model->hold_end, sizeof(int) * (size_t)g->nv);
     if ((rc = plan_fusions(&m)) < 0) goto end;
@@ -1291,9 +1297,9 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
                    : out->peak_phase == MEMEST_PHASE_OPTIMIZER ? "(optimizer step)"
                    : out->peak_phase == MEMEST_PHASE_BACKWARD ? "(loss)" : "(before the first op)";
 end:
-    for (int i = 0; m.saved && i < g->nn; i++) me_free(m.saved[i]);
-    me_free(m.saved);
-    me_free(m.n_saved);
+    me_free(m.saved_head);
+    me_free(m.saved_tail);
+    me_free(m.links);
     me_free(m.st);
     me_free(m.vst);
     me_free(m.vgrad);
@@ -1362,7 +1368,7 @@ int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *e
         return rc;
     }
     pthread_t th;
-    bool two = steps == 2 && !me_alloc_hooked() &&
+    bool two = steps == 2 && getenv("SEQ") == NULL && !me_alloc_hooked() &&
                pthread_create(&th, NULL, run_step, &job[1]) == 0;
     run_step(&job[0]);
     if (two) pthread_join(th, NULL);

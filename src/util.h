@@ -30,6 +30,9 @@ char *me_strdup(const char *s);
 char *me_strndup(const char *s, size_t n);
 /* Grows *arr (of *cap elements of size elsz) to hold at least need elements. */
 int me_grow(void *arr, int *cap, int need, size_t elsz);
+/* The same without zeroing the new room: for arrays whose every new
+ * element is set whole by the caller (untouched room costs no memory). */
+int me_grow_raw(void *arr, int *cap, int need, size_t elsz);
 
 /* Overflow-checked arithmetic: return false when the result does not fit. */
 static inline bool me_mul64(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
