@@ -15,7 +15,6 @@
  * and the end of the step free the rest. Runtime profiles add what one
  * backend allocates inside ops (doc/memory.md). */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "allocator.h"
@@ -1368,7 +1367,7 @@ int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *e
         return rc;
     }
     pthread_t th;
-    bool two = steps == 2 && getenv("SEQ") == NULL && !me_alloc_hooked() &&
+    bool two = steps == 2 && !me_alloc_hooked() &&
                pthread_create(&th, NULL, run_step, &job[1]) == 0;
     run_step(&job[0]);
     if (two) pthread_join(th, NULL);
