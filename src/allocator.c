@@ -12,9 +12,15 @@
 #define ROUND_LARGE    (UINT64_C(2) << 20)
 
 /* Blocks form a doubly linked list per segment (address order). Free
- * blocks of each pool are also kept in a treap ordered by (size, index), so
- * best fit is a lower-bound search, as PyTorch's ordered set of blocks:
- * graphs with a million nodes keep hundreds of thousands of blocks. */
+ * blocks are ordered by (size, index) as PyTorch's ordered set of blocks
+ * orders them by size: best fit takes the first at or above the request.
+ * Graphs with a million nodes keep hundreds of thousands of free blocks,
+ * so the order is indexed. Small-pool blocks (at most a 2 MiB segment)
+ * fall into 4,096 exact sizes: a bitmap finds the first non-empty size and
+ * a min-heap per size the lowest index. Large-pool blocks, of unbounded
+ * sizes, are kept in a treap. */
+#define SMALL_CLASSES  (SMALL_BUFFER / MIN_BLOCK + 1)
+#define SMALL_WORDS    ((SMALL_CLASSES + 63) / 64)
 typedef struct Block {
     uint64_t offset, size;
     uint64_t req;    /* bytes asked for */
@@ -22,9 +28,15 @@ typedef struct Block {
     bool small, free;
     int prev, next;  /* neighbours in the segment, -1 none */
     int handle;
-    int left, right; /* treap children */
+    int left, right; /* large pool: treap children */
     uint32_t prio;
+    int hpos;        /* small pool: position in its size's heap */
 } Block;
+
+typedef struct Heap {
+    int *a;
+    int n, cap;
+} Heap;
 
 struct MeAllocator {
     Block *b;
@@ -33,7 +45,9 @@ struct MeAllocator {
     int hcap;
     int *spare;         /* recycled block slots */
     int nspare, spare_cap;
-    int root[2];        /* free-block treaps: [0] large pool, [1] small pool */
+    int root;           /* large pool: treap of free blocks */
+    Heap cls[SMALL_CLASSES];       /* small pool: free blocks by size / 512 */
+    uint64_t bits[SMALL_WORDS];    /* sizes whose heap is not empty */
     uint32_t seed;
     MeAllocStats st;
 };
@@ -68,33 +82,116 @@ static int merge_treap(MeAllocator *a, int l, int r)
     return r;
 }
 
-static void free_insert(MeAllocator *a, int i)
+/* --- small pool: a min-heap of block indices per size --- */
+
+static void heap_set(MeAllocator *a, Heap *h, int pos, int blk)
+{
+    h->a[pos] = blk;
+    a->b[blk].hpos = pos;
+}
+
+static void heap_sift(MeAllocator *a, Heap *h, int pos)
+{
+    int blk = h->a[pos];
+    while (pos > 0 && h->a[(pos - 1) / 2] > blk) {
+        heap_set(a, h, pos, h->a[(pos - 1) / 2]);
+        pos = (pos - 1) / 2;
+    }
+    for (;;) {
+        int c = 2 * pos + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && h->a[c + 1] < h->a[c]) c++;
+        if (h->a[c] > blk) break;
+        heap_set(a, h, pos, h->a[c]);
+        pos = c;
+    }
+    heap_set(a, h, pos, blk);
+}
+
+static bool heap_push(MeAllocator *a, int i)
+{
+    size_t c = (size_t)(a->b[i].size / MIN_BLOCK);
+    Heap *h = &a->cls[c];
+    if (me_grow_raw(&h->a, &h->cap, h->n + 1, sizeof(int)) < 0) return false;
+    h->n++;
+    heap_set(a, h, h->n - 1, i);
+    heap_sift(a, h, h->n - 1);
+    a->bits[c / 64] |= UINT64_C(1) << (c % 64);
+    return true;
+}
+
+static void heap_erase(MeAllocator *a, int i)
+{
+    size_t c = (size_t)(a->b[i].size / MIN_BLOCK);
+    Heap *h = &a->cls[c];
+    int pos = a->b[i].hpos;
+    if (pos >= h->n || h->a[pos] != i) return;
+    if (--h->n > pos) {
+        heap_set(a, h, pos, h->a[h->n]);
+        heap_sift(a, h, pos);
+    }
+    if (!h->n) a->bits[c / 64] &= ~(UINT64_C(1) << (c % 64));
+}
+
+static int heap_best_fit(const MeAllocator *a, uint64_t size)
+{
+    size_t c = (size_t)(size / MIN_BLOCK);
+    if (c >= SMALL_CLASSES) return -1;
+    size_t w = c / 64;
+    uint64_t word = a->bits[w] & (~UINT64_C(0) << (c % 64));
+    while (!word) {
+        if (++w >= SMALL_WORDS) return -1;
+        word = a->bits[w];
+    }
+    return a->cls[w * 64 + (size_t)__builtin_ctzll(word)].a[0];
+}
+
+/* --- large pool: a treap --- */
+
+static void treap_insert(MeAllocator *a, int i)
 {
     int l, r;
     a->seed = a->seed * 1664525u + 1013904223u;
     a->b[i].prio = a->seed;
     a->b[i].left = a->b[i].right = -1;
-    int *root = &a->root[a->b[i].small];
-    split(a, *root, i, &l, &r);
-    *root = merge_treap(a, merge_treap(a, l, i), r);
+    split(a, a->root, i, &l, &r);
+    a->root = merge_treap(a, merge_treap(a, l, i), r);
 }
 
-static void free_erase(MeAllocator *a, int i)
+static void treap_erase(MeAllocator *a, int i)
 {
-    int *t = &a->root[a->b[i].small];
+    int *t = &a->root;
     while (*t >= 0 && *t != i) t = before(a, i, *t) ? &a->b[*t].left : &a->b[*t].right;
     if (*t == i) *t = merge_treap(a, a->b[i].left, a->b[i].right);
 }
 
-/* smallest free block of the pool with size >= size */
-static int best_fit(const MeAllocator *a, bool small, uint64_t size)
+static int treap_best_fit(const MeAllocator *a, uint64_t size)
 {
-    int t = a->root[small], best = -1;
+    int t = a->root, best = -1;
     while (t >= 0) {
         if (a->b[t].size >= size) { best = t; t = a->b[t].left; }
         else t = a->b[t].right;
     }
     return best;
+}
+
+static bool free_insert(MeAllocator *a, int i)
+{
+    if (a->b[i].small) return heap_push(a, i);
+    treap_insert(a, i);
+    return true;
+}
+
+static void free_erase(MeAllocator *a, int i)
+{
+    if (a->b[i].small) heap_erase(a, i);
+    else treap_erase(a, i);
+}
+
+/* smallest free block of the pool with size >= size */
+static int best_fit(const MeAllocator *a, bool small, uint64_t size)
+{
+    return small ? heap_best_fit(a, size) : treap_best_fit(a, size);
 }
 
 uint64_t me_allocator_round(uint64_t bytes)
@@ -107,7 +204,7 @@ int me_allocator_new(MeAllocator **out)
 {
     *out = me_calloc(1, sizeof(MeAllocator));
     if (!*out) return ME_ENOMEM;
-    (*out)->root[0] = (*out)->root[1] = -1;
+    (*out)->root = -1;
     (*out)->seed = 12345u; /* deterministic */
     return 0;
 }
@@ -115,6 +212,7 @@ int me_allocator_new(MeAllocator **out)
 void me_allocator_free(MeAllocator *a)
 {
     if (!a) return;
+    for (size_t c = 0; c < SMALL_CLASSES; c++) me_free(a->cls[c].a);
     me_free(a->b);
     me_free(a->handle_block);
     me_free(a->spare);
@@ -167,7 +265,7 @@ int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
         if (k->next >= 0) a->b[k->next].prev = r;
         k->next = r;
         k->size = size;
-        free_insert(a, r);
+        if (!free_insert(a, r)) return ME_ENOMEM;
     }
     Block *k = &a->b[best];
     k->free = false;
@@ -212,8 +310,7 @@ int me_allocator_release(MeAllocator *a, int handle)
         i = p;
     }
     a->b[i].free = true;
-    free_insert(a, i);
-    return 0;
+    return free_insert(a, i) ? 0 : ME_ENOMEM;
 }
 
 const MeAllocStats *me_allocator_stats(const MeAllocator *a) { return &a->st; }
