@@ -119,6 +119,7 @@ char *me_graph_strdup(MeGraph *g, const char *s) { return me_arena_strdup(&g->ar
 
 int me_graph_reserve(MeGraph *g, int nv, int nn)
 {
+    if (me_strmap_reserve(&g->names, (uint32_t)nv) < 0) return ME_ENOMEM;
     /* exact sizes: a million-node graph would otherwise leave up to half
      * of each doubled array unused */
     if (nv > g->cap_v) {
@@ -298,10 +299,16 @@ int me_graph_scopes(MeGraph *g)
     char *buf = NULL;
     int *dots = NULL;
     size_t cap = 0;
-    int rc = 0, prev = -1;
-    for (int i = 0; i < g->nn; i++) {
+    int rc = me_strmap_reserve(&map, (uint32_t)g->nn), prev = -1;
+    for (int i = 0; i < g->nn && rc >= 0; i++) {
         MeNode *n = &g->n[i];
         if (!n->module && !(n->module = me_arena_strdup(&g->arena, n->name ? n->name : ""))) { rc = ME_ENOMEM; break; }
+        if (i + 8 < g->nn && g->n[i + 8].module) {
+            /* the module and its parent a few nodes on, ahead of their lookups */
+            const char *ahead = g->n[i + 8].module, *dot = strrchr(ahead, '.');
+            me_strmap_prefetch_n(&map, ahead, strlen(ahead));
+            if (dot) me_strmap_prefetch_n(&map, ahead, (size_t)(dot - ahead));
+        }
         /* neighbours usually share a module: skip the hash */
         if (prev >= 0 && !strcmp(n->module, g->n[i - 1].module)) { n->scope = prev; continue; }
         int s = me_strmap_get(&map, n->module);

@@ -91,7 +91,9 @@ typedef struct Sim {
     int **seg_held;   /* segment → storages held for its backward */
     int *n_seg_held;
     int *own_uses;    /* value → readers inside its producer's segment */
-    int64_t (*strides)[ME_MAX_RANK]; /* value → element strides in its storage */
+    int *stride_at;   /* value → its row in strides, -1: contiguous (from its shape) */
+    int64_t (*strides)[ME_MAX_RANK]; /* element strides of the values that are not contiguous */
+    int nstrides, cap_strides;
     int mm_copy[2];   /* storages a batched matmul copied its operands into, -1 none */
     uint8_t *es;      /* value → bytes per element here (autocast changes them) */
     int *wcache;      /* weight → its autocast copy's storage, -1 none */
@@ -514,6 +516,32 @@ static void contiguous_strides(const MeShape *s, int64_t *st)
     }
 }
 
+/* Strides of value v (tmp holds contiguous ones, which are not stored). */
+static const int64_t *strides_of(const Sim *m, int v, int64_t *tmp)
+{
+    if (m->stride_at[v] >= 0) return m->strides[m->stride_at[v]];
+    contiguous_strides(&m->g->v[v].shape, tmp);
+    return tmp;
+}
+
+static void set_strides(Sim *m, int v, const int64_t *st)
+{
+    int64_t c[ME_MAX_RANK];
+    const MeShape *s = &m->g->v[v].shape;
+    contiguous_strides(s, c);
+    bool contiguous = true;
+    for (int i = 0; i < s->rank; i++) contiguous &= st[i] == c[i];
+    if (contiguous) { m->stride_at[v] = -1; return; }
+    if (m->stride_at[v] < 0) {
+        if (me_grow_raw(&m->strides, &m->cap_strides, m->nstrides + 1, sizeof(*m->strides)) < 0) {
+            m->failed = true;
+            return;
+        }
+        m->stride_at[v] = m->nstrides++;
+    }
+    memcpy(m->strides[m->stride_at[v]], st, sizeof(int64_t) * (size_t)s->rank);
+}
+
 /* ATen's computeStride: strides for viewing (shape, stride) as nshape, or
  * false when that needs a copy. */
 static bool view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
@@ -543,13 +571,13 @@ static bool view_strides(const MeShape *old, const int64_t *ost, const MeShape *
 
 /* Strides of a view op's output from its input's; false when PyTorch would
  * copy instead. */
-static bool view_result(const Sim *m, const MeNode *n, int k)
+static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *yst)
 {
     MeGraph *g = m->g;
     int x = n->in[0], y = n->out[k];
     const MeShape *xs = &g->v[x].shape, *ys = &g->v[y].shape;
-    const int64_t *xst = m->strides[x];
-    int64_t *yst = m->strides[y];
+    int64_t tmp[ME_MAX_RANK];
+    const int64_t *xst = strides_of(m, x, tmp);
     const char *op = n->op;
     if (!strcmp(op, "Transpose")) {
         int64_t perm[ME_MAX_RANK];
@@ -583,6 +611,14 @@ static bool view_result(const Sim *m, const MeNode *n, int k)
     }
     /* Reshape, Flatten */
     return view_strides(xs, xst, ys, yst);
+}
+
+static bool view_result(Sim *m, const MeNode *n, int k)
+{
+    int64_t yst[ME_MAX_RANK] = { 0 };
+    if (!view_result_strides(m, n, k, yst)) return false;
+    set_strides(m, n->out[k], yst);
+    return true;
 }
 
 /* torch.autocast: ops of its lower-precision list run in fp16/bf16 and
@@ -678,7 +714,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (k > 0 && !g->v[v].n_uses) continue;
         bool alias = (k == 0 || is_view(n)) && fx < 0 && aliases_input(m, n);
         if (alias && is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
-        if (!alias || !is_view(n)) contiguous_strides(&g->v[v].shape, m->strides[v]);
+        if (!alias || !is_view(n)) m->stride_at[v] = -1;
         int id = k == 0 && silu_inplace ? m->vst[fx]
                : alias ? m->vst[n->in[0]]
                : st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS);
@@ -715,8 +751,8 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             const MeShape *xs = &g->v[v].shape;
             MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
             for (int k = 0; k < xs->rank - 2; k++) f.d[0] *= xs->d[k];
-            int64_t fst[ME_MAX_RANK];
-            if (m->vst[v] >= 0 && !view_strides(xs, m->strides[v], &f, fst) && (m->mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
+            int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
+            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
                 return;
         }
     }
@@ -1129,7 +1165,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     m.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
     m.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
     m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
-    m.strides = me_calloc((size_t)g->nv + 1, sizeof(*m.strides));
+    m.stride_at = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     es = me_malloc((size_t)g->nv + 1);
     m.mm_copy[0] = m.mm_copy[1] = -1;
@@ -1139,7 +1175,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     m.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int rc = 0;
-    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next || !m.strides || !m.wcache || !es) {
+    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next || !m.stride_at || !m.wcache || !es) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -1154,7 +1190,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     for (int i = 0; i < g->nv; i++) {
         m.vst[i] = m.vgrad[i] = -1;
         pgrad[i] = -1;
-        contiguous_strides(&g->v[i].shape, m.strides[i]);
+        m.stride_at[i] = -1;
         m.wcache[i] = -1;
         es[i] = (uint8_t)me_dtype_size(g->v[i].dtype);
     }
@@ -1313,6 +1349,7 @@ end:
     me_free(m.seg_redone);
     me_free(m.own_uses);
     me_free(m.strides);
+    me_free(m.stride_at);
     me_free(m.wcache);
     me_free(es);
     me_free(frozen_w);

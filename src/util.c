@@ -157,22 +157,36 @@ static MeStrSlot *strmap_find(const MeStrMap *m, const char *key, size_t len, ui
     }
 }
 
+static int strmap_rehash(MeStrMap *m, uint32_t ncap)
+{
+    MeStrSlot *ns = me_calloc(ncap, sizeof(*ns));
+    if (!ns) return ME_ENOMEM;
+    for (uint32_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].key) continue;
+        uint32_t j = m->slots[i].hash & (ncap - 1);
+        while (ns[j].key) j = (j + 1) & (ncap - 1);
+        ns[j] = m->slots[i];
+    }
+    me_free(m->slots);
+    m->slots = ns;
+    m->cap = ncap;
+    return 0;
+}
+
+int me_strmap_reserve(MeStrMap *m, uint32_t n)
+{
+    /* growing a big map re-inserts every key at a random place: size it once */
+    if (n > (1u << 29)) return ME_ENOMEM;
+    uint32_t cap = 64;
+    while (cap < 2 * n) cap *= 2;
+    return cap > m->cap ? strmap_rehash(m, cap) : 0;
+}
+
 int me_strmap_put(MeStrMap *m, const char *key, int val)
 {
     if ((m->count + 1) * 2 > m->cap) {
         uint32_t ncap = m->cap ? m->cap * 2 : 64;
-        if (ncap < m->cap) return ME_ENOMEM;
-        MeStrSlot *ns = me_calloc(ncap, sizeof(*ns));
-        if (!ns) return ME_ENOMEM;
-        for (uint32_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].key) continue;
-            uint32_t j = m->slots[i].hash & (ncap - 1);
-            while (ns[j].key) j = (j + 1) & (ncap - 1);
-            ns[j] = m->slots[i];
-        }
-        me_free(m->slots);
-        m->slots = ns;
-        m->cap = ncap;
+        if (ncap < m->cap || strmap_rehash(m, ncap) < 0) return ME_ENOMEM;
     }
     size_t len = strlen(key);
     uint32_t h = hash_n(key, len);
@@ -191,6 +205,11 @@ int me_strmap_get_n(const MeStrMap *m, const char *key, size_t len)
     if (!m->cap) return -1;
     const MeStrSlot *s = strmap_find(m, key, len, hash_n(key, len));
     return s->key ? s->val : -1;
+}
+
+void me_strmap_prefetch_n(const MeStrMap *m, const char *key, size_t len)
+{
+    if (m->cap) __builtin_prefetch(&m->slots[hash_n(key, len) & (m->cap - 1)]);
 }
 
 int me_strmap_get(const MeStrMap *m, const char *key) { return me_strmap_get_n(m, key, strlen(key)); }
@@ -229,18 +248,22 @@ struct MeArenaChunk {
     max_align_t data[];
 };
 
-#define ARENA_CHUNK (256u << 10)
+/* chunks double from 64 KiB to 16 MiB: small graphs stay small, big ones
+ * get few chunks (and huge pages) */
+#define ARENA_FIRST (64u << 10)
+#define ARENA_LAST (16u << 20)
 
 void *me_arena_alloc(MeArena *a, size_t size)
 {
     size = (size + 7) & ~(size_t)7;
     if (!size) size = 8;
     if (size > a->left) {
-        size_t want = size > ARENA_CHUNK / 4 ? size : ARENA_CHUNK;
+        size_t chunk = a->next_chunk ? a->next_chunk : ARENA_FIRST;
+        size_t want = size > chunk / 4 ? size : chunk;
         if (want > SIZE_MAX - sizeof(struct MeArenaChunk)) return NULL;
         struct MeArenaChunk *c = me_malloc(sizeof(*c) + want);
         if (!c) return NULL;
-        if (want != ARENA_CHUNK) {
+        if (want != chunk) {
             /* a big request gets a chunk of its own; the current one stays open */
             c->next = a->chunks ? a->chunks->next : NULL;
             if (a->chunks) a->chunks->next = c;
@@ -251,6 +274,7 @@ void *me_arena_alloc(MeArena *a, size_t size)
         a->chunks = c;
         a->cur = (char *)c->data;
         a->left = want;
+        a->next_chunk = chunk < ARENA_LAST ? 2 * chunk : chunk;
     }
     void *p = a->cur;
     a->cur += size;

@@ -72,7 +72,7 @@ bool me_utf8_valid_n(const char *s, size_t len);
 typedef struct MeArena {
     struct MeArenaChunk *chunks;
     char *cur;
-    size_t left;
+    size_t left, next_chunk;
 } MeArena;
 
 void *me_arena_alloc(MeArena *a, size_t size); /* 8-byte aligned */
@@ -95,6 +95,10 @@ typedef struct MeStrMap {
 } MeStrMap;
 
 int me_strmap_put(MeStrMap *m, const char *key, int val); /* replaces */
+int me_strmap_reserve(MeStrMap *m, uint32_t n);            /* room for n keys */
+/* Starts loading key's slot into the cache: a big map is a cache miss per
+ * lookup, which a loop can overlap by asking a few keys ahead. */
+void me_strmap_prefetch_n(const MeStrMap *m, const char *key, size_t len);
 int me_strmap_get(const MeStrMap *m, const char *key);    /* -1 if absent */
 int me_strmap_get_n(const MeStrMap *m, const char *key, size_t len); /* key[0..len), no NUL inside */
 void me_strmap_free(MeStrMap *m);

@@ -529,6 +529,19 @@ static int mem_next(const uint8_t **cur, const uint8_t *end, MemField *f)
     return 1;
 }
 
+/* Prefetches the name slots of the node or initializer a few ahead, when
+ * its bytes are in the read window already (never moves the window).
+ * fields: which string fields are names (bit per field number). */
+static void prefetch_names(OCtx *o, const PbField *fld, unsigned fields)
+{
+    Reader *r = o->r;
+    if (fld->off < r->woff || fld->off + fld->len > r->woff + r->wlen) return;
+    const uint8_t *cur = r->buf + (fld->off - r->woff), *end = cur + fld->len;
+    MemField f;
+    while (mem_next(&cur, end, &f) > 0)
+        if (f.wt == 2 && f.num < 32 && (fields >> f.num & 1) && f.len) me_strmap_prefetch_n(&o->g->names, (const char *)f.p, f.len);
+}
+
 /* NodeProto is read at the wire level: its names go straight from the
  * read window into the graph (no protobuf-c copy to make and free, a
  * million times over); only attributes are unpacked by protobuf-c. */
@@ -739,12 +752,17 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
                           k == S_NODE ? "nodes" : k == S_INIT ? "initializers" : "inputs, outputs or value_infos", ME_MAX_NODES);
             goto end;
         }
-    /* nodes exactly; values: weights, inputs and about one output per node
-     * (room that is never written costs no memory) */
-    if (me_graph_reserve(o->g, counts[S_INIT] + counts[S_INPUT] + 2 * counts[S_NODE], counts[S_NODE]) < 0) { rc = ME_ENOMEM; goto end; }
-    for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) rc = load_initializer(o, spans[S_INIT][i].off, spans[S_INIT][i].len, i);
+    /* nodes exactly; values: weights, inputs and about one output per node */
+    if (me_graph_reserve(o->g, counts[S_INIT] + counts[S_INPUT] + counts[S_NODE] + counts[S_NODE] / 8, counts[S_NODE]) < 0) { rc = ME_ENOMEM; goto end; }
+    for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) {
+        if (i + 8 < counts[S_INIT]) prefetch_names(o, &spans[S_INIT][i + 8], 1u << 8); /* TensorProto.name */
+        rc = load_initializer(o, spans[S_INIT][i].off, spans[S_INIT][i].len, i);
+    }
     for (int i = 0; i < counts[S_INPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_INPUT][i], 0, i);
-    for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) rc = load_node(o, &spans[S_NODE][i], i);
+    for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) {
+        if (i + 4 < counts[S_NODE]) prefetch_names(o, &spans[S_NODE][i + 4], 1u << 1 | 1u << 2); /* inputs, outputs */
+        rc = load_node(o, &spans[S_NODE][i], i);
+    }
     for (int i = 0; i < counts[S_OUTPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_OUTPUT][i], 1, i);
     for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, &spans[S_VI][i], 2, i);
     if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
