@@ -22,15 +22,15 @@
 #define SMALL_CLASSES  (SMALL_BUFFER / MIN_BLOCK + 1)
 #define SMALL_WORDS    ((SMALL_CLASSES + 63) / 64)
 typedef struct Block {
-    uint64_t offset, size;
+    uint64_t size;
     uint64_t req;    /* bytes asked for */
-    int segment;
-    bool small, free;
     int prev, next;  /* neighbours in the segment, -1 none */
     int handle;
-    int left, right; /* large pool: treap children */
-    uint32_t prio;
-    int hpos;        /* small pool: position in its size's heap */
+    union {
+        struct { int left, right; uint32_t prio; }; /* large pool: treap node */
+        int hpos;    /* small pool: position in its size's heap */
+    };
+    bool small, free;
 } Block;
 
 typedef struct Heap {
@@ -250,7 +250,8 @@ int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
         uint64_t seg = small ? SMALL_BUFFER : size < MIN_LARGE ? LARGE_BUFFER : (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
         best = new_block(a);
         if (best < 0) return ME_ENOMEM;
-        a->b[best] = (Block){ .offset = 0, .size = seg, .segment = a->st.segments++, .small = small, .free = true,
+        a->st.segments++;
+        a->b[best] = (Block){ .size = seg, .small = small, .free = true,
                               .prev = -1, .next = -1, .handle = -1 };
         a->st.reserved += seg;
         if (a->st.reserved > a->st.peak_reserved) a->st.peak_reserved = a->st.reserved;
@@ -260,7 +261,7 @@ int me_allocator_malloc(MeAllocator *a, int handle, uint64_t bytes)
         int r = new_block(a);
         if (r < 0) return ME_ENOMEM;
         Block *k = &a->b[best];
-        a->b[r] = (Block){ .offset = k->offset + size, .size = remain, .segment = k->segment, .small = k->small,
+        a->b[r] = (Block){ .size = remain, .small = k->small,
                            .free = true, .prev = best, .next = k->next, .handle = -1 };
         if (k->next >= 0) a->b[k->next].prev = r;
         k->next = r;

@@ -80,7 +80,7 @@ typedef struct Sim {
     int *vst;         /* value → storage, -1 none */
     int *vgrad;       /* value → gradient storage, -1 none */
     bool *rg;         /* value requires grad */
-    int *hold_end;    /* value → position until which its scope holds it */
+    const int *hold_end; /* value → position until which its scope holds it */
     int *hold_head;   /* position → first value whose hold ends there */
     int *hold_next;
     int *seg;         /* node → checkpointed segment, -1 none */
@@ -908,7 +908,7 @@ static bool passes_grad_through(const Sim *m, const MeNode *n, int i, const MeGr
     return false;
 }
 
-static void backward(Sim *m, int64_t *param_grad_st)
+static void backward(Sim *m, int *param_grad_st)
 {
     MeGraph *g = m->g;
     m->phase = MEMEST_PHASE_BACKWARD;
@@ -1154,8 +1154,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
     m.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    int64_t *pgrad = me_malloc(sizeof(int64_t) * (size_t)(g->nv + 1));
-    m.hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    int *pgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.hold_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.seg = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
@@ -1183,7 +1182,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.vst || !m.vgrad || !m.rg || !m.saved_head || !m.saved_tail || !pgrad || !m.hold_end || !m.hold_next || !m.hold_head) {
+    if (!m.vst || !m.vgrad || !m.rg || !m.saved_head || !m.saved_tail || !pgrad || !m.hold_next || !m.hold_head) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -1197,7 +1196,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     m.es = es;
     for (int i = 0; i <= g->nn; i++) m.hold_head[i] = m.saved_head[i] = -1;
     if ((rc = ensure_holds(model)) < 0) goto end;
-    memcpy(m.hold_end, model->hold_end, sizeof(int) * (size_t)g->nv);
+    m.hold_end = model->hold_end; /* read only: shared by the two steps */
     if ((rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
     if (s->mode != MEMEST_RUN_TRAIN)
@@ -1310,7 +1309,7 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
          * step's locals go, except outputs the caller keeps */
         if (s->optimizer != MEMEST_OPT_NONE)
             for (int i = 0; i < g->nv; i++)
-                if (pgrad[i] >= 0) st_free(&m, (int)pgrad[i]);
+                if (pgrad[i] >= 0) st_free(&m, pgrad[i]);
         if (s->optimizer != MEMEST_OPT_NONE)
             for (int i = 0; i < m.nst; i++)
                 if (!m.st[i].persistent) st_free(&m, i);
@@ -1359,7 +1358,6 @@ end:
     me_free(m.abs_head);
     me_free(m.abs_next);
     me_allocator_free(m.alloc);
-    me_free(m.hold_end);
     me_free(m.hold_next);
     me_free(m.hold_head);
     if (rc == ME_ENOMEM && err && errlen) snprintf(err, errlen, "out of memory");

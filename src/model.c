@@ -104,10 +104,14 @@ int memest_analyze(MemestModel *m, const MemestAnalyzeSettings *s, char *err, si
     m->cost = me_calloc((size_t)(g->nn ? g->nn : 1), sizeof(MeCost));
     if (!m->cost) { copy_err(&d, err, errlen); return ME_ENOMEM; }
     MemestTotals t = { .nodes = g->nn };
+    void *region = m->cost;
+    size_t len = sizeof(MeCost) * (size_t)g->nn;
+    MePrefault *pf = g->nn > 100000 ? me_prefault_start(&region, &len, 1) : NULL;
     for (int ni = 0; ni < g->nn; ni++) {
         MeCtx c = { .g = g, .d = &d, .n = &g->n[ni] };
         me_convention_cost(conv, &c, &m->cost[ni]);
     }
+    me_prefault_join(pf);
     if (build_rows(m, conv) < 0) { copy_err(&d, err, errlen); return ME_ENOMEM; }
     for (int r = 0; r < m->n_rows; r++) {
         int ni = m->rows[r];

@@ -4,6 +4,8 @@
 
 #include "util.h"
 
+#include <pthread.h>
+
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
@@ -36,6 +38,61 @@ static void *huge_hint(void *p, size_t size)
     (void)size;
 #endif
     return p;
+}
+
+/* --- prefaulting on a helper thread --- */
+
+#define PREFAULT_MAX 8
+
+struct MePrefault {
+    pthread_t th;
+    void *p[PREFAULT_MAX];
+    size_t len[PREFAULT_MAX];
+    int n;
+};
+
+static void *prefault_run(void *arg)
+{
+    MePrefault *pf = arg;
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    const uintptr_t page = 4096;
+    for (int i = 0; i < pf->n; i++) {
+        uintptr_t a = ((uintptr_t)pf->p[i] + page - 1) & ~(page - 1), e = ((uintptr_t)pf->p[i] + pf->len[i]) & ~(page - 1);
+        /* page tables only: no byte is written, so the caller may fill
+         * the same memory meanwhile */
+        if (e > a) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+    }
+#endif
+    return NULL;
+}
+
+MePrefault *me_prefault_start(void *const *p, const size_t *len, int n)
+{
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    if (me_alloc_hooked() || n <= 0 || n > PREFAULT_MAX) return NULL;
+    MePrefault *pf = malloc(sizeof(*pf));
+    if (!pf) return NULL;
+    pf->n = n;
+    for (int i = 0; i < n; i++) {
+        pf->p[i] = p[i];
+        pf->len[i] = p[i] ? len[i] : 0;
+    }
+    if (pthread_create(&pf->th, NULL, prefault_run, pf) != 0) {
+        free(pf);
+        return NULL;
+    }
+    return pf;
+#else
+    (void)p; (void)len; (void)n;
+    return NULL;
+#endif
+}
+
+void me_prefault_join(MePrefault *pf)
+{
+    if (!pf) return;
+    pthread_join(pf->th, NULL);
+    free(pf);
 }
 
 void *me_malloc(size_t size)
@@ -280,6 +337,20 @@ void *me_arena_alloc(MeArena *a, size_t size)
     a->cur += size;
     a->left -= size;
     return p;
+}
+
+void *me_arena_reserve(MeArena *a, size_t size)
+{
+    if (a->left >= size) return a->cur;
+    size = (size + 7) & ~(size_t)7;
+    if (size > SIZE_MAX - sizeof(struct MeArenaChunk)) return NULL;
+    struct MeArenaChunk *c = me_malloc(sizeof(*c) + size);
+    if (!c) return NULL;
+    c->next = a->chunks;
+    a->chunks = c;
+    a->cur = (char *)c->data;
+    a->left = size;
+    return a->cur;
 }
 
 char *me_arena_strndup(MeArena *a, const char *s, size_t n)

@@ -28,6 +28,13 @@ void *me_realloc(void *p, size_t size);
 void me_free(void *p);
 char *me_strdup(const char *s);
 char *me_strndup(const char *s, size_t n);
+/* Faults in up to 8 big regions about to be filled, on a helper thread,
+ * while the caller goes on filling them: first touches of fresh memory are
+ * slow on virtual machines. NULL when nothing was started; join before
+ * the regions may be freed or moved. */
+typedef struct MePrefault MePrefault;
+MePrefault *me_prefault_start(void *const *p, const size_t *len, int n);
+void me_prefault_join(MePrefault *pf);
 /* Grows *arr (of *cap elements of size elsz) to hold at least need elements. */
 int me_grow(void *arr, int *cap, int need, size_t elsz);
 /* The same without zeroing the new room: for arrays whose every new
@@ -76,6 +83,9 @@ typedef struct MeArena {
 } MeArena;
 
 void *me_arena_alloc(MeArena *a, size_t size); /* 8-byte aligned */
+/* Makes the current chunk hold at least size more bytes; returns its free
+ * room (for prefaulting) or NULL. */
+void *me_arena_reserve(MeArena *a, size_t size);
 char *me_arena_strndup(MeArena *a, const char *s, size_t n);
 char *me_arena_strdup(MeArena *a, const char *s);
 void me_arena_free(MeArena *a);

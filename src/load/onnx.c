@@ -723,6 +723,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
     /* Collect field positions first: initializers must be known before
      * inputs and nodes, whatever order the writer chose. */
     enum { S_NODE, S_INIT, S_INPUT, S_OUTPUT, S_VI, S_COUNT };
+    MePrefault *prefault = NULL;
     PbField *spans[S_COUNT] = { NULL };
     int counts[S_COUNT] = { 0 }, caps[S_COUNT] = { 0 };
     uint64_t cur = off, end = off + len;
@@ -754,6 +755,18 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
         }
     /* nodes exactly; values: weights, inputs and about one output per node */
     if (me_graph_reserve(o->g, counts[S_INIT] + counts[S_INPUT] + counts[S_NODE] + counts[S_NODE] / 8, counts[S_NODE]) < 0) { rc = ME_ENOMEM; goto end; }
+    if (counts[S_NODE] > 100000) {
+        /* a big graph: its names and edge lists take about what its nodes
+         * take in the file; fault its arrays in on the other core meanwhile */
+        uint64_t node_bytes = 0;
+        for (int i = 0; i < counts[S_NODE]; i++) node_bytes += spans[S_NODE][i].len;
+        size_t arena = node_bytes < (UINT64_C(1) << 34) ? (size_t)(node_bytes + node_bytes / 4) : 0;
+        void *room = arena ? me_arena_reserve(&o->g->arena, arena) : NULL;
+        void *regions[] = { o->g->v, o->g->n, o->g->names.slots, room };
+        size_t lens[] = { sizeof(MeValue) * (size_t)o->g->cap_v, sizeof(MeNode) * (size_t)o->g->cap_n,
+                          sizeof(MeStrSlot) * o->g->names.cap, room ? arena : 0 };
+        prefault = me_prefault_start(regions, lens, 4);
+    }
     for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) {
         if (i + 8 < counts[S_INIT]) prefetch_names(o, &spans[S_INIT][i + 8], 1u << 8); /* TensorProto.name */
         rc = load_initializer(o, spans[S_INIT][i].off, spans[S_INIT][i].len, i);
@@ -768,6 +781,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
     if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
     if (rc >= 0 && !o->g->n_outputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no outputs", o->g->path);
 end:
+    me_prefault_join(prefault);
     for (int i = 0; i < S_COUNT; i++) me_free(spans[i]);
     return rc;
 }
