@@ -712,12 +712,42 @@ int me_load_json(MeGraph *g, const char *path, MeDiag *d)
     g->opset = 17; /* ops are lowered with the semantics of ONNX opset 17 */
     if ((rc = load_inputs(&j, root)) < 0) goto end;
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
-    if (!cJSON_IsArray(layers) || !cJSON_GetArraySize(layers)) {
+    if (!cJSON_IsArray(layers) || !layers->child) {
         rc = me_error(d, ME_EINVAL, "%s: layers: expected a non-empty list", path);
         goto end;
     }
-    for (const cJSON *l = layers->child; l; l = l->next, j.li++)
+    /* a layer makes about two values (its output, often a weight): size the
+     * maps once rather than rehash a big graph's names again and again */
+    int nl = cJSON_GetArraySize(layers);
+    if (nl > ME_MAX_NODES) {
+        rc = me_error(d, ME_EINVAL, "%s: layers: %d layers, above memest's limit of %d", path, nl, ME_MAX_NODES);
+        goto end;
+    }
+    if (me_graph_reserve(g, g->nv + 2 * nl, nl) < 0 || me_strmap_reserve(&j.latest, (uint32_t)(j.latest.count + nl))) {
+        rc = ME_ENOMEM;
+        goto end;
+    }
+    const cJSON *ahead = layers->child;
+    for (int k = 0; k < 4 && ahead; k++) ahead = ahead->next;
+    for (const cJSON *l = layers->child; l; l = l->next, j.li++) {
+        if (ahead) {
+            /* the name slots a layer four on will look up: a cache miss
+             * each in a big graph, overlapped with this layer's work */
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(ahead, "name");
+            if (cJSON_IsString(nm)) {
+                char key[256];
+                size_t kl = strlen(nm->valuestring);
+                me_strmap_prefetch_n(&g->names, nm->valuestring, kl);
+                me_strmap_prefetch_n(&j.latest, nm->valuestring, kl);
+                if (kl < 200) {
+                    me_strmap_prefetch_n(&g->names, key, (size_t)snprintf(key, sizeof(key), "%s.weight", nm->valuestring));
+                    me_strmap_prefetch_n(&g->names, key, (size_t)snprintf(key, sizeof(key), "%s.bias", nm->valuestring));
+                }
+            }
+            ahead = ahead->next;
+        }
         if ((rc = load_layer(&j, l)) < 0) goto end;
+    }
     rc = load_outputs(&j, root);
 end:
     me_strmap_free(&j.latest);

@@ -2,7 +2,10 @@
 """Export the extended zoo (tests/zoo/models.py) to graph-only ONNX and record truth.
 
 Usage:
-    /usr/bin/python3 tests/zoo/export_zoo2.py [--models a,b]
+    /usr/bin/python3 tests/zoo/export_zoo2.py [--models a,b] [--full-weights DIR]
+
+--full-weights DIR: write DIR/<name>.onnx with its weights inline (for
+tests/bench/bench.sh; no truth, nothing under models/).
 
 For each model in models.MODELS, one ONNX export at opset 17 with a dynamic
 "batch" axis on every input and output:
@@ -671,14 +674,31 @@ def process(name, tmp):
             "init_ok": init_ok}
 
 
+def run_full_weights(outdir, models):
+    """The same exports with weights inline: same graph, real file sizes."""
+    os.makedirs(outdir, exist_ok=True)
+    for name in models:
+        model = build_model(name)
+        path = os.path.join(outdir, name + ".onnx")
+        try:
+            export(model, name, "train", path)
+        except Exception:  # noqa: BLE001 - as process(): stochastic depth
+            export(model, name, "eval_preserve", path)
+        print("wrote %s (%.1f MB)" % (path, os.path.getsize(path) / 1e6), flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", help="comma-separated subset of " + ",".join(MODELS))
+    ap.add_argument("--full-weights", metavar="DIR", help="write full-weight files into DIR only")
     args = ap.parse_args()
     models = args.models.split(",") if args.models else list(MODELS)
     for m in models:
         if m not in MODELS:
             ap.error("unknown model %r (known: %s)" % (m, ", ".join(MODELS)))
+    if args.full_weights:
+        return run_full_weights(args.full_weights, models)
     os.makedirs(ONNX_DIR, exist_ok=True)
     os.makedirs(TRUTH_DIR, exist_ok=True)
     failures, summary = [], {}
