@@ -138,7 +138,7 @@ char *me_strdup(const char *s)
     return me_strndup(s, strlen(s));
 }
 
-int me_grow(void *arr, int *cap, int need, size_t elsz)
+int me_grow_raw(void *arr, int *cap, int need, size_t elsz)
 {
     void **pa = arr;
     if (need <= *cap) return 0;
@@ -147,10 +147,18 @@ int me_grow(void *arr, int *cap, int need, size_t elsz)
     while (ncap < need) ncap *= 2;
     void *p = me_realloc(*pa, (size_t)ncap * elsz);
     if (!p) return ME_ENOMEM;
-    memset((char *)p + (size_t)*cap * elsz, 0, (size_t)(ncap - *cap) * elsz);
     *pa = p;
     *cap = ncap;
     return 0;
+}
+
+int me_grow(void *arr, int *cap, int need, size_t elsz)
+{
+    int old = *cap;
+    if (need <= old) return 0;
+    int rc = me_grow_raw(arr, cap, need, elsz);
+    if (rc == 0) memset(*(char **)arr + (size_t)old * elsz, 0, (size_t)(*cap - old) * elsz);
+    return rc;
 }
 
 size_t me_u64_str(uint64_t v, char *buf)
@@ -170,19 +178,6 @@ size_t me_i64_str(int64_t v, char *buf)
     return 1 + me_u64_str(-(uint64_t)v, buf + 1);
 }
 
-int me_grow_raw(void *arr, int *cap, int need, size_t elsz)
-{
-    void **pa = arr;
-    if (need <= *cap) return 0;
-    if (need > (1 << 30)) return ME_ENOMEM;
-    int ncap = *cap ? *cap : 8;
-    while (ncap < need) ncap *= 2;
-    void *p = me_realloc(*pa, (size_t)ncap * elsz);
-    if (!p) return ME_ENOMEM;
-    *pa = p;
-    *cap = ncap;
-    return 0;
-}
 
 int me_error(MeDiag *d, int code, const char *fmt, ...)
 {

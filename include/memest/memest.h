@@ -29,7 +29,9 @@ extern "C" {
 #define MEMEST_ERR_UNSUPPORTED (-95) /* unknown op under strict mode */
 
 /* Replaceable allocator (NULL restores malloc/realloc/free). Not thread-safe:
- * set it before any other call. */
+ * set it before any other call. With hooks installed memest stays on the
+ * calling thread (the hooks need not be thread-safe); without them a big
+ * graph uses a helper thread or two (memest_set_memory, loading). */
 typedef struct MemestAllocator {
     void *opaque;
     void *(*malloc_fn)(void *opaque, size_t size);
