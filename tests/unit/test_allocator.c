@@ -93,6 +93,44 @@ int main(void)
     EXPECT("small pool full: new segment", s->reserved, 4 * MiB);
     me_allocator_free(a);
 
+    /* Many small blocks (the per-size heaps): a small block is never larger
+     * than its rounded request (a remainder of 512 B or more is split off),
+     * so allocated is the sum of the live rounded requests; freeing every
+     * block merges each segment whole again, and the largest small request
+     * then fits without a new segment. Deterministic pseudo-random mix. */
+    me_allocator_new(&a);
+    s = me_allocator_stats(a);
+    enum { N = 20000 };
+    static uint64_t live[N];
+    uint64_t sum = 0, rng = 42;
+    int bad_sum = 0, bad_reserved = 0;
+    for (int step = 0; step < 200000; step++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        int h = (int)((rng >> 33) % N);
+        if (live[h]) {
+            me_allocator_release(a, h);
+            sum -= me_allocator_round(live[h]);
+            live[h] = 0;
+        } else {
+            uint64_t bytes = 1 + (rng >> 13) % (rng & 1 ? 4096 : MiB);
+            uint64_t before = s->reserved;
+            me_allocator_malloc(a, h, bytes);
+            live[h] = bytes;
+            sum += me_allocator_round(bytes);
+            bad_reserved += s->reserved != before && s->reserved != before + 2 * MiB;
+        }
+        bad_sum += s->allocated != sum;
+    }
+    EXPECT("allocated is the sum of rounded requests", bad_sum, 0);
+    EXPECT("small requests only ever add 2 MiB segments", bad_reserved, 0);
+    for (int h = 0; h < N; h++)
+        if (live[h]) me_allocator_release(a, h);
+    EXPECT("all freed", s->allocated, 0);
+    uint64_t reserved = s->reserved;
+    me_allocator_malloc(a, 0, MiB);
+    EXPECT("segments merged whole again", s->reserved, reserved);
+    me_allocator_free(a);
+
     printf("%d failure(s)\n", fails);
     return fails != 0;
 }
