@@ -7,6 +7,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "load/load.h"
 
@@ -697,6 +700,8 @@ int me_load_json(MeGraph *g, const char *path, MeDiag *d)
         rc = me_error(d, ME_EINVAL, "%s:%d:%d: invalid JSON (cJSON stopped here)", path, line, col);
         goto end;
     }
+    me_free(buf); /* the tree holds copies of its strings */
+    buf = NULL;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
     if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "memest-graph")) {
@@ -753,5 +758,10 @@ end:
     me_strmap_free(&j.latest);
     cJSON_Delete(root);
     me_free(buf);
+#ifdef __GLIBC__
+    /* a big document leaves its tree's millions of small blocks free in the
+     * heap: give those pages back before the graph's arrays are made */
+    if (len > (64u << 20) && !me_alloc_hooked()) malloc_trim(0);
+#endif
     return rc;
 }
