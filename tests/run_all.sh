@@ -17,8 +17,14 @@ fi
 status=0
 setup() { # dir, extra options...
     local dir=$1; shift
-    if [ -d "$dir" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null
-    else meson setup "$dir" "$@" >/dev/null; fi
+    # Reuse a configured folder; anything else under that name (a partial
+    # copy, a folder from another meson version) is rebuilt from scratch.
+    if [ -f "$dir/meson-private/coredata.dat" ] &&
+        meson setup --reconfigure "$dir" "$@" >/dev/null 2>&1; then
+        return 0
+    fi
+    rm -rf "$dir"
+    meson setup "$dir" "$@" >/dev/null
 }
 
 setup build || status=1

@@ -8,7 +8,7 @@
 #
 # Usage: tests/bench/bench.sh [--no-memest]
 #   MEMEST  memest binary             (default build/memest)
-#   DIR     full-weight models folder (default build/bench-models; made with
+#   DIR     full-weight models folder (default ${TMPDIR:-/tmp}/memest-bench-models; made with
 #           export_zoo.py / export_zoo2.py --full-weights when missing:
 #           about 3 GB, never committed)
 #   RUNS    runs per measurement      (default 5; the median is printed)
@@ -24,7 +24,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 MEMEST=${MEMEST:-build/memest}
-DIR=${DIR:-build/bench-models}
+DIR=${DIR:-${TMPDIR:-/tmp}/memest-bench-models}
 RUNS=${RUNS:-5}
 PYTHON=${PYTHON:-/usr/bin/python3}
 NO_MEMEST=0

@@ -14,7 +14,7 @@ KINDS=${KINDS:-"mlp transformer"}
 FORMATS=${FORMATS:-"onnx json"}
 RUNS=${RUNS:-5}
 PYTHON=${PYTHON:-/usr/bin/python3}
-DIR=${DIR:-build/bench-synthetic}
+DIR=${DIR:-${TMPDIR:-/tmp}/memest-bench-synthetic}
 [ -x "$MEMEST" ] || { echo "no $MEMEST: build first"; exit 1; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
 mkdir -p "$DIR"

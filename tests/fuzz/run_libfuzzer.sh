@@ -14,7 +14,7 @@ define=$([ "$fmt" = json ] && echo -DFUZZ_JSON || echo -DFUZZ_ONNX)
 clang -g -O1 -std=c11 -D_GNU_SOURCE -DFUZZ_LIBFUZZER $define -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Iinclude -Isrc -Ibuild $(pkg-config --cflags libcjson libprotobuf-c) \
     tests/fuzz/fuzz_load.c src/*.c src/load/*.c src/ops/*.c src/report/*.c build/onnx.pb-c.c \
-    $(pkg-config --libs libcjson libprotobuf-c) -lm -o "$out/fuzz_$fmt"
+    $(pkg-config --libs libcjson libprotobuf-c) -lm -pthread -o "$out/fuzz_$fmt"
 dict=$([ "$fmt" = json ] && echo "-dict=tests/fuzz/dict.json" || echo "")
 exec "$out/fuzz_$fmt" $dict -max_total_time="$secs" -artifact_prefix="$out/" -print_final_stats=1 \
     "$out/corpus-$fmt" "tests/fuzz/corpus/$fmt"
