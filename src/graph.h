@@ -15,6 +15,7 @@
 #define ME_MAX_RANK 8
 #define ME_MAX_DIM  (INT64_C(1) << 40)    /* larger dims are rejected as absurd */
 #define ME_MAX_NODES (1 << 26)             /* nodes, values of one kind, a loader accepts */
+#define ME_MAX_NAME 4096                  /* bytes in a node, value or attribute name */
 #define ME_MAX_FOLD 65536                 /* elements a folded constant may hold */
 
 /* Element types, numbered as ONNX's TensorProto.DataType (a convenient,

@@ -434,6 +434,42 @@ def case_crafted():
     raw_short = oc.model(oc.graph([oc.node("Reshape", ["x", "s"], ["y"])], [oc.value_info("x", [2, 6])], [oc.value_info("y", [])],
                                   [oc.tensor("s", [2], oc.INT64, raw=oc.int64_raw([3])) ]))
     expect_bad([write("rawshort.onnx", raw_short)], ["raw_data has 8 bytes"], label="raw_data length")
+    # Nesting that a recursive protobuf unpacker would follow off the stack:
+    # a graph input typed as a sequence of sequences... 100,000 deep, and an
+    # If whose then-branch holds an If whose branch holds an If...
+    def nest(core, levels, wrap):  # wrap(inner_len) -> prefix bytes; built in linear time
+        parts, n = [], len(core)
+        for _ in range(levels):
+            parts.append(wrap(n))
+            n += len(parts[-1])
+        return b"".join(reversed(parts)) + core
+
+    def seq_of(n):  # TypeProto{4 sequence_type: {1 elem_type: <n bytes>}}
+        inner = oc.key(1, 2) + oc.varint(n)
+        return oc.key(4, 2) + oc.varint(len(inner) + n) + inner
+
+    def if_in(n):  # Attribute{then_branch, GRAPH, g: Graph{node: Node{If, attribute: <n bytes>}}}
+        nd = oc.f_bytes(4, "If") + oc.key(5, 2) + oc.varint(n)
+        gr = oc.key(1, 2) + oc.varint(len(nd) + n) + nd
+        return oc.f_bytes(1, "then_branch") + oc.f_varint(20, 5) + oc.key(6, 2) + oc.varint(len(gr) + n) + gr
+
+    t = nest(oc.f_bytes(1, oc.f_varint(1, oc.FLOAT) + oc.f_bytes(2, oc.dim(3))), 100000, seq_of)
+    deep_type = oc.model(oc.f_bytes(1, oc.node("Relu", ["x"], ["y"])) + oc.f_bytes(11, oc.f_bytes(1, "x") + oc.f_bytes(2, t))
+                         + oc.f_bytes(12, oc.value_info("y", [3])))
+    expect_bad([write("deeptype.onnx", deep_type)], ["graph input 0", "nests deeper than 64"], label="deeply nested type")
+    a = nest(oc.f_bytes(1, "then_branch") + oc.f_varint(20, 5) + oc.f_bytes(6, oc.f_bytes(1, oc.f_bytes(4, "If"))), 100000, if_in)
+    deep_if = oc.model(oc.graph([oc.node("If", ["c"], ["y"], name="if0", attrs=[a])], [oc.value_info("c", [1], elem=9)], [oc.value_info("y", [])]))
+    p = write("deepif.onnx", deep_if)
+    rc, out, err = run(p)
+    check(rc == 0 and "If x1" in out, f"nested subgraphs: If listed as unknown, no crash (rc {rc}): {err.strip()[-300:]}")
+    expect_bad([p, "--strict"], ["If", "--strict"], code=3, label="nested subgraphs, strict")
+    long_name = "n" * 5000
+    expect_bad([write("longname.onnx", oc.model(oc.graph([oc.node("Relu", ["x"], ["y"], name=long_name)], [oc.value_info("x", [3])],
+                                                        [oc.value_info("y", [])])))],
+               ["node 0", "5000 bytes long", "limit is 4096"], label="over-long ONNX node name")
+    expect_bad([write("longname.json", json.dumps({"format": "memest-graph", "version": 1, "inputs": [{"name": "x", "shape": [4]}],
+                                                   "layers": [{"name": long_name, "type": "ReLU"}]}).encode())],
+               ["layers[0].name", "longer than 4096"], label="over-long JSON layer name")
     # Shape folding: x[2,6] -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape
     g = oc.graph([oc.node("Shape", ["x"], ["s"]), oc.node("Gather", ["s", "i0"], ["n"], attrs=[oc.attr_int("axis", 0)]),
                   oc.node("Unsqueeze", ["n", "ax"], ["nu"]), oc.node("Concat", ["nu", "m1"], ["t"], attrs=[oc.attr_int("axis", 0)]),

@@ -106,7 +106,7 @@ static int get_pair(JCtx *j, const char *key, int64_t def, bool required, int64_
  * needed. A non-trainable one (affine=false) is an analysis-time constant. */
 static int add_tensor(JCtx *j, const char *suffix, int rank, const int64_t *dims, bool stored, int *vi)
 {
-    char name[512];
+    char name[ME_MAX_NAME + 64]; /* layer names are capped, suffixes short */
     snprintf(name, sizeof(name), "%s.%s", j->lname, suffix);
     int rc = me_graph_new_value(j->g, name, vi);
     if (rc < 0) return rc;
@@ -557,6 +557,8 @@ static int load_inputs(JCtx *j, const cJSON *root)
             return me_error(j->d, ME_EINVAL, "%s: inputs[%d].name: expected a non-empty string", j->path, k);
         if (!me_utf8_valid(name->valuestring))
             return me_error(j->d, ME_EINVAL, "%s: inputs[%d].name: not valid UTF-8", j->path, k);
+        if (strlen(name->valuestring) > ME_MAX_NAME)
+            return me_error(j->d, ME_EINVAL, "%s: inputs[%d].name: longer than %d bytes", j->path, k, ME_MAX_NAME);
         if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) >= ME_MAX_RANK)
             return me_error(j->d, ME_EINVAL, "%s: inputs[%d].shape: expected a list of at most %d sizes (one sample, no batch)", j->path, k, ME_MAX_RANK - 1);
         int dtype = ME_DT_F32;
@@ -602,6 +604,8 @@ static int load_layer(JCtx *j, const cJSON *layer)
         return me_error(j->d, ME_EINVAL, "%s: layers[%d].name: expected a non-empty string", j->path, j->li);
     if (!me_utf8_valid(name->valuestring))
         return me_error(j->d, ME_EINVAL, "%s: layers[%d].name: not valid UTF-8", j->path, j->li);
+    if (strlen(name->valuestring) > ME_MAX_NAME)
+        return me_error(j->d, ME_EINVAL, "%s: layers[%d].name: longer than %d bytes", j->path, j->li, ME_MAX_NAME);
     j->lname = name->valuestring;
     if (!cJSON_IsString(type)) return jfail(j, "type", "expected a string");
     const LayerType *lt = NULL;

@@ -273,7 +273,7 @@ static int load_initializer(OCtx *o, uint64_t off, uint64_t len, int index)
         }
     }
     if (r < 0) return bad(o, what);
-    const uint8_t *name = name_len && name_len <= 4096 ? rd_peek(o->r, name_off, (size_t)name_len) : NULL;
+    const uint8_t *name = name_len && name_len <= ME_MAX_NAME ? rd_peek(o->r, name_off, (size_t)name_len) : NULL;
     if (!name || memchr(name, 0, (size_t)name_len))
         return me_error(o->d, ME_EINVAL, "%s: %s has no usable name", o->g->path, what);
     char *nm = me_strndup((const char *)name, (size_t)name_len);
@@ -399,7 +399,8 @@ static int tensor_from_proto(OCtx *o, const Onnx__TensorProto *t, const char *ba
 
 static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
 {
-    if (!a->name) return me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): an attribute has no name", o->g->path, n->name, n->op);
+    if (!a->name || strlen(a->name) > ME_MAX_NAME)
+        return me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): an attribute has no name, or one over %d bytes", o->g->path, n->name, n->op, ME_MAX_NAME);
     MeAttr *m;
     switch (a->type) {
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
@@ -430,7 +431,7 @@ static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
         return 0;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
         if (!a->t) return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s' has no tensor", o->g->path, n->name, a->name);
-        char base[300];
+        char base[2 * ME_MAX_NAME + 2];
         snprintf(base, sizeof(base), "%s/%s", n->name, a->name);
         int vi, rc = tensor_from_proto(o, a->t, base, &vi);
         if (rc < 0) return rc;
@@ -529,6 +530,50 @@ static int mem_next(const uint8_t **cur, const uint8_t *end, MemField *f)
     return 1;
 }
 
+/* protobuf-c unpacks nested messages recursively, so a hostile file of a few
+ * hundred KB (a TypeProto of sequences of sequences..., a subgraph inside a
+ * subgraph...) would overflow the stack. Before handing it a message, walk
+ * its submessages to ME_MAX_PB_DEPTH with the generated descriptors; real
+ * models nest under 20. 1: too deep; corrupt wire data is left to the
+ * unpacker to report. */
+#define ME_MAX_PB_DEPTH 64
+static int pb_too_deep(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, int depth)
+{
+    if (depth > ME_MAX_PB_DEPTH) return 1;
+    const uint8_t *cur = p, *end = p + len;
+    MemField f;
+    while (mem_next(&cur, end, &f) > 0) {
+        if (f.wt != 2) continue;
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(d, f.num);
+        if (fd && fd->type == PROTOBUF_C_TYPE_MESSAGE && pb_too_deep(fd->descriptor, f.p, f.len, depth + 1)) return 1;
+    }
+    return 0;
+}
+
+/* A subgraph attribute (If/Loop/Scan bodies: AttributeProto.g = 6, .graphs
+ * = 11) becomes a marker without being unpacked: memest does not analyze
+ * subgraphs, and skipping them keeps their weights and their nesting out of
+ * protobuf-c. 1: handled; 0: not a subgraph attribute. */
+static int graph_attr(OCtx *o, MeNode *n, const uint8_t *p, size_t len)
+{
+    const uint8_t *cur = p, *end = p + len;
+    const uint8_t *name = NULL;
+    size_t name_len = 0;
+    int graph = 0;
+    MemField f;
+    while (mem_next(&cur, end, &f) > 0) {
+        if (f.num == 1 && f.wt == 2) name = f.p, name_len = f.len;
+        else if ((f.num == 6 || f.num == 11) && f.wt == 2) graph = 1;
+    }
+    if (!graph) return 0;
+    if (!name || !name_len || name_len > ME_MAX_NAME || !me_utf8_valid_n((const char *)name, name_len))
+        return me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): a subgraph attribute has no valid name", o->g->path, n->name, n->op);
+    char buf[ME_MAX_NAME + 1];
+    memcpy(buf, name, name_len);
+    buf[name_len] = 0;
+    return me_node_add_attr(n, buf, ME_A_GRAPH) ? 1 : ME_ENOMEM;
+}
+
 /* Prefetches the name slots of the node or initializer a few ahead, when
  * its bytes are in the read window already (never moves the window).
  * fields: which string fields are names (bit per field number). */
@@ -555,11 +600,13 @@ static int load_node(OCtx *o, const PbField *fld, int index)
     const char *name = "", *op = "", *domain = "";
     size_t name_len = 0, op_len = 0, domain_len = 0;
     int n_in = 0, n_out = 0, r;
+    size_t longest = 0;
     bool utf8 = true;
     MemField f = { 0 };
     while ((r = mem_next(&cur, end, &f)) > 0) {
         if (f.num <= 7 && f.wt != 2) { r = -1; break; } /* every NodeProto field up to 7 is a string or message */
         const char *str = (const char *)f.p;
+        if (f.num <= 4 || f.num == 7) longest = f.len > longest ? f.len : longest;
         switch (f.num) {
         case 1: case 2:
             if (f.num == 1) n_in++; else n_out++;
@@ -575,6 +622,11 @@ static int load_node(OCtx *o, const PbField *fld, int index)
     if (r < 0) {
         snprintf(fallback, sizeof(fallback), "node %d", index);
         rc = bad(o, fallback);
+        goto end;
+    }
+    if (longest > ME_MAX_NAME) {
+        rc = me_error(o->d, ME_EINVAL, "%s: node %d: a name (node, op, domain, input or output) is %zu bytes long; the limit is %d",
+                      o->g->path, index, longest, ME_MAX_NAME);
         goto end;
     }
     if (!name_len) {
@@ -610,6 +662,15 @@ static int load_node(OCtx *o, const PbField *fld, int index)
             if ((rc = me_graph_value_n(o->g, (const char *)f.p, f.len, &vi)) < 0) break;
             *slot = vi;
         } else if (f.num == 5) {
+            if ((rc = graph_attr(o, &o->g->n[ni], f.p, f.len)) != 0) {
+                if (rc > 0) rc = 0;
+                continue;
+            }
+            if (pb_too_deep(&onnx__attribute_proto__descriptor, f.p, f.len, 1)) {
+                rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): attribute %d: messages nested deeper than %d",
+                              o->g->path, o->g->n[ni].name, o->g->n[ni].op, o->g->n[ni].n_attr, ME_MAX_PB_DEPTH);
+                break;
+            }
             Onnx__AttributeProto *ap = onnx__attribute_proto__unpack(NULL, f.len, f.p);
             if (!ap) {
                 rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): attribute %d: truncated or corrupt protobuf",
@@ -633,14 +694,18 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
     uint8_t *p;
     int rr = read_message(o, fld, &data, &p);
     if (rr < 0) return rr;
-    Onnx__ValueInfoProto *vp = onnx__value_info_proto__unpack(NULL, (size_t)fld->len, data);
-    me_free(p);
     char what[64];
     snprintf(what, sizeof(what), "graph %s %d", kinds[which], index);
+    if (pb_too_deep(&onnx__value_info_proto__descriptor, data, (size_t)fld->len, 1)) {
+        me_free(p);
+        return me_error(o->d, ME_EINVAL, "%s: %s: its type nests deeper than %d messages", o->g->path, what, ME_MAX_PB_DEPTH);
+    }
+    Onnx__ValueInfoProto *vp = onnx__value_info_proto__unpack(NULL, (size_t)fld->len, data);
+    me_free(p);
     if (!vp) return bad(o, what);
     int rc = 0;
-    if (!vp->name || !*vp->name) {
-        rc = me_error(o->d, ME_EINVAL, "%s: %s has no name", o->g->path, what);
+    if (!vp->name || !*vp->name || strlen(vp->name) > ME_MAX_NAME) {
+        rc = me_error(o->d, ME_EINVAL, "%s: %s has no name, or one over %d bytes", o->g->path, what, ME_MAX_NAME);
         goto end;
     }
     if (!me_utf8_valid(vp->name)) {
