@@ -203,6 +203,21 @@ int me_graph_add_node_n(MeGraph *g, const char *op, size_t op_len, const char *n
     return 0;
 }
 
+int me_graph_add_input(MeGraph *g, int vi)
+{
+    if (me_grow_raw(&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof(int)) < 0) return ME_ENOMEM;
+    g->inputs[g->n_inputs++] = vi;
+    return 0;
+}
+
+int me_graph_add_output(MeGraph *g, int vi)
+{
+    if (me_grow_raw(&g->outputs, &g->cap_outputs, g->n_outputs + 1, sizeof(int)) < 0) return ME_ENOMEM;
+    g->outputs[g->n_outputs++] = vi;
+    g->v[vi].is_output = true;
+    return 0;
+}
+
 MeAttr *me_node_add_attr(MeNode *n, const char *name, MeAttrType type)
 {
     MeAttr *na = me_realloc(n->attr, sizeof(MeAttr) * (size_t)(n->n_attr + 1));

@@ -15,6 +15,7 @@
 #define ME_MAX_RANK 8
 #define ME_MAX_DIM  (INT64_C(1) << 40)    /* larger dims are rejected as absurd */
 #define ME_MAX_NODES (1 << 26)             /* nodes, values of one kind, a loader accepts */
+#define ME_MAX_ATTRS 1024                 /* attributes on one node (real ops have under 20) */
 #define ME_MAX_NAME 4096                  /* bytes in a node, value or attribute name */
 #define ME_MAX_FOLD 65536                 /* elements a folded constant may hold */
 
@@ -72,6 +73,7 @@ typedef struct MeValue {
     char **sym;          /* graph inputs: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad */
+    bool is_output;      /* listed among the graph's outputs */
     /* Known contents (constants, folded shapes), as int64 or double. */
     bool has_val;
     int64_t nval;
@@ -141,8 +143,8 @@ typedef struct MeGraph {
     int nv, cap_v;
     MeNode *n;
     int nn, cap_n;
-    int *inputs, n_inputs;
-    int *outputs, n_outputs;
+    int *inputs, n_inputs, cap_inputs;
+    int *outputs, n_outputs, cap_outputs;
     int *order;          /* topological order of node indices */
     int opset;           /* default-domain opset */
     char *name;
@@ -175,6 +177,10 @@ int me_graph_find(const MeGraph *g, const char *name);
 int me_graph_add_node(MeGraph *g, const char *op, const char *name, int n_in, int n_out, int *ni);
 int me_graph_add_node_n(MeGraph *g, const char *op, size_t op_len, const char *name, size_t name_len,
                         int n_in, int n_out, int *ni);
+/* Appends to the graph's input or output list (outputs are also flagged on
+ * the value, so "is this a graph output" is O(1)). */
+int me_graph_add_input(MeGraph *g, int vi);
+int me_graph_add_output(MeGraph *g, int vi);
 MeAttr *me_node_add_attr(MeNode *n, const char *name, MeAttrType type);
 const MeAttr *me_node_attr(const MeNode *n, const char *name);
 /* Topological order, producer links and use counts; rejects cycles,

@@ -227,12 +227,7 @@ static int64_t vb(const Sim *m, const MeValue *v)
     return n > 0 ? n * es : 0;
 }
 
-static bool is_graph_output(const MeGraph *g, int vi)
-{
-    for (int k = 0; k < g->n_outputs; k++)
-        if (g->outputs[k] == vi) return true;
-    return false;
-}
+static bool is_graph_output(const MeGraph *g, int vi) { return g->v[vi].is_output; }
 
 static bool no_runtime(const MeNode *n)
 {

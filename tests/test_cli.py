@@ -463,6 +463,10 @@ def case_crafted():
     rc, out, err = run(p)
     check(rc == 0 and "If x1" in out, f"nested subgraphs: If listed as unknown, no crash (rc {rc}): {err.strip()[-300:]}")
     expect_bad([p, "--strict"], ["If", "--strict"], code=3, label="nested subgraphs, strict")
+    many_attrs = [oc.attr_int(f"a{i}", i) for i in range(2000)]
+    expect_bad([write("manyattrs.onnx", oc.model(oc.graph([oc.node("Relu", ["x"], ["y"], name="r", attrs=many_attrs)], [oc.value_info("x", [3])],
+                                                          [oc.value_info("y", [])])))],
+               ["node 'r' (Relu)", "2000 attributes", "1024"], label="too many attributes")
     long_name = "n" * 5000
     expect_bad([write("longname.onnx", oc.model(oc.graph([oc.node("Relu", ["x"], ["y"], name=long_name)], [oc.value_info("x", [3])],
                                                         [oc.value_info("y", [])])))],

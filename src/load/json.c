@@ -545,9 +545,6 @@ static int load_inputs(JCtx *j, const cJSON *root)
     const cJSON *ins = cJSON_GetObjectItemCaseSensitive(root, "inputs");
     if (!cJSON_IsArray(ins) || !cJSON_GetArraySize(ins))
         return me_error(j->d, ME_EINVAL, "%s: inputs: expected a non-empty list", j->path);
-    int n = cJSON_GetArraySize(ins);
-    j->g->inputs = me_malloc(sizeof(int) * (size_t)n);
-    if (!j->g->inputs) return ME_ENOMEM;
     int k = 0;
     for (const cJSON *e = ins->child; e; e = e->next, k++) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
@@ -585,11 +582,10 @@ static int load_inputs(JCtx *j, const cJSON *root)
         const cJSON *rg = cJSON_GetObjectItemCaseSensitive(e, "requires_grad");
         if (rg && !cJSON_IsBool(rg)) return me_error(j->d, ME_EINVAL, "%s: inputs[%d].requires_grad: expected true or false", j->path, k);
         v->requires_grad = rg && cJSON_IsTrue(rg);
-        j->g->inputs[k] = vi;
+        if ((rc = me_graph_add_input(j->g, vi)) < 0) return rc;
         if ((rc = me_strmap_put(&j->latest, v->name, vi)) < 0) return rc;
         if (k == 0) j->prev = vi;
     }
-    j->g->n_inputs = n;
     return 0;
 }
 
@@ -641,18 +637,14 @@ static int load_outputs(JCtx *j, const cJSON *root)
     const cJSON *outs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
     int n = outs ? cJSON_GetArraySize(outs) : 1;
     if (outs && (!cJSON_IsArray(outs) || n < 1)) return me_error(j->d, ME_EINVAL, "%s: outputs: expected a non-empty list of names", j->path);
-    if (!(j->g->outputs = me_malloc(sizeof(int) * (size_t)n))) return ME_ENOMEM;
-    if (!outs) {
-        j->g->outputs[0] = j->prev;
-    } else {
-        int k = 0;
-        for (const cJSON *e = outs->child; e; e = e->next, k++) {
-            int vi = cJSON_IsString(e) ? me_strmap_get(&j->latest, e->valuestring) : -1;
-            if (vi < 0) return me_error(j->d, ME_EINVAL, "%s: outputs[%d]: not the name of a layer or input", j->path, k);
-            j->g->outputs[k] = vi;
-        }
+    if (!outs) return me_graph_add_output(j->g, j->prev);
+    int k = 0;
+    for (const cJSON *e = outs->child; e; e = e->next, k++) {
+        int vi = cJSON_IsString(e) ? me_strmap_get(&j->latest, e->valuestring) : -1;
+        if (vi < 0) return me_error(j->d, ME_EINVAL, "%s: outputs[%d]: not the name of a layer or input", j->path, k);
+        int rc = me_graph_add_output(j->g, vi);
+        if (rc < 0) return rc;
     }
-    j->g->n_outputs = n;
     return 0;
 }
 

@@ -599,7 +599,7 @@ static int load_node(OCtx *o, const PbField *fld, int index)
     const uint8_t *cur = data, *end = data + fld->len;
     const char *name = "", *op = "", *domain = "";
     size_t name_len = 0, op_len = 0, domain_len = 0;
-    int n_in = 0, n_out = 0, r;
+    int n_in = 0, n_out = 0, n_attr = 0, r;
     size_t longest = 0;
     bool utf8 = true;
     MemField f = { 0 };
@@ -608,6 +608,7 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         const char *str = (const char *)f.p;
         if (f.num <= 4 || f.num == 7) longest = f.len > longest ? f.len : longest;
         switch (f.num) {
+        case 5: n_attr++; break;
         case 1: case 2:
             if (f.num == 1) n_in++; else n_out++;
             utf8 = utf8 && me_utf8_valid_n(str, f.len);
@@ -643,9 +644,9 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         rc = me_error(o->d, ME_EINVAL, "%s: node %d ('%.*s') has no op_type", o->g->path, index, (int)(name_len < 200 ? name_len : 200), name);
         goto end;
     }
-    if (n_in > 4096 || n_out > 4096) {
-        rc = me_error(o->d, ME_EINVAL, "%s: node '%.*s' (%.*s) has %d inputs and %d outputs", o->g->path,
-                      (int)(name_len < 200 ? name_len : 200), name, (int)(op_len < 64 ? op_len : 64), op, n_in, n_out);
+    if (n_in > 4096 || n_out > 4096 || n_attr > ME_MAX_ATTRS) {
+        rc = me_error(o->d, ME_EINVAL, "%s: node '%.*s' (%.*s) has %d inputs, %d outputs and %d attributes (limits 4096, 4096, %d)", o->g->path,
+                      (int)(name_len < 200 ? name_len : 200), name, (int)(op_len < 64 ? op_len : 64), op, n_in, n_out, n_attr, ME_MAX_ATTRS);
         goto end;
     }
     int ni;
@@ -753,15 +754,9 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
                 if (!(v->sym[k] = me_strdup(dm->dim_param))) { rc = ME_ENOMEM; goto end; }
             }
         }
-        int *ni = me_realloc(o->g->inputs, sizeof(int) * (size_t)(o->g->n_inputs + 1));
-        if (!ni) { rc = ME_ENOMEM; goto end; }
-        o->g->inputs = ni;
-        ni[o->g->n_inputs++] = vi;
+        if ((rc = me_graph_add_input(o->g, vi)) < 0) goto end;
     } else if (which == 1) {
-        int *no = me_realloc(o->g->outputs, sizeof(int) * (size_t)(o->g->n_outputs + 1));
-        if (!no) { rc = ME_ENOMEM; goto end; }
-        o->g->outputs = no;
-        no[o->g->n_outputs++] = vi;
+        if ((rc = me_graph_add_output(o->g, vi)) < 0) goto end;
     }
     /* A fully static shape from the file serves ops the registry lacks. */
     if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->known) {

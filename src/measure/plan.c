@@ -125,12 +125,7 @@ static int64_t vbytes(const MeValue *v)
     return n > 0 ? n * me_dtype_size(v->dtype) : 0;
 }
 
-static bool is_graph_output(const MeGraph *g, int vi)
-{
-    for (int k = 0; k < g->n_outputs; k++)
-        if (g->outputs[k] == vi) return true;
-    return false;
-}
+static bool is_graph_output(const MeGraph *g, int vi) { return g->v[vi].is_output; }
 
 bool me_plan_skip_node(const MeGraph *g, const MeNode *n)
 {

@@ -5,6 +5,9 @@
 
 #include "report/report.h"
 
+/* stands for the layers array in the printed root */
+#define LAYERS_MARK "\x01memest-layers\x01"
+
 static cJSON *shape_json(const MeValue *v)
 {
     if (!v || !v->known) return cJSON_CreateNull();
@@ -45,6 +48,69 @@ static cJSON *op_counts_json(const MemestModel *m, MeCostStatus st)
     return o;
 }
 
+/* One row as cJSON_Print would write it two levels deep. */
+static cJSON *layer_json(const MemestModel *m, int r)
+{
+    const MeGraph *g = &m->g;
+    MeRowView rv;
+    me_row_view(m, r, &rv);
+    const MeNode *n = rv.node;
+    const MeCost *c = rv.cost;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "name", n->module);
+    cJSON_AddStringToObject(o, "node", n->name);
+    cJSON_AddStringToObject(o, "op", n->op);
+    const MeValue *in = NULL;
+    for (int i = 0; i < n->n_in && !in; i++)
+        if (n->in[i] >= 0 && g->v[n->in[i]].kind != ME_V_INIT) in = &g->v[n->in[i]];
+    cJSON_AddItemToObject(o, "input_shape", shape_json(in));
+    cJSON_AddItemToObject(o, "output_shape", shape_json(n->n_out && n->out[0] >= 0 ? &g->v[n->out[0]] : NULL));
+    cJSON *outs = cJSON_AddArrayToObject(o, "outputs");
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        cJSON *ov = cJSON_CreateObject();
+        cJSON_AddStringToObject(ov, "name", g->v[n->out[k]].name);
+        cJSON_AddStringToObject(ov, "dtype", me_dtype_name(g->v[n->out[k]].dtype));
+        cJSON_AddItemToObject(ov, "shape", shape_json(&g->v[n->out[k]]));
+        cJSON_AddItemToArray(outs, ov);
+    }
+    add_u64(o, "params", c->params);
+    add_u64(o, "output_bytes", c->out_bytes);
+    add_u64(o, m->conv == MEMEST_CONVENTION_TORCHSTAT ? "madd" : "macs", c->macs);
+    add_u64(o, "flops", c->flops);
+    add_u64(o, "mem_read", c->read);
+    add_u64(o, "mem_write", c->write);
+    cJSON_AddStringToObject(o, "status", status_name(c->status));
+    return o;
+}
+
+/* "layers": [{...}, {...}] in cJSON_Print's layout: each row printed on
+ * its own, two tabs deeper. */
+static int write_layers(const MemestModel *m, FILE *f)
+{
+    fputc('[', f);
+    for (int r = 0; r < m->n_rows; r++) {
+        cJSON *o = layer_json(m, r);
+        char *txt = o ? cJSON_Print(o) : NULL;
+        cJSON_Delete(o);
+        if (!txt) return ME_ENOMEM;
+        if (r) fputs(", ", f);
+        for (const char *p = txt, *nl; *p; p = nl + 1) {
+            nl = strchr(p, '\n');
+            if (!nl) {
+                fputs(p, f);
+                break;
+            }
+            fwrite(p, 1, (size_t)(nl - p + 1), f);
+            fputs("\t\t", f);
+        }
+        cJSON_free(txt);
+    }
+    fputc(']', f);
+    return 0;
+}
+
 int me_report_json(const MemestModel *m, FILE *f)
 {
     const MeGraph *g = &m->g;
@@ -65,39 +131,9 @@ int me_report_json(const MemestModel *m, FILE *f)
         cJSON_AddItemToObject(o, "shape", shape_json(v));
         cJSON_AddItemToArray(ins, o);
     }
-    cJSON *layers = cJSON_AddArrayToObject(root, "layers");
-    for (int r = 0; r < m->n_rows; r++) {
-        MeRowView rv;
-        me_row_view(m, r, &rv);
-        const MeNode *n = rv.node;
-        const MeCost *c = rv.cost;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", n->module);
-        cJSON_AddStringToObject(o, "node", n->name);
-        cJSON_AddStringToObject(o, "op", n->op);
-        const MeValue *in = NULL;
-        for (int i = 0; i < n->n_in && !in; i++)
-            if (n->in[i] >= 0 && g->v[n->in[i]].kind != ME_V_INIT) in = &g->v[n->in[i]];
-        cJSON_AddItemToObject(o, "input_shape", shape_json(in));
-        cJSON_AddItemToObject(o, "output_shape", shape_json(n->n_out && n->out[0] >= 0 ? &g->v[n->out[0]] : NULL));
-        cJSON *outs = cJSON_AddArrayToObject(o, "outputs");
-        for (int k = 0; k < n->n_out; k++) {
-            if (n->out[k] < 0) continue;
-            cJSON *ov = cJSON_CreateObject();
-            cJSON_AddStringToObject(ov, "name", g->v[n->out[k]].name);
-            cJSON_AddStringToObject(ov, "dtype", me_dtype_name(g->v[n->out[k]].dtype));
-            cJSON_AddItemToObject(ov, "shape", shape_json(&g->v[n->out[k]]));
-            cJSON_AddItemToArray(outs, ov);
-        }
-        add_u64(o, "params", c->params);
-        add_u64(o, "output_bytes", c->out_bytes);
-        add_u64(o, m->conv == MEMEST_CONVENTION_TORCHSTAT ? "madd" : "macs", c->macs);
-        add_u64(o, "flops", c->flops);
-        add_u64(o, "mem_read", c->read);
-        add_u64(o, "mem_write", c->write);
-        cJSON_AddStringToObject(o, "status", status_name(c->status));
-        cJSON_AddItemToArray(layers, o);
-    }
+    /* The layers are streamed one at a time (a million-row cJSON tree
+     * would take gigabytes); a placeholder marks their place in root. */
+    cJSON_AddStringToObject(root, "layers", LAYERS_MARK);
     const MemestTotals *t = &m->totals;
     cJSON *tot = cJSON_AddObjectToObject(root, "totals");
     add_u64(tot, "params", t->params);
@@ -183,8 +219,18 @@ int me_report_json(const MemestModel *m, FILE *f)
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
     if (!s) return ME_ENOMEM;
-    fputs(s, f);
-    fputc('\n', f);
+    const char *mark = strstr(s, "\"\\u0001memest-layers\\u0001\"");
+    int rc = 0;
+    if (!mark) {
+        rc = ME_ENOMEM; /* the placeholder failed to be added */
+    } else {
+        fwrite(s, 1, (size_t)(mark - s), f);
+        rc = write_layers(m, f);
+        if (rc >= 0) {
+            fputs(strchr(mark + 1, '"') + 1, f);
+            fputc('\n', f);
+        }
+    }
     cJSON_free(s);
-    return 0;
+    return rc;
 }

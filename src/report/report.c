@@ -56,7 +56,7 @@ int me_op_counts(const MemestModel *m, MeCostStatus status, const char **ops, in
 static void thousands(uint64_t v, char *buf, size_t n)
 {
     char tmp[32];
-    int len = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v), o = 0;
+    int len = (int)me_u64_str(v, tmp), o = 0;
     for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
         if (i && (len - i) % 3 == 0) buf[o++] = ',';
         buf[o++] = tmp[i];
@@ -87,22 +87,31 @@ static double forward_time(const MemestModel *m)
     return t;
 }
 
-static void duration_cell(const MemestModel *m, const MeRowView *rv, char *cell, size_t n)
+/* fwd: forward_time(), computed once per report (0 without a GPU) */
+static void duration_cell(double fwd, const MeRowView *rv, char *cell, size_t n)
 {
-    double t = m->has_gpu ? forward_time(m) : 0;
+    double t = fwd;
     if (t > 0) snprintf(cell, n, "%.2f%%", 100.0 * rv->cost->time_s / t);
     else snprintf(cell, n, "-");
 }
 
-static void row_cells(const MemestModel *m, const MeRowView *rv, int idx, Cells *c, bool ts)
+/* a cell holds 127 bytes; longer names and shape lists are cut */
+static void cell_cpy(char *cell, const char *s)
+{
+    size_t l = strnlen(s, 127);
+    memcpy(cell, s, l);
+    cell[l] = 0;
+}
+
+static void row_cells(double fwd, const MeRowView *rv, int idx, Cells *c, bool ts)
 {
     char a[40], b[40];
     int k = 0;
-    snprintf(c->c[k++], 128, "%d", idx);
-    snprintf(c->c[k++], 128, "%.127s", rv->node->module);
-    if (!ts) snprintf(c->c[k++], 128, "%.127s", rv->node->op);
-    snprintf(c->c[k++], 128, "%s", rv->in_shape);
-    snprintf(c->c[k++], 128, "%s", rv->out_shape);
+    me_i64_str(idx, c->c[k++]);
+    cell_cpy(c->c[k++], rv->node->module);
+    if (!ts) cell_cpy(c->c[k++], rv->node->op);
+    cell_cpy(c->c[k++], rv->in_shape);
+    cell_cpy(c->c[k++], rv->out_shape);
     const MeCost *co = rv->cost;
     bool known = co->status == ME_COST_OK || co->status == ME_COST_UNCOUNTED;
     if (ts) {
@@ -116,7 +125,7 @@ static void row_cells(const MemestModel *m, const MeRowView *rv, int idx, Cells 
         snprintf(c->c[k++], 128, "%s.0%c", b, rv->mark);
         snprintf(c->c[k++], 128, "%.1f", (double)co->read);
         snprintf(c->c[k++], 128, "%.1f", (double)co->write);
-        duration_cell(m, rv, c->c[k++], 128);
+        duration_cell(fwd, rv, c->c[k++], 128);
         snprintf(c->c[k++], 128, "%.1f", (double)rv->rw);
         return;
     }
@@ -132,7 +141,7 @@ static void row_cells(const MemestModel *m, const MeRowView *rv, int idx, Cells 
     thousands(co->flops, c->c[k++], 128);
     thousands(co->read, c->c[k++], 128);
     thousands(co->write, c->c[k++], 128);
-    duration_cell(m, rv, c->c[k++], 128);
+    duration_cell(fwd, rv, c->c[k++], 128);
     thousands(rv->rw, c->c[k++], 128);
 }
 
@@ -178,12 +187,11 @@ static void totals_cells(const MemestModel *m, Cells *c, bool ts)
     thousands(me_sadd(t->mem_read, t->mem_write), c->c[k++], 64);
 }
 
-static void fill_row(const MemestModel *m, int r, Cells *out, bool ts)
+static void fill_row(const MemestModel *m, double fwd, int r, Cells *out, bool ts)
 {
     MeRowView rv;
     me_row_view(m, r, &rv);
-    memset(out, 0, sizeof(*out));
-    row_cells(m, &rv, r, out, ts);
+    row_cells(fwd, &rv, r, out, ts);
 }
 
 static void print_lists(const MemestModel *m, FILE *f)
@@ -305,6 +313,37 @@ static void print_device(const MemestModel *m, FILE *f)
     }
 }
 
+/* A line under construction: rows are built in memory and written with
+ * one fwrite (a million rows through fputc's locking cost most of a
+ * second). */
+typedef struct Line {
+    char *p;
+    size_t n, cap;
+    bool failed;
+} Line;
+
+static void put(Line *l, const char *s, size_t len)
+{
+    if (l->n + len + 1 > l->cap) {
+        size_t cap = l->cap ? l->cap : 256;
+        while (cap < l->n + len + 1) cap *= 2;
+        char *p = me_realloc(l->p, cap);
+        if (!p) { l->failed = true; return; }
+        l->p = p;
+        l->cap = cap;
+    }
+    memcpy(l->p + l->n, s, len);
+    l->n += len;
+}
+
+static void puts_line(Line *l, const char *s) { put(l, s, strlen(s)); }
+
+static void pad(Line *l, int n)
+{
+    static const char spaces[] = "                                                                ";
+    for (; n > 0; n -= 64) put(l, spaces, (size_t)(n < 64 ? n : 64));
+}
+
 static int report_table(const MemestModel *m, FILE *f)
 {
     bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
@@ -312,14 +351,22 @@ static int report_table(const MemestModel *m, FILE *f)
     Cells tot;
     int w[NCOL] = { 0 };
     for (int i = 0; i < nc; i++) w[i] = (int)strlen(heading(ts, i));
-    Cells *cells = me_malloc(sizeof(Cells) * (size_t)(m->n_rows ? m->n_rows : 1));
-    if (!cells) return ME_ENOMEM;
-    for (int r = 0; r < m->n_rows; r++) {
-        fill_row(m, r, &cells[r], ts);
+    /* Cells are kept as packed NUL-separated text (widths need every row
+     * first); fixed Cells per row would cost 1.5 KB a row. */
+    Line text = { 0 };
+    Cells one;
+    double fwd = m->has_gpu ? forward_time(m) : 0;
+    for (int r = 0; r < m->n_rows && !text.failed; r++) {
+        fill_row(m, fwd, r, &one, ts);
         for (int i = 0; i < nc; i++) {
-            int l = (int)strlen(cells[r].c[i]);
-            if (l > w[i]) w[i] = l;
+            size_t l = strlen(one.c[i]);
+            if ((int)l > w[i]) w[i] = (int)l;
+            put(&text, one.c[i], l + 1);
         }
+    }
+    if (text.failed) {
+        me_free(text.p);
+        return ME_ENOMEM;
     }
     totals_cells(m, &tot, ts);
     for (int i = 0; i < nc; i++) {
@@ -332,13 +379,28 @@ static int report_table(const MemestModel *m, FILE *f)
         total_w += w[i] + (i ? 2 : 0);
     }
     fprintf(f, "\n");
-    for (int r = 0; r < m->n_rows; r++) {
-        for (int i = 0; i < nc; i++) fprintf(f, "%s%*s", i ? "  " : "", w[i], cells[r].c[i]);
-        fprintf(f, "\n");
+    Line out = { 0 };
+    const char *cell = text.p;
+    for (int r = 0; r < m->n_rows && !out.failed; r++) {
+        for (int i = 0; i < nc; i++) {
+            size_t l = strlen(cell);
+            if (i) put(&out, "  ", 2);
+            pad(&out, w[i] - (int)l);
+            put(&out, cell, l);
+            cell += l + 1;
+        }
+        put(&out, "\n", 1);
+        if (out.n >= 1 << 20 || r == m->n_rows - 1) {
+            fwrite(out.p, 1, out.n, f);
+            out.n = 0;
+        }
     }
+    bool failed = out.failed;
+    me_free(out.p);
+    me_free(text.p);
+    if (failed) return ME_ENOMEM;
     for (int i = 0; i < nc; i++) fprintf(f, i == 0 ? "%-*s" : "  %*s", w[i], tot.c[i]);
     fprintf(f, "\n");
-    me_free(cells);
     for (int i = 0; i < total_w; i++) fputc('=', f);
     fputc('\n', f);
 
@@ -389,30 +451,6 @@ static int report_table(const MemestModel *m, FILE *f)
     return 0;
 }
 
-/* A line under construction: rows are built in memory and written with
- * one fwrite (a million rows through fputc's locking cost most of a
- * second). */
-typedef struct Line {
-    char *p;
-    size_t n, cap;
-    bool failed;
-} Line;
-
-static void put(Line *l, const char *s, size_t len)
-{
-    if (l->n + len + 1 > l->cap) {
-        size_t cap = l->cap ? l->cap : 256;
-        while (cap < l->n + len + 1) cap *= 2;
-        char *p = me_realloc(l->p, cap);
-        if (!p) { l->failed = true; return; }
-        l->p = p;
-        l->cap = cap;
-    }
-    memcpy(l->p + l->n, s, len);
-    l->n += len;
-}
-
-static void puts_line(Line *l, const char *s) { put(l, s, strlen(s)); }
 
 static void csv_field(Line *l, const char *s)
 {
