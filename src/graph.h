@@ -18,6 +18,7 @@
 #define ME_MAX_ATTRS 1024                 /* attributes on one node (real ops have under 20) */
 #define ME_MAX_NAME 4096                  /* bytes in a node, value or attribute name */
 #define ME_MAX_FOLD 65536                 /* elements a folded constant may hold */
+#define ME_FOLD_BUDGET (INT64_C(1) << 24) /* elements all folded constants may hold */
 
 /* Element types, numbered as ONNX's TensorProto.DataType (a convenient,
  * widely known numbering; nothing ONNX-specific follows from it). */

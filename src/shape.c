@@ -219,6 +219,7 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
         n->desc = me_op_find(n->op, n->domain, g->opset);
     }
     assign_roles(g);
+    int64_t folded = 0;
     for (int oi = 0; oi < g->nn; oi++) {
         MeNode *n = &g->n[g->order[oi]];
         MeCtx c = { .g = g, .d = d, .n = n };
@@ -246,7 +247,13 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
         if (rc < 0) return rc;
         for (int k = 0; k < n->n_out; k++) {
             MeValue *v = me_out(&c, k);
-            if (v && v->has_val) v->kind = ME_V_CONST;
+            if (!v || !v->has_val) continue;
+            v->kind = ME_V_CONST;
+            /* each fold is capped (ME_MAX_FOLD), but a chain of them in a
+             * 1 MB file could hold gigabytes */
+            if ((folded += v->nval) > ME_FOLD_BUDGET)
+                return me_fail(&c, "constant folding would hold over %lld values in all; this graph computes large tensors from constants",
+                               (long long)ME_FOLD_BUDGET);
         }
     }
     return 0;

@@ -463,6 +463,14 @@ def case_crafted():
     rc, out, err = run(p)
     check(rc == 0 and "If x1" in out, f"nested subgraphs: If listed as unknown, no crash (rc {rc}): {err.strip()[-300:]}")
     expect_bad([p, "--strict"], ["If", "--strict"], code=3, label="nested subgraphs, strict")
+    # 400 Adds of a 65,536-element constant: each fold is allowed, all of
+    # them together (26M values, 210 MB) are not
+    k = 65536
+    fold = oc.graph([oc.node("Add", [f"c{i}", "c0"], [f"c{i + 1}"], name=f"a{i}") for i in range(400)] + [oc.node("Relu", ["x"], ["y"])],
+                    [oc.value_info("x", [3])], [oc.value_info("y", []), oc.value_info("c400", [])],
+                    [oc.tensor("c0", [k], oc.INT64, raw=oc.int64_raw(list(range(k))))])
+    expect_bad([write("foldbomb.onnx", oc.model(fold))], ["node 'a256' (Add)", "constant folding would hold over 16777216 values"],
+               label="folding bomb")
     many_attrs = [oc.attr_int(f"a{i}", i) for i in range(2000)]
     expect_bad([write("manyattrs.onnx", oc.model(oc.graph([oc.node("Relu", ["x"], ["y"], name="r", attrs=many_attrs)], [oc.value_info("x", [3])],
                                                           [oc.value_info("y", [])])))],
