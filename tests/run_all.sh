@@ -17,9 +17,13 @@ fi
 status=0
 setup() { # dir, extra options...
     local dir=$1; shift
-    # Reuse a configured folder; anything else under that name (a partial
-    # copy, a folder from another meson version) is rebuilt from scratch.
-    if [ -f "$dir/meson-private/coredata.dat" ] &&
+    # Reuse a folder configured for this very checkout; anything else under
+    # that name (a partial copy, a copy made for another checkout, another
+    # meson version) is rebuilt from scratch.
+    local src
+    src=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["directories"]["source"])' \
+        "$dir/meson-info/meson-info.json" 2>/dev/null)
+    if [ -f "$dir/meson-private/coredata.dat" ] && [ "$src" = "$(pwd -P)" ] &&
         meson setup --reconfigure "$dir" "$@" >/dev/null 2>&1; then
         return 0
     fi
@@ -27,12 +31,20 @@ setup() { # dir, extra options...
     meson setup "$dir" "$@" >/dev/null
 }
 
-setup build || status=1
-setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dc_args=-fno-sanitize-recover=all || status=1
+asan_opts="-Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all"
+opts() { [ "$1" = build-asan ] && echo "$asan_opts"; true; }
 for dir in build build-asan; do
+    # shellcheck disable=SC2046
+    setup "$dir" $(opts "$dir") || status=1
+    rm -f "$dir/meson-logs/testlog.json" # only this run's results count
     if ! meson compile -C "$dir" >"$dir/compile.log" 2>&1; then
-        cat "$dir/compile.log"; echo "build failed in $dir"; status=1; continue
+        # a folder left half-built by something else: once more from scratch
+        rm -rf "$dir"
+        # shellcheck disable=SC2046
+        meson setup "$dir" $(opts "$dir") >/dev/null || status=1
+        if ! meson compile -C "$dir" >"$dir/compile.log" 2>&1; then
+            cat "$dir/compile.log"; echo "build failed in $dir"; status=1; continue
+        fi
     fi
     ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C "$dir" --print-errorlogs --num-processes 2 || status=1
