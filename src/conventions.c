@@ -12,12 +12,6 @@ uint64_t me_per_sample(const MeShape *s)
     return s->rank >= 1 && s->d[0] > 0 ? (uint64_t)(n / s->d[0]) : (uint64_t)n;
 }
 
-static uint64_t value_bytes(const MeValue *v)
-{
-    int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
-    return n > 0 ? me_smul((uint64_t)n, (uint64_t)me_dtype_size(v->dtype)) : 0;
-}
-
 static uint64_t node_params(const MeCtx *c)
 {
     uint64_t p = 0;
@@ -38,12 +32,12 @@ static void cost_default(const MeCtx *c, MeCost *o)
     if (cls == ME_C_VIEW || cls == ME_C_SHAPE) return; /* views and shape arithmetic move no data */
     for (int i = 0; i < c->n->n_in && !oc.has_read; i++) {
         const MeValue *v = me_in(c, i);
-        if (v) o->read = me_sadd(o->read, value_bytes(v));
+        if (v) o->read = me_sadd(o->read, me_value_bytes(v));
     }
     if (oc.has_read) o->read = oc.read;
     for (int k = 0; k < c->n->n_out; k++) {
         const MeValue *v = me_out(c, k);
-        if (v) o->write = me_sadd(o->write, value_bytes(v));
+        if (v) o->write = me_sadd(o->write, me_value_bytes(v));
     }
 }
 
@@ -310,7 +304,7 @@ void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
     }
     for (int k = 0; k < c->n->n_out; k++) {
         const MeValue *v = me_out(c, k);
-        if (v) o->out_bytes = me_sadd(o->out_bytes, value_bytes(v));
+        if (v) o->out_bytes = me_sadd(o->out_bytes, me_value_bytes(v));
     }
     o->params = node_params(c);
     if (conv == MEMEST_CONVENTION_TORCHSTAT) {

@@ -41,6 +41,12 @@ int64_t me_shape_numel(const MeShape *s)
     return n;
 }
 
+uint64_t me_value_bytes(const MeValue *v)
+{
+    int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
+    return n > 0 ? me_smul((uint64_t)n, (uint64_t)me_dtype_size(v->dtype)) : 0;
+}
+
 void me_shape_str(const MeShape *s, char *buf, size_t n, const char *sep, int from)
 {
     /* no snprintf: a report prints two shapes for each of a million rows */

@@ -194,6 +194,8 @@ int me_graph_scopes(MeGraph *g);
  * of t; -1 when they share none. */
 int me_scope_common(const MeGraph *g, int s, int t);
 /* Sets a value's contents (copied). */
+/* Bytes of a value's data in its file dtype; 0 when the shape is unknown. */
+uint64_t me_value_bytes(const MeValue *v);
 int me_value_set_ints(MeValue *v, const int64_t *x, int64_t n);
 int me_value_set_floats(MeValue *v, const double *x, int64_t n);
 

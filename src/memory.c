@@ -227,27 +227,21 @@ static int64_t vb(const Sim *m, const MeValue *v)
     return n > 0 ? n * es : 0;
 }
 
-static bool is_graph_output(const MeGraph *g, int vi) { return g->v[vi].is_output; }
-
-static bool no_runtime(const MeNode *n)
+/* Constant and shape arithmetic are evaluated ahead: nothing at run time. */
+bool me_node_skipped(const MeGraph *g, const MeNode *n)
 {
-    /* Constant and shape arithmetic: evaluated ahead, nothing at run time */
-    return !n->desc || n->desc->cls == ME_C_SHAPE;
-}
-
-static bool folded(const MeGraph *g, const MeNode *n)
-{
+    if (!n->desc || n->desc->cls == ME_C_SHAPE) return true;
     return n->n_out && n->out[0] >= 0 && g->v[n->out[0]].has_val;
 }
 
 /* dropout() returns its input untouched outside training and for p = 0
  * (torchvision's ViT default) */
-static bool dropout_identity(const Sim *m, const MeNode *n)
+bool me_dropout_identity(const MeGraph *g, const MeNode *n, bool train)
 {
-    if (m->s->mode != MEMEST_RUN_TRAIN) return true;
+    if (!train) return true;
     double p = me_attr_f(n, "ratio", 0.5);
     if (n->n_in > 1 && n->in[1] >= 0) {
-        const MeValue *r = &m->g->v[n->in[1]];
+        const MeValue *r = &g->v[n->in[1]];
         if (r->has_val && r->nval == 1) p = r->fval ? r->fval[0] : (double)r->ival[0];
     }
     return p == 0;
@@ -255,20 +249,26 @@ static bool dropout_identity(const Sim *m, const MeNode *n)
 
 /* PyTorch returns views for these: the result shares the input's storage
  * (a copy happens later only where a kernel needs contiguous data). */
-static bool is_view(const MeNode *n)
+bool me_node_is_view(const MeNode *n)
 {
     return n->desc->cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || !strcmp(n->op, "Slice") ||
            !strcmp(n->op, "Split") || !strcmp(n->op, "Expand");
 }
 
 /* Outputs share input 0's storage: views, and ops running in place. */
+bool me_node_aliases_input(const MeGraph *g, const MeNode *n, bool train)
+{
+    if (!n->n_in || n->in[0] < 0) return false;
+    if (me_node_is_view(n)) return true;
+    if (n->desc->cls == ME_C_DROPOUT && me_dropout_identity(g, n, train)) return true;
+    return (n->flags & ME_N_INPLACE) != 0;
+}
+
+static bool train_mode(const Sim *m) { return m->s->mode == MEMEST_RUN_TRAIN; }
+
 static bool aliases_input(const Sim *m, const MeNode *n)
 {
-    if (!n->n_in || n->in[0] < 0 || m->vst[n->in[0]] < 0) return false;
-    MeCostClass cls = n->desc->cls;
-    if (is_view(n)) return true;
-    if (cls == ME_C_DROPOUT && dropout_identity(m, n)) return true;
-    return (n->flags & ME_N_INPLACE) != 0;
+    return n->n_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && me_node_aliases_input(m->g, n, train_mode(m));
 }
 
 /* oneDNN reorders a convolution's input into its blocked layout, except a
@@ -403,7 +403,7 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     default:
         break;
     }
-    int64_t extra = n->desc->cls == ME_C_DROPOUT && dropout_identity(m, n) ? 0 : (int64_t)me_autograd_extra(&c, m->s->mode == MEMEST_RUN_TRAIN);
+    int64_t extra = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : (int64_t)me_autograd_extra(&c, train_mode(m));
     /* on a CPU, dropout is not the fused kernel with a bool mask: it
      * multiplies by a float noise tensor, which autograd keeps */
     if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->es[n->in[0]];
@@ -463,7 +463,7 @@ static int plan_fusions(Sim *m)
             if (v >= 0) cons[v] = cons[v] == -1 ? i : -2;
         }
     }
-#define ONLY(v) ((v) >= 0 && !is_graph_output(g, (v)) && cons[(v)] >= 0 ? cons[(v)] : -1)
+#define ONLY(x) ((x) >= 0 && !g->v[(x)].is_output && cons[(x)] >= 0 ? cons[(x)] : -1)
 #define ABSORB(node, into) do { m->absorbed[node] = (into); m->abs_next[node] = m->abs_head[into]; m->abs_head[into] = (node); } while (0)
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
@@ -695,7 +695,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     /* SiLU(inplace=True) without autograd writes into its input when only
      * the fused pieces read it */
     bool silu_inplace = m->fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
-                        g->v[fx].n_uses == 2 && !is_graph_output(g, fx);
+                        g->v[fx].n_uses == 2 && !g->v[fx].is_output;
     if (m->s->amp) autocast_node(m, n);
     else for (int i = 0; i < 8; i++) m->cast[i] = -1;
     for (int k = 0; k < n->n_out; k++) {
@@ -703,13 +703,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (v < 0) continue;
         bool leaves = redo && g->v[v].n_uses > m->own_uses[v];
         m->rg[v] = grad && rg && me_dtype_is_float(g->v[v].dtype);
-        bool out = is_graph_output(g, v);
+        bool out = g->v[v].is_output;
         /* extra outputs nobody reads (BatchNorm's running statistics are
          * updated in place; Dropout's mask is kept by autograd) */
         if (k > 0 && !g->v[v].n_uses) continue;
-        bool alias = (k == 0 || is_view(n)) && fx < 0 && aliases_input(m, n);
-        if (alias && is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
-        if (!alias || !is_view(n)) m->stride_at[v] = -1;
+        bool alias = (k == 0 || me_node_is_view(n)) && fx < 0 && aliases_input(m, n);
+        if (alias && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
+        if (!alias || !me_node_is_view(n)) m->stride_at[v] = -1;
         int id = k == 0 && silu_inplace ? m->vst[fx]
                : alias ? m->vst[n->in[0]]
                : st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS);
@@ -775,8 +775,6 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
 }
 
-static bool skip_node(const MeGraph *g, const MeNode *n) { return no_runtime(n) || folded(g, n); }
-
 static bool absorbed(const Sim *m, int ni) { return m->absorbed[ni] >= 0; }
 
 static void drop_autocast_cache(Sim *m)
@@ -797,7 +795,7 @@ static void forward(Sim *m)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         if (absorbed(m, ni)) continue;
-        if (skip_node(g, n)) {
+        if (me_node_skipped(g, n)) {
             /* Shape and folded arithmetic never read the data: their reads end now */
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
@@ -852,7 +850,7 @@ static void recompute(Sim *m, int s)
     m->seg_redone[s] = true;
     for (int oi = m->seg_first[s]; oi <= m->seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
-        if (skip_node(g, &g->n[ni]) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, &g->n[ni]) || absorbed(m, ni)) continue;
         forward_node(m, ni, oi, true, true);
         MeCtx c = { .g = g, .n = &g->n[ni] };
         MeCost co;
@@ -890,10 +888,10 @@ static void give_grad(Sim *m, int vi, int id)
     sum_grads(m, vi, id);
 }
 
-static bool passes_grad_through(const Sim *m, const MeNode *n, int i, const MeGraph *g)
+bool me_passes_grad_through(const MeGraph *g, const MeNode *n, int i, bool train)
 {
     MeCostClass cls = n->desc->cls;
-    if (cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || (cls == ME_C_DROPOUT && dropout_identity(m, n))) return true;
+    if (cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || (cls == ME_C_DROPOUT && me_dropout_identity(g, n, train))) return true;
     if (!strcmp(n->op, "Concat")) return true; /* narrow() views of the output gradient */
     if ((!strcmp(n->op, "Add") || (!strcmp(n->op, "Sub") && i == 0)) && n->out[0] >= 0) {
         /* same shape: the output gradient itself; broadcast: summed down */
@@ -911,7 +909,7 @@ static void backward(Sim *m, int *param_grad_st)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         m->node = ni;
-        if (skip_node(g, n) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, n) || absorbed(m, ni)) continue;
         int s = m->seg[ni];
         if (s >= 0 && !m->seg_redone[s]) {
             recompute(m, s);
@@ -949,7 +947,7 @@ static void backward(Sim *m, int *param_grad_st)
                     }
                     continue;
                 }
-                if (gout >= 0 && fx < 0 && passes_grad_through(m, n, i, g)) {
+                if (gout >= 0 && fx < 0 && me_passes_grad_through(g, n, i, train_mode(m))) {
                     give_grad(m, v, gout);
                     continue;
                 }
@@ -997,7 +995,7 @@ static int plan_segments(Sim *m)
     for (int oi = 0; oi < g->nn; oi++) {
         int ni = g->order[oi];
         ri[ni] = -1;
-        if (!skip_node(g, &g->n[ni])) { ri[ni] = n; rt[n++] = oi; }
+        if (!me_node_skipped(g, &g->n[ni])) { ri[ni] = n; rt[n++] = oi; }
     }
     int want = m->s->checkpoint;
     if (want == -1 || want > 1) {
@@ -1006,7 +1004,7 @@ static int plan_segments(Sim *m)
         for (int v = 0; v < g->nv; v++) {
             int p = g->v[v].producer;
             if (p < 0 || ri[p] < 0) continue;
-            int last = is_graph_output(g, v) ? n : ri[p];
+            int last = g->v[v].is_output ? n : ri[p];
             cross[ri[p] + 1]++;
             m->own_uses[v] = last; /* reused below as scratch: last reader */
         }

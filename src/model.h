@@ -48,6 +48,13 @@ struct MemestModel {
 void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *out);
 /* Positions until which Python's module scopes hold each value (memory.c). */
 int me_scope_holds(const MeGraph *g, int *hold_end);
+/* How nodes behave at run time (memory.c), shared with memest-measure's
+ * plan so both issue the same allocations. */
+bool me_node_skipped(const MeGraph *g, const MeNode *n);      /* nothing runs: shape arithmetic, folded constants */
+bool me_node_is_view(const MeNode *n);                         /* the result is a view of input 0 */
+bool me_dropout_identity(const MeGraph *g, const MeNode *n, bool train);
+bool me_node_aliases_input(const MeGraph *g, const MeNode *n, bool train); /* outputs share input 0's storage */
+bool me_passes_grad_through(const MeGraph *g, const MeNode *n, int i, bool train); /* input i's gradient is the output's */
 /* Elements per sample: numel / batch (torchstat's |x|). */
 uint64_t me_per_sample(const MeShape *s);
 

@@ -115,7 +115,7 @@ int me_measure_compose(MemestModel *model, MePlan *const *plans, int n_plans, co
         for (int oi = 0; oi < g->nn; oi++) {
             int ni = ph == 0 ? g->order[oi] : g->order[g->nn - 1 - oi];
             const MeNode *n = &g->n[ni];
-            if (me_plan_skip_node(g, n)) continue;
+            if (me_node_skipped(g, n)) continue;
             MemestPhase phase = ph == 0 ? MEMEST_PHASE_FORWARD : MEMEST_PHASE_BACKWARD;
             MeLayerCompare *l = &out->layers[nl];
             double pl = 0, ml = 0;

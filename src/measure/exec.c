@@ -194,7 +194,7 @@ static int node_info(Exec *x, const MePlan *p, int ni, NodeInfo *f)
     const MeGraph *g = p->g;
     const MeNode *n = &g->n[ni];
     memset(f, 0, sizeof(*f));
-    if (me_plan_skip_node(g, n) || me_plan_is_alias(p, ni)) return 0;
+    if (me_node_skipped(g, n) || me_plan_is_alias(p, ni)) return 0;
     const MeValue *x0 = &g->v[n->in[0]], *y0 = &g->v[n->out[0]];
     const MeShape *xs = &x0->shape, *ys = &y0->shape;
     const char *op = n->op;

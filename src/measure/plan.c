@@ -117,45 +117,17 @@ static void note(Builder *b, int64_t extra, const MePlanEvent *run)
     if (t >= 0) buf_free(b, t);
 }
 
-/* --- graph helpers (memory.c's vb, is_graph_output, skip_node, ...) --- */
+/* --- graph helpers; the run-time rules themselves are memory.c's (model.h) --- */
 
-static int64_t vbytes(const MeValue *v)
-{
-    int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
-    return n > 0 ? n * me_dtype_size(v->dtype) : 0;
-}
+static int64_t vbytes(const MeValue *v) { return (int64_t)me_value_bytes(v); }
 
-static bool is_graph_output(const MeGraph *g, int vi) { return g->v[vi].is_output; }
+static bool train_mode(const Builder *b) { return b->ms.mode == MEMEST_RUN_TRAIN; }
 
-bool me_plan_skip_node(const MeGraph *g, const MeNode *n)
-{
-    if (!n->desc || n->desc->cls == ME_C_SHAPE) return true;
-    return n->n_out && n->out[0] >= 0 && g->v[n->out[0]].has_val;
-}
-
-static bool dropout_identity(const Builder *b, const MeNode *n)
-{
-    if (b->ms.mode != MEMEST_RUN_TRAIN) return true;
-    double p = me_attr_f(n, "ratio", 0.5);
-    if (n->n_in > 1 && n->in[1] >= 0) {
-        const MeValue *r = &b->g->v[n->in[1]];
-        if (r->has_val && r->nval == 1) p = r->fval ? r->fval[0] : (double)r->ival[0];
-    }
-    return p == 0;
-}
-
-static bool is_view(const MeNode *n)
-{
-    return n->desc->cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || !strcmp(n->op, "Slice") ||
-           !strcmp(n->op, "Split") || !strcmp(n->op, "Expand");
-}
+static bool dropout_identity(const Builder *b, const MeNode *n) { return me_dropout_identity(b->g, n, train_mode(b)); }
 
 static bool aliases_input(const Builder *b, const MeNode *n)
 {
-    if (!n->n_in || n->in[0] < 0 || b->p->vbuf[n->in[0]] < 0) return false;
-    if (is_view(n)) return true;
-    if (n->desc->cls == ME_C_DROPOUT && dropout_identity(b, n)) return true;
-    return (n->flags & ME_N_INPLACE) != 0;
+    return n->n_in && n->in[0] >= 0 && b->p->vbuf[n->in[0]] >= 0 && me_node_aliases_input(b->g, n, train_mode(b));
 }
 
 bool me_plan_is_alias(const MePlan *p, int node)
@@ -185,7 +157,7 @@ bool me_plan_node_supported(const MeGraph *g, const MeNode *n, char *why, size_t
 {
 #define NO(...) do { snprintf(why, whylen, __VA_ARGS__); return false; } while (0)
     if (!n->desc) NO("the op is unknown to memest");
-    if (me_plan_skip_node(g, n)) return true;
+    if (me_node_skipped(g, n)) return true;
     if (n->domain && n->domain[0]) NO("op domain '%s' has no GPU kernel in memest-measure", n->domain);
     bool known = false;
     for (size_t i = 0; i < sizeof(runnable) / sizeof(runnable[0]); i++) known |= !strcmp(n->op, runnable[i]);
@@ -276,7 +248,7 @@ static void record_saved(Builder *b, int ni, const MeNode *n)
     default:
         break;
     }
-    int64_t extra = n->desc->cls == ME_C_DROPOUT && dropout_identity(b, n) ? 0 : (int64_t)me_autograd_extra(&c, b->ms.mode == MEMEST_RUN_TRAIN);
+    int64_t extra = n->desc->cls == ME_C_DROPOUT && dropout_identity(b, n) ? 0 : (int64_t)me_autograd_extra(&c, train_mode(b));
     if (extra > 0) {
         int id = buf_new(b, extra, MEMEST_MEM_SAVED, -1);
         if (id < 0) return;
@@ -304,10 +276,10 @@ static void forward_node(Builder *b, int ni, int oi)
         int v = n->out[k];
         if (v < 0) continue;
         p->rg[v] = b->grad && rg && me_dtype_is_float(g->v[v].dtype);
-        bool out = is_graph_output(g, v);
+        bool out = g->v[v].is_output;
         if (k > 0 && !g->v[v].n_uses) continue;
         /* every tensor here is contiguous, so views are always views */
-        bool alias = (k == 0 || is_view(n)) && aliases_input(b, n);
+        bool alias = (k == 0 || me_node_is_view(n)) && aliases_input(b, n);
         int id = alias ? p->vbuf[n->in[0]] : buf_new(b, vbytes(&g->v[v]), MEMEST_MEM_ACTIVATIONS, v);
         if (id < 0) return;
         p->vbuf[v] = id;
@@ -351,7 +323,7 @@ static void forward(Builder *b)
     for (int oi = 0; oi < g->nn && !b->failed; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
-        if (me_plan_skip_node(g, n)) {
+        if (me_node_skipped(g, n)) {
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
                 if (v < 0 || p->vbuf[v] < 0) continue;
@@ -368,20 +340,9 @@ static void forward(Builder *b)
     }
 }
 
-/* --- backward (memory.c: give_grad, passes_grad_through, backward) --- */
+/* --- backward (memory.c: give_grad, backward) --- */
 
-static bool passes_grad_through(const Builder *b, const MeNode *n, int i)
-{
-    const MeGraph *g = b->g;
-    MeCostClass cls = n->desc->cls;
-    if (cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || (cls == ME_C_DROPOUT && dropout_identity(b, n))) return true;
-    if (!strcmp(n->op, "Concat")) return true;
-    if ((!strcmp(n->op, "Add") || (!strcmp(n->op, "Sub") && i == 0)) && n->out[0] >= 0) {
-        const MeValue *x = &g->v[n->in[i]], *o = &g->v[n->out[0]];
-        return me_shape_numel(&x->shape) == me_shape_numel(&o->shape);
-    }
-    return false;
-}
+static bool passes_grad_through(const Builder *b, const MeNode *n, int i) { return me_passes_grad_through(b->g, n, i, train_mode(b)); }
 
 /* Where input i's gradient lies inside the output's gradient: Concat's
  * inputs get narrow() slices of it, the rest all of it. */
@@ -453,7 +414,7 @@ static void backward(Builder *b)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         b->node = ni;
-        if (me_plan_skip_node(g, n)) continue;
+        if (me_node_skipped(g, n)) continue;
         bool has_grad = false, rg_out = false;
         for (int k = 0; k < n->n_out; k++) {
             if (n->out[k] >= 0 && b->vgrad[n->out[k]] >= 0) has_grad = true;
@@ -602,7 +563,7 @@ int me_plan_build(MePlan *p, MemestModel *model, const MePlanSettings *s, char *
         const MeNode *n = &g->n[i];
         p->extra[i] = -1;
         /* views, and dropout where it returns its input, launch nothing */
-        p->alias_only[i] = !me_plan_skip_node(g, n) && (is_view(n) || (n->desc->cls == ME_C_DROPOUT && dropout_identity(&b, n)));
+        p->alias_only[i] = !me_node_skipped(g, n) && (me_node_is_view(n) || (n->desc->cls == ME_C_DROPOUT && dropout_identity(&b, n)));
     }
     for (int i = 0; i <= g->nn; i++) b.hold_head[i] = -1;
     if ((rc = me_scope_holds(g, b.hold_end)) < 0) goto end;

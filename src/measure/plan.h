@@ -103,8 +103,6 @@ void me_plan_free(MePlan *p);
 /* Whether memest-measure has GPU kernels for node n (shape-only and
  * folded nodes need none); why says what is missing. */
 bool me_plan_node_supported(const MeGraph *g, const MeNode *n, char *why, size_t whylen);
-/* The node is evaluated ahead of time (shape arithmetic, folded constants). */
-bool me_plan_skip_node(const MeGraph *g, const MeNode *n);
 /* Forward of node n only aliases its input (views, in place identity). */
 bool me_plan_is_alias(const MePlan *p, int node);
 
