@@ -12,17 +12,7 @@
 #include "gemm.h"
 #include "kernels_ref.h"
 
-static int fails, checks;
-
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        checks++;                         \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            fails++;                      \
-        }                                 \
-    } while (0)
+#include "../check.h"
 
 static float *rnd(int64_t n, uint64_t seed)
 {

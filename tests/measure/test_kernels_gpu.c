@@ -22,17 +22,7 @@ int main(void)
 #include "kernels.h"
 #include "kernels_ref.h"
 
-static int fails, checks;
-
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        checks++;                         \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            fails++;                      \
-        }                                 \
-    } while (0)
+#include "../check.h"
 
 #define OK(call) CHECK((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 

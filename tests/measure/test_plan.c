@@ -15,17 +15,7 @@
 #include "plan.h"
 #include "simtrace.h"
 
-static int fails, checks;
-
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        checks++;                         \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            fails++;                      \
-        }                                 \
-    } while (0)
+#include "../check.h"
 
 /* The executor's allocator, on host memory: the same instrumented allocator
  * as on the GPU (devalloc.c), fed by the same walk. */

@@ -8,17 +8,7 @@
 
 #include "profile.h"
 
-static int fails, checks;
-
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        checks++;                         \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            fails++;                      \
-        }                                 \
-    } while (0)
+#include "../check.h"
 
 static const char *const fields[][2] = {
     { "format", "\"memest-device-profile\"" },

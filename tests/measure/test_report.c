@@ -12,17 +12,7 @@
 #include "compose.h"
 #include "report.h"
 
-static int fails, checks;
-
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        checks++;                         \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            fails++;                      \
-        }                                 \
-    } while (0)
+#include "../check.h"
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * (fabs(b) + 1); }
 

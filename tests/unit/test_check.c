@@ -9,16 +9,7 @@
 
 #include "memest/memest.h"
 
-static int fails;
-
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            fails++;                      \
-        }                                 \
-    } while (0)
+#include "../check.h"
 
 static char *slurp(const char *path)
 {

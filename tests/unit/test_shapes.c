@@ -6,9 +6,7 @@
 #include "model.h"
 #include "ops/ops.h"
 
-static int fails;
-
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
+#include "../check.h"
 
 typedef struct T {
     MeGraph g;

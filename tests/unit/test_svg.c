@@ -11,17 +11,9 @@
 #include "memest/memest.h"
 #include "model.h"
 
-static int fails;
-static char dir[256];
+#include "../check.h"
 
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            fails++;                      \
-        }                                 \
-    } while (0)
+static char dir[256];
 
 static char *slurp(const char *path, size_t *len)
 {
