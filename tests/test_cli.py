@@ -11,21 +11,15 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_craft as oc  # noqa: E402
+from harness import check, failures, path, run  # noqa: E402
 
-MEMEST, ROOT, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+CASE = sys.argv[3]
 ARG = sys.argv[4] if len(sys.argv) > 4 else None
-failures = []
-
-
-def run(*args):
-    p = subprocess.run([MEMEST, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    return p.returncode, p.stdout, p.stderr
 
 
 def run_json(*args):
@@ -33,16 +27,6 @@ def run_json(*args):
     if rc != 0:
         raise SystemExit(f"memest {' '.join(args)} failed ({rc}): {err}")
     return json.loads(out)
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def path(*p):
-    return os.path.join(ROOT, *p)
 
 
 def parse_table(lines):

@@ -17,28 +17,14 @@ command does not know the option yet.
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-MEMEST, ROOT, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import check, failures, path, run  # noqa: E402
+
+CASE = sys.argv[3]
 SKIP = 77
-
-
-def run(*args):
-    p = subprocess.run([MEMEST, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def path(*p):
-    return os.path.join(ROOT, *p)
 
 
 def needs_option(rc, err, option):

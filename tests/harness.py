@@ -1,0 +1,24 @@
+"""What the Python test drivers share: the memest command and source root
+from their arguments (usage: DRIVER MEMEST SOURCE_ROOT CASE ...), running
+memest, and failures collected instead of stopping at the first."""
+import os
+import subprocess
+import sys
+
+MEMEST, ROOT = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def run(*args):
+    p = subprocess.run([MEMEST, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def path(*p):
+    return os.path.join(ROOT, *p)
