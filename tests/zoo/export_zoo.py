@@ -20,10 +20,7 @@ call it as /usr/bin/python3. Weights are random (weights=None), seeded.
 import argparse
 import copy
 import datetime
-import io
-import json
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -34,6 +31,9 @@ import torch.fx.experimental.optimization as fx_opt
 import torchvision
 import onnx
 import onnx.shape_inference
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo_common import count_params, dump_json, make_graph_only, shape_list  # noqa: E402
 
 torch.set_num_threads(2)
 # The exporter warns once per BatchNorm about num_batches_tracked mutation and
@@ -50,7 +50,6 @@ MODES = ("eval", "train")
 BATCHES = (1, 8)
 FULL_WEIGHT_MODELS = ["resnet18", "vgg16"]
 INPUT_CHW = (3, 224, 224)
-SIZE_THRESHOLD = 1024
 
 
 def build_model(name):
@@ -93,31 +92,6 @@ def export(model, mode, opset, path):
         dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
         opset_version=opset, training=training, do_constant_folding=folding,
         verbose=False)
-
-
-def make_graph_only(src, dst):
-    """Re-save src as dst with big tensors external, then delete the data file."""
-    m = onnx.load(src)
-    loc = os.path.splitext(os.path.basename(dst))[0] + ".data"
-    data_path = os.path.join(os.path.dirname(dst), loc)
-    for p in (dst, data_path):
-        if os.path.exists(p):
-            os.remove(p)
-    onnx.save_model(m, dst, save_as_external_data=True,
-                    all_tensors_to_one_file=True, location=loc,
-                    size_threshold=SIZE_THRESHOLD)
-    data_size = os.path.getsize(data_path) if os.path.exists(data_path) else 0
-    if os.path.exists(data_path):
-        os.remove(data_path)
-    return data_size
-
-
-def shape_list(t):
-    if isinstance(t, torch.Tensor):
-        return list(t.shape)
-    if isinstance(t, (tuple, list)):
-        return [shape_list(x) for x in t]
-    raise TypeError("unexpected module output type %s" % type(t))
 
 
 def pytorch_shapes(model, batch):
@@ -166,20 +140,6 @@ def onnx_shapes(path, batch):
                 missing += 1
                 missing_names.append("%s (%s)" % (out, node.op_type))
     return values, missing, missing_names
-
-
-def dump_json(obj):
-    """json.dumps with indent 1, but lists of numbers kept on one line."""
-    text = json.dumps(obj, indent=1)
-    def one_line(m):
-        items = [x.strip() for x in m.group(1).split(",") if x.strip()]
-        return "[" + ", ".join(items) + "]"
-    text = re.sub(r"\[([-0-9.e,\s]*)\]", one_line, text)
-    return text + "\n"
-
-
-def count_params(model):
-    return sum(p.numel() for p in model.parameters())
 
 
 def fused_params(model):

@@ -30,10 +30,7 @@ import argparse
 import copy
 import datetime
 import hashlib
-import json
-import math
 import os
-import re
 import sys
 import tempfile
 import time
@@ -51,6 +48,7 @@ from onnx import TensorProto, helper, mapping, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import MODELS, VOCAB  # noqa: E402
+from zoo_common import count_params, dump_json, make_graph_only, shape_list  # noqa: E402
 
 torch.set_num_threads(2)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -61,7 +59,6 @@ TRUTH_DIR = os.path.join(ROOT, "golden", "truth", "zoo")
 OPSET = 17
 BATCHES = (1, 8)
 EXPORT_BATCH = 2  # dummy batch for tracing: not 1, so nothing specialises on it
-SIZE_THRESHOLD = 1024
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE,
                TensorProto.BFLOAT16}
 
@@ -138,20 +135,6 @@ def export(model, name, mode, path):
         m, tuple(xs), path, input_names=in_names, output_names=out_names,
         dynamic_axes=dyn, opset_version=OPSET, training=training,
         do_constant_folding=False, verbose=False)
-
-
-def make_graph_only(src, dst):
-    m = onnx.load(src)
-    loc = os.path.splitext(os.path.basename(dst))[0] + ".data"
-    data_path = os.path.join(os.path.dirname(dst), loc)
-    for p in (dst, data_path):
-        if os.path.exists(p):
-            os.remove(p)
-    onnx.save_model(m, dst, save_as_external_data=True,
-                    all_tensors_to_one_file=True, location=loc,
-                    size_threshold=SIZE_THRESHOLD)
-    if os.path.exists(data_path):
-        os.remove(data_path)
 
 
 def initializer_stats(g):
@@ -481,34 +464,11 @@ def count_macs(model, name, batch, train_mode, seed):
     return c, y
 
 
-def shape_list(t):
-    if isinstance(t, torch.Tensor):
-        return list(t.shape)
-    if isinstance(t, (tuple, list)):
-        return [shape_list(x) for x in t]
-    raise TypeError("unexpected output type %s" % type(t))
-
-
 def output_shapes(y):
     return [shape_list(y)] if isinstance(y, torch.Tensor) else [shape_list(x) for x in y]
 
 
 # --------------------------------------------------------------------------
-
-def dump_json(obj):
-    """json.dumps with indent 1, but lists of numbers kept on one line."""
-    text = json.dumps(obj, indent=1)
-
-    def one_line(m):
-        items = [x.strip() for x in m.group(1).split(",") if x.strip()]
-        return "[" + ", ".join(items) + "]"
-    text = re.sub(r"\[([-0-9.e,\s]*)\]", one_line, text)
-    return text + "\n"
-
-
-def count_params(model):
-    return sum(p.numel() for p in model.parameters())
-
 
 def has_bn(model):
     return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
@@ -549,7 +509,6 @@ def process(name, tmp):
         if os.path.exists(full):
             os.remove(full)
         export(model, name, "eval_preserve", full)
-    full_size = os.path.getsize(full)
     make_graph_only(full, dst)
     os.remove(full)
     size = os.path.getsize(dst)

@@ -21,13 +21,15 @@ Always run with /usr/bin/python3 (Debian's python3-torch, python3-torchvision).
 import json
 import operator
 import os
-import re
 import sys
 
 import torch
 import torch.fx
 import torch.nn as nn
 import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo_common import dump_json  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -299,16 +301,6 @@ def fx_to_json(model, name, input_name, input_shape, how):
         "layers": layers,
         "outputs": outputs,
     }
-
-
-def dump_json(obj):
-    """Indented JSON with each layer and each number list on one line."""
-    text = json.dumps(obj, indent=1)
-
-    def one_line(m):
-        items = [x.strip() for x in m.group(1).split(",") if x.strip()]
-        return "[" + ", ".join(items) + "]"
-    return re.sub(r"\[([-0-9.e,\s]*)\]", one_line, text) + "\n"
 
 
 def dump_graph(g):
