@@ -186,8 +186,12 @@ int me_device_profile_load(const char *path, MemestGpu *gpu, uint64_t *context, 
     return 0;
 }
 
-static void json_string(FILE *f, const char *s)
+void me_json_string(FILE *f, const char *s)
 {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -201,7 +205,7 @@ static void json_string(FILE *f, const char *s)
 int me_device_profile_write(FILE *f, const MeDeviceProfile *p)
 {
     fprintf(f, "{\n  \"format\": \"" ME_DEVICE_PROFILE_FORMAT "\",\n  \"version\": %d,\n  \"name\": ", ME_DEVICE_PROFILE_VERSION);
-    json_string(f, p->gpu.name);
+    me_json_string(f, p->gpu.name);
     fprintf(f, ",\n  \"memory_bytes\": %llu,\n", (unsigned long long)p->gpu.memory);
     fprintf(f, "  \"bandwidth_bytes_per_s\": %.6g,\n", p->gpu.bandwidth);
     fprintf(f, "  \"fp32_flops\": %.6g,\n", p->gpu.fp32_flops);
@@ -211,7 +215,7 @@ int me_device_profile_write(FILE *f, const MeDeviceProfile *p)
     fprintf(f, "  \"allocation_granularity\": %llu,\n", (unsigned long long)p->allocation_granularity);
     fprintf(f, "  \"cublas_workspace_bytes\": %llu,\n", (unsigned long long)p->cublas_workspace_bytes);
     fprintf(f, "  \"measured\": ");
-    json_string(f, p->measured);
+    me_json_string(f, p->measured);
     fprintf(f, "\n}\n");
     return ferror(f) ? MEMEST_ERR_IO : 0;
 }

@@ -36,5 +36,7 @@ int me_device_profile_load(const char *path, MemestGpu *gpu, uint64_t *context, 
 
 /* Writes p as a profile (the format above); 0 or MEMEST_ERR_IO. */
 int me_device_profile_write(FILE *f, const MeDeviceProfile *p);
+/* s as a JSON string (null for NULL); memest-measure's reports use it too. */
+void me_json_string(FILE *f, const char *s);
 
 #endif

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "profile.h"
 #include "report.h"
 
 bool me_rel_error(bool has_pred, double pred, bool has_meas, double meas, double *pct)
@@ -85,22 +86,6 @@ static void table(FILE *f, const MeMeasureReport *r)
     fprintf(f, "(live: MiB alive at the layer's point of memest's timeline; time: ms per step)\n");
 }
 
-static void jstr(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void jnum(FILE *f, MeUnit unit, bool has, double v)
 {
     if (!has || !isfinite(v)) fputs("null", f);
@@ -120,7 +105,7 @@ static void jrows(FILE *f, const char *key, const MeCompare *c, int n)
     fprintf(f, "  \"%s\": [", key);
     for (int i = 0; i < n; i++) {
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        jstr(f, c[i].name);
+        me_json_string(f, c[i].name);
         fprintf(f, ", \"unit\": \"%s\", \"predicted\": ", c[i].unit == ME_UNIT_BYTES ? "bytes" : "seconds");
         jnum(f, c[i].unit, c[i].has_pred, c[i].pred);
         fputs(", \"measured\": ", f);
@@ -135,21 +120,21 @@ static void jrows(FILE *f, const char *key, const MeCompare *c, int n)
 static void json(FILE *f, const MeMeasureReport *r)
 {
     fputs("{\n  \"format\": \"memest-measure\",\n  \"version\": 1,\n  \"model\": ", f);
-    jstr(f, r->model);
+    me_json_string(f, r->model);
     fputs(",\n  \"mode\": ", f);
-    jstr(f, r->mode);
+    me_json_string(f, r->mode);
     fputs(",\n  \"optimizer\": ", f);
-    jstr(f, r->optimizer && r->optimizer[0] ? r->optimizer : NULL);
+    me_json_string(f, r->optimizer && r->optimizer[0] ? r->optimizer : NULL);
     fprintf(f, ",\n  \"batch\": %lld,\n  \"device\": ", (long long)r->batch);
-    jstr(f, r->device);
+    me_json_string(f, r->device);
     fputs(",\n  \"software\": ", f);
-    jstr(f, r->software);
+    me_json_string(f, r->software);
     fputs(",\n  \"convolutions\": ", f);
-    jstr(f, r->conv);
+    me_json_string(f, r->conv);
     fputs(",\n  \"roofline_gpu\": ", f);
-    jstr(f, r->profile);
+    me_json_string(f, r->profile);
     fprintf(f, ",\n  \"plan\": {\"matches_memest\": %s, \"detail\": ", r->plan_matches ? "true" : "false");
-    jstr(f, r->plan_detail);
+    me_json_string(f, r->plan_detail);
     fprintf(f, "},\n  \"warmup\": %d,\n  \"iterations\": %d,\n", r->warmup, r->iterations);
     jrows(f, "memory", r->memory, r->n_memory);
     jrows(f, "time", r->time, r->n_time);
@@ -157,9 +142,9 @@ static void json(FILE *f, const MeMeasureReport *r)
     for (int i = 0; i < r->n_layers; i++) {
         const MeLayerCompare *l = &r->layers[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        jstr(f, l->name);
+        me_json_string(f, l->name);
         fputs(", \"op\": ", f);
-        jstr(f, l->op);
+        me_json_string(f, l->op);
         fprintf(f, ", \"phase\": \"%s\", \"predicted_live_bytes\": ", phase_name(l->phase));
         jnum(f, ME_UNIT_BYTES, l->has_live, l->pred_live);
         fputs(", \"measured_live_bytes\": ", f);
