@@ -2,6 +2,7 @@
  * other way round from the kernels where that is possible (scatter from
  * each output instead of gather into each input). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,21 +125,41 @@ static void avg_window(const MePoolShape *s, int64_t oh, int64_t ow, int64_t *h0
     *div = s->count_include_pad ? full : (double)((*h1 - *h0) * (*w1 - *w0));
 }
 
-void me_ref_avgpool_fwd(const MePoolShape *s, const float *x, float *y)
+static void adaptive_range(int64_t o, int64_t in, int64_t out, int64_t *a, int64_t *b)
+{
+    *a = (int64_t)floor((double)o * (double)in / (double)out);
+    *b = (int64_t)ceil((double)(o + 1) * (double)in / (double)out);
+}
+
+/* An output's input window and divisor: avg_pool2d's, or
+ * adaptive_avg_pool2d's (floor/ceil of the scaled range). */
+static void pool_window(const MePoolShape *s, bool adaptive, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0,
+                        int64_t *w1, double *div)
+{
+    if (!adaptive) {
+        avg_window(s, oh, ow, h0, h1, w0, w1, div);
+        return;
+    }
+    adaptive_range(oh, s->h, s->oh, h0, h1);
+    adaptive_range(ow, s->w, s->ow, w0, w1);
+    *div = (double)((*h1 - *h0) * (*w1 - *w0));
+}
+
+static void mean_pool_fwd(const MePoolShape *s, bool adaptive, const float *x, float *y)
 {
     for (int64_t nc = 0; nc < s->n * s->c; nc++)
         for (int64_t oh = 0; oh < s->oh; oh++)
             for (int64_t ow = 0; ow < s->ow; ow++) {
                 int64_t h0, h1, w0, w1;
                 double div, acc = 0;
-                avg_window(s, oh, ow, &h0, &h1, &w0, &w1, &div);
+                pool_window(s, adaptive, oh, ow, &h0, &h1, &w0, &w1, &div);
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++) acc += x[(nc * s->h + ih) * s->w + iw];
                 y[(nc * s->oh + oh) * s->ow + ow] = (float)(acc / div);
             }
 }
 
-void me_ref_avgpool_bwd(const MePoolShape *s, const float *dy, float *dx)
+static void mean_pool_bwd(const MePoolShape *s, bool adaptive, const float *dy, float *dx)
 {
     memset(dx, 0, sizeof(float) * (size_t)(s->n * s->c * s->h * s->w));
     for (int64_t nc = 0; nc < s->n * s->c; nc++)
@@ -146,48 +167,17 @@ void me_ref_avgpool_bwd(const MePoolShape *s, const float *dy, float *dx)
             for (int64_t ow = 0; ow < s->ow; ow++) {
                 int64_t h0, h1, w0, w1;
                 double div;
-                avg_window(s, oh, ow, &h0, &h1, &w0, &w1, &div);
+                pool_window(s, adaptive, oh, ow, &h0, &h1, &w0, &w1, &div);
                 float g = (float)(dy[(nc * s->oh + oh) * s->ow + ow] / div);
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++) dx[(nc * s->h + ih) * s->w + iw] += g;
             }
 }
 
-static void adaptive_range(int64_t o, int64_t in, int64_t out, int64_t *a, int64_t *b)
-{
-    *a = (int64_t)floor((double)o * (double)in / (double)out);
-    *b = (int64_t)ceil((double)(o + 1) * (double)in / (double)out);
-}
-
-void me_ref_adaptive_fwd(const MePoolShape *s, const float *x, float *y)
-{
-    for (int64_t nc = 0; nc < s->n * s->c; nc++)
-        for (int64_t oh = 0; oh < s->oh; oh++)
-            for (int64_t ow = 0; ow < s->ow; ow++) {
-                int64_t h0, h1, w0, w1;
-                adaptive_range(oh, s->h, s->oh, &h0, &h1);
-                adaptive_range(ow, s->w, s->ow, &w0, &w1);
-                double acc = 0;
-                for (int64_t ih = h0; ih < h1; ih++)
-                    for (int64_t iw = w0; iw < w1; iw++) acc += x[(nc * s->h + ih) * s->w + iw];
-                y[(nc * s->oh + oh) * s->ow + ow] = (float)(acc / (double)((h1 - h0) * (w1 - w0)));
-            }
-}
-
-void me_ref_adaptive_bwd(const MePoolShape *s, const float *dy, float *dx)
-{
-    memset(dx, 0, sizeof(float) * (size_t)(s->n * s->c * s->h * s->w));
-    for (int64_t nc = 0; nc < s->n * s->c; nc++)
-        for (int64_t oh = 0; oh < s->oh; oh++)
-            for (int64_t ow = 0; ow < s->ow; ow++) {
-                int64_t h0, h1, w0, w1;
-                adaptive_range(oh, s->h, s->oh, &h0, &h1);
-                adaptive_range(ow, s->w, s->ow, &w0, &w1);
-                float g = (float)(dy[(nc * s->oh + oh) * s->ow + ow] / (double)((h1 - h0) * (w1 - w0)));
-                for (int64_t ih = h0; ih < h1; ih++)
-                    for (int64_t iw = w0; iw < w1; iw++) dx[(nc * s->h + ih) * s->w + iw] += g;
-            }
-}
+void me_ref_avgpool_fwd(const MePoolShape *s, const float *x, float *y) { mean_pool_fwd(s, false, x, y); }
+void me_ref_avgpool_bwd(const MePoolShape *s, const float *dy, float *dx) { mean_pool_bwd(s, false, dy, dx); }
+void me_ref_adaptive_fwd(const MePoolShape *s, const float *x, float *y) { mean_pool_fwd(s, true, x, y); }
+void me_ref_adaptive_bwd(const MePoolShape *s, const float *dy, float *dx) { mean_pool_bwd(s, true, dy, dx); }
 
 void me_ref_bn_train_fwd(const float *x, int64_t n, int64_t ch, int64_t spatial, const float *gamma, const float *beta, float eps,
                          float *y, float *mean, float *invstd)
