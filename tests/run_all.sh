@@ -41,7 +41,7 @@ for dir in build build-asan; do
         # a folder left half-built by something else: once more from scratch
         rm -rf "$dir"
         # shellcheck disable=SC2046
-        meson setup "$dir" $(opts "$dir") >/dev/null || status=1
+        setup "$dir" $(opts "$dir") || status=1
         if ! meson compile -C "$dir" >"$dir/compile.log" 2>&1; then
             cat "$dir/compile.log"; echo "build failed in $dir"; status=1; continue
         fi
