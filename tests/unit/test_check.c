@@ -11,27 +11,9 @@
 
 #include "../check.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n + 1 < cap) break;
-        char *nb = realloc(buf, cap *= 2);
-        if (!nb) free(buf);
-        buf = nb;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
 static cJSON *load_json(const char *path)
 {
-    char *s = slurp(path);
+    char *s = slurp(path, NULL);
     cJSON *j = s ? cJSON_Parse(s) : NULL;
     free(s);
     return j;

@@ -15,25 +15,6 @@
 
 static char dir[256];
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n + 1 < cap) break;
-        char *nb = realloc(buf, cap *= 2);
-        if (!nb) free(buf);
-        buf = nb;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    if (len) *len = n;
-    return buf;
-}
-
 static int plot(const MemestModel *m, const char *path, uint64_t gpu, const char *name)
 {
     FILE *f = fopen(path, "w");
