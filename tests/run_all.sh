@@ -28,7 +28,14 @@ setup() { # dir, extra options...
         return 0
     fi
     rm -rf "$dir"
-    meson setup "$dir" "$@" >/dev/null
+    # meson prints its ERROR line on stdout: keep it for a failed setup
+    local log
+    log=$(mktemp)
+    if ! meson setup "$dir" "$@" >"$log" 2>&1; then
+        tail -n 40 "$log"; rm -f "$log"; echo "meson setup failed in $dir"
+        return 1
+    fi
+    rm -f "$log"
 }
 
 asan_opts="-Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all"
