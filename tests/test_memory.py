@@ -31,6 +31,14 @@ TRAIN_MODES = {
     "train_sgd_ckpt10": ("sgd", ["--input-grad", "--checkpoint", "10"]),
 }
 LOSSES = {"pow2_mean": "mse"}
+# train_*_freeze: the oracle's FREEZE (tests/oracle/measure_memory.py) as
+# memest --freeze patterns over module names
+FREEZE = {
+    "resnet18": ["conv1", "bn1", "layer1", "layer2"],
+    "resmlp100": ["[0-9].*", "[1-4][0-9].*"],  # blocks 0..49
+}
+for _m, _opt in (("train_sgd_freeze", "sgd"), ("train_adam_freeze", "adam")):
+    TRAIN_MODES[_m] = (_opt, [a for pat in FREEZE.get(MODEL, []) for a in ("--freeze", pat)])
 
 
 def graph_for(model, truth):

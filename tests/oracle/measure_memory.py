@@ -170,11 +170,17 @@ TV_FALLBACK = ["resnet18", "resnet50", "mobilenet_v2", "vgg16", "densenet121",
 DEFAULT_MODELS = ["seed_seq", "resmlp100"] + TV_FALLBACK + ["bert_like", "gpt_like"]
 # models with their own batch list (ignores --batches unless --force-batches)
 MODEL_BATCHES = {"seed_seq": [1], "resmlp100": [64, 2048]}
-EXTRA_MODES = {"resmlp100": ("train_sgd_inputgrad", "train_sgd_ckpt10")}
+EXTRA_MODES = {"resmlp100": ("train_sgd_inputgrad", "train_sgd_ckpt10", "train_adam_freeze"),
+               "resnet18": ("train_sgd_freeze", "train_adam_freeze")}
+# train_*_freeze: parameters of these top-level modules get requires_grad
+# False before the optimizer is made (a fine-tuning setup: a frozen stem and
+# first stages; BatchNorm stays in train mode and keeps its batch statistics).
+FREEZE = {"resnet18": ("conv1", "bn1", "layer1", "layer2"),
+          "resmlp100": tuple(str(i) for i in range(50))}
 # (model, batch) -> the only modes run there. resmlp100 at batch 64 is
 # dominated by parameters + grads (activations ~25 MiB vs 400 MiB), so
 # checkpointing cannot change its peak; batch 2048 makes activations dominate.
-BATCH_MODES = {("resmlp100", 2048): ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10")}
+BATCH_MODES = {("resmlp100", 2048): ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10", "train_adam_freeze")}
 
 
 def registry(name):
@@ -705,11 +711,11 @@ def run_infer(name, spec, batch, mode):
 
 
 def make_opt(mode, params):
-    if mode in ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10"):
+    if mode in ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10", "train_sgd_freeze"):
         return torch.optim.SGD(params, lr=0.01)
     if mode == "train_sgd_momentum":
         return torch.optim.SGD(params, lr=0.01, momentum=0.9)
-    if mode == "train_adam":
+    if mode in ("train_adam", "train_adam_freeze"):
         return torch.optim.Adam(params, lr=1e-3)
     raise ValueError(mode)
 
@@ -719,7 +725,11 @@ def run_train(name, spec, batch, mode, kind):
     torch.manual_seed(0)
     model = ctor().train()
     xs = make_inputs(name, spec, batch)
-    opt = make_opt(mode, model.parameters())
+    if mode.endswith("_freeze"):
+        for pn, pp in model.named_parameters():
+            if pn.split(".")[0] in FREEZE[name]:
+                pp.requires_grad_(False)
+    opt = make_opt(mode, [pp for pp in model.parameters() if pp.requires_grad])
     target = make_target(kind, _OUT_META[name, batch], batch) if kind != "pow2_mean" else None
     ckpt = mode == "train_sgd_ckpt10"
     if mode in ("train_sgd_inputgrad", "train_sgd_ckpt10"):
@@ -941,6 +951,9 @@ def run_model(name, batches, out_dir, summary, modes_filter=None):
                     e["checkpoint"] = ("torch.utils.checkpoint.checkpoint_sequential(model, 10, x) "
                                        "(use_reentrant=True, the 1.13 default); input requires_grad "
                                        "so the first segment's parameters get grads")
+                if mode.endswith("_freeze"):
+                    e["frozen"] = ("requires_grad_(False) on the parameters of top-level modules %s; "
+                                   "the optimizer gets the others" % ", ".join(FREEZE[name]))
                 if mode == "train_sgd_inputgrad":
                     e["checkpoint"] = "none; input requires_grad (comparison for train_sgd_ckpt10)"
                 entry[mode] = e
