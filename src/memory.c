@@ -271,12 +271,27 @@ static bool aliases_input(const Sim *m, const MeNode *n)
     return n->n_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && me_node_aliases_input(m->g, n, train_mode(m));
 }
 
+enum { AC_FOLLOW = 0, AC_LOWER, AC_FP32 }; /* autocast_kind() */
+static int autocast_kind(const MeNode *n);
+
+/* Bytes of operand v as op n computes with it: under autocast an op of the
+ * lower-precision list works on fp16/bf16 copies, whatever v's own type. */
+static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
+{
+    if (!v) return 0;
+    if (m->s->amp && me_dtype_is_float(v->dtype) && autocast_kind(n) == AC_LOWER) {
+        int64_t k = v->known ? me_shape_numel(&v->shape) : 0;
+        return k > 0 ? k * 2 : 0;
+    }
+    return vb(m, v);
+}
+
 /* oneDNN reorders a convolution's input into its blocked layout, except a
  * first layer's few channels, which it reads as they are. */
 static int64_t conv_input_copy(const Sim *m, const MeCtx *c)
 {
     const MeValue *x = me_in(c, 0);
-    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? vb(m, x) : 0;
+    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? op_vb(m, c->n, x) : 0;
 }
 
 /* Bytes an op allocates and frees inside itself, by runtime (doc/memory.md),
@@ -291,7 +306,7 @@ static int64_t temp_forward(const Sim *m, const MeNode *n)
          * blocked buffer, then reordered into the output: beyond the output,
          * max(input copy + weight copy, output) at once */
         const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
-        int64_t a = conv_input_copy(m, &c) + (w ? vb(m, w) : 0), b = vb(m, o);
+        int64_t a = conv_input_copy(m, &c) + op_vb(m, n, w), b = vb(m, o);
         return a > b ? a : b;
     }
     case ME_C_MAXPOOL:
@@ -322,7 +337,7 @@ static int64_t temp_backward(const Sim *m, const MeNode *n)
     case ME_C_CONV: {
         /* oneDNN: reordered output gradient, input and weights */
         const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
-        return vb(m, o) + conv_input_copy(m, &c) + (w ? vb(m, w) : 0);
+        return vb(m, o) + conv_input_copy(m, &c) + op_vb(m, n, w);
     }
     case ME_C_BN:
         return vb(m, me_in(&c, 0)); /* one input-sized temporary */
@@ -619,7 +634,6 @@ static bool view_result(Sim *m, const MeNode *n, int k)
 /* torch.autocast: ops of its lower-precision list run in fp16/bf16 and
  * cast their float inputs (weights once per forward, into a cache); ops of
  * its fp32 list cast up; the rest follow their inputs' promoted type. */
-enum { AC_FOLLOW = 0, AC_LOWER, AC_FP32 };
 
 static int autocast_kind(const MeNode *n)
 {

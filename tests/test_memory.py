@@ -29,6 +29,9 @@ TRAIN_MODES = {
     "train_sgd_inputgrad": ("sgd", ["--input-grad"]),
     # torch.utils.checkpoint.checkpoint_sequential(blocks, segments=10)
     "train_sgd_ckpt10": ("sgd", ["--input-grad", "--checkpoint", "10"]),
+    # torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss
+    "train_sgd_amp_bf16": ("sgd", ["--amp", "bf16"]),
+    "train_adam_amp_bf16": ("adam", ["--amp", "bf16"]),
 }
 LOSSES = {"pow2_mean": "mse"}
 # train_*_freeze: the oracle's FREEZE (tests/oracle/measure_memory.py) as

@@ -61,7 +61,11 @@ momentum=0.9); train_adam: Adam(lr=1e-3)): two steps, each profiled on its
 own with its own baseline: out = model(*inputs); loss; loss.backward();
 opt.step(); opt.zero_grad(set_to_none=True); the step's out and loss are
 locals that die when the step function returns, i.e. inside the region, so
-"end" of a training step holds no activations and no grads. Phases inside a
+"end" of a training step holds no activations and no grads. Extra training modes
+for some models: train_sgd_freeze / train_adam_freeze (parameters of the
+top-level modules in FREEZE get requires_grad_(False), the optimizer gets the
+rest); train_sgd_amp_bf16 / train_adam_amp_bf16 (forward and loss inside
+torch.autocast("cpu", dtype=torch.bfloat16), backward and step outside it). Phases inside a
 step (forward incl. loss, backward, optimizer_step, zero_grad) are marked with profiler RecordFunction scopes (the _new variant: the
 plain torch.profiler.record_function allocates a 288-byte handle tensor in
 1.13) and give per-phase peaks; blocks live at the peak are grouped by the
@@ -170,8 +174,9 @@ TV_FALLBACK = ["resnet18", "resnet50", "mobilenet_v2", "vgg16", "densenet121",
 DEFAULT_MODELS = ["seed_seq", "resmlp100"] + TV_FALLBACK + ["bert_like", "gpt_like"]
 # models with their own batch list (ignores --batches unless --force-batches)
 MODEL_BATCHES = {"seed_seq": [1], "resmlp100": [64, 2048]}
-EXTRA_MODES = {"resmlp100": ("train_sgd_inputgrad", "train_sgd_ckpt10", "train_adam_freeze"),
-               "resnet18": ("train_sgd_freeze", "train_adam_freeze")}
+EXTRA_MODES = {"resmlp100": ("train_sgd_inputgrad", "train_sgd_ckpt10", "train_adam_freeze",
+                             "train_sgd_amp_bf16", "train_adam_amp_bf16"),
+               "resnet18": ("train_sgd_freeze", "train_adam_freeze", "train_sgd_amp_bf16", "train_adam_amp_bf16")}
 # train_*_freeze: parameters of these top-level modules get requires_grad
 # False before the optimizer is made (a fine-tuning setup: a frozen stem and
 # first stages; BatchNorm stays in train mode and keeps its batch statistics).
@@ -180,7 +185,8 @@ FREEZE = {"resnet18": ("conv1", "bn1", "layer1", "layer2"),
 # (model, batch) -> the only modes run there. resmlp100 at batch 64 is
 # dominated by parameters + grads (activations ~25 MiB vs 400 MiB), so
 # checkpointing cannot change its peak; batch 2048 makes activations dominate.
-BATCH_MODES = {("resmlp100", 2048): ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10", "train_adam_freeze")}
+BATCH_MODES = {("resmlp100", 2048): ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10", "train_adam_freeze",
+                                     "train_sgd_amp_bf16", "train_adam_amp_bf16")}
 
 
 def registry(name):
@@ -711,11 +717,11 @@ def run_infer(name, spec, batch, mode):
 
 
 def make_opt(mode, params):
-    if mode in ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10", "train_sgd_freeze"):
+    if mode in ("train_sgd", "train_sgd_inputgrad", "train_sgd_ckpt10", "train_sgd_freeze", "train_sgd_amp_bf16"):
         return torch.optim.SGD(params, lr=0.01)
     if mode == "train_sgd_momentum":
         return torch.optim.SGD(params, lr=0.01, momentum=0.9)
-    if mode in ("train_adam", "train_adam_freeze"):
+    if mode in ("train_adam", "train_adam_freeze", "train_adam_amp_bf16"):
         return torch.optim.Adam(params, lr=1e-3)
     raise ValueError(mode)
 
@@ -732,6 +738,7 @@ def run_train(name, spec, batch, mode, kind):
     opt = make_opt(mode, [pp for pp in model.parameters() if pp.requires_grad])
     target = make_target(kind, _OUT_META[name, batch], batch) if kind != "pow2_mean" else None
     ckpt = mode == "train_sgd_ckpt10"
+    amp = mode.endswith("_amp_bf16")
     if mode in ("train_sgd_inputgrad", "train_sgd_ckpt10"):
         for x in xs:
             x.requires_grad_(True)
@@ -741,7 +748,7 @@ def run_train(name, spec, batch, mode, kind):
         grads_before_zero = {}
 
         def fn():
-            with Phase("forward"):
+            with Phase("forward"), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
                 if ckpt:
                     out = torch.utils.checkpoint.checkpoint_sequential(model, 10, xs[0])
                 else:
