@@ -93,6 +93,7 @@ def child(name, batch, mode, device):
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
     from models import MODELS, VOCAB
+    from zoo_common import first_tensor, random_inputs
 
     torch.cuda.set_device(device)
     dev = torch.device("cuda", device)
@@ -105,26 +106,10 @@ def child(name, batch, mode, device):
     ctor, spec = MODELS[name]
     torch.manual_seed(0)
     model = ctor().to(dev)
-    g = torch.Generator().manual_seed(1)
-    xs = []
-    for _, shape, dtype in spec:
-        shp = (batch,) + tuple(shape)
-        if dtype.is_floating_point:
-            xs.append(torch.randn(shp, generator=g, dtype=dtype).to(dev))
-        else:
-            xs.append(torch.randint(0, VOCAB.get(name, 1000), shp, generator=g, dtype=dtype).to(dev))
-
-    def first(out):
-        if isinstance(out, torch.Tensor):
-            return out
-        if isinstance(out, dict):
-            out = list(out.values())
-        if isinstance(out, (list, tuple)):
-            return first(out[0])
-        return out.logits
+    xs = [x.to(dev) for x in random_inputs(spec, batch, 1, VOCAB.get(name, 1000))]
 
     def loss_of(out):
-        out = first(out)
+        out = first_tensor(out)
         gl = torch.Generator().manual_seed(2)
         if out.dim() == 2:
             t = torch.randint(0, out.shape[1], (out.shape[0],), generator=gl).to(dev)

@@ -113,6 +113,7 @@ except ImportError:  # the zoo file is written by someone else; fall back
     zoo = None
     ZOO = {}
     VOCAB = {}
+from zoo_common import first_tensor, random_inputs  # noqa: E402  (tests/zoo/zoo_common.py)
 
 OUT_DIR = os.path.join(ROOT, "golden", "truth", "memory")
 try:
@@ -539,30 +540,7 @@ def validate_seed(verbose=True):
 # Inputs, losses, steps.
 
 def make_inputs(name, spec, batch):
-    g = torch.Generator().manual_seed(1)
-    xs = []
-    for iname, shape, dtype in spec:
-        if isinstance(dtype, str):
-            dtype = getattr(torch, dtype)
-        shp = (batch,) + tuple(shape)
-        if dtype.is_floating_point:
-            xs.append(torch.randn(shp, generator=g, dtype=dtype))
-        else:
-            vocab = VOCAB.get(name, 1000)
-            xs.append(torch.randint(0, vocab, shp, generator=g, dtype=dtype))
-    return xs
-
-
-def first_tensor(out):
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        return first_tensor(out[0])
-    if hasattr(out, "logits"):
-        return out.logits
-    raise TypeError(type(out))
+    return random_inputs(spec, batch, 1, VOCAB.get(name, 1000))
 
 
 def loss_kind(name, out):

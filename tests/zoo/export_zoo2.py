@@ -48,7 +48,7 @@ from onnx import TensorProto, helper, mapping, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import MODELS, VOCAB  # noqa: E402
-from zoo_common import count_params, dump_json, make_graph_only, shape_list  # noqa: E402
+from zoo_common import count_params, dump_json, make_graph_only, random_inputs, shape_list  # noqa: E402
 
 torch.set_num_threads(2)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -97,16 +97,7 @@ def build_model(name):
 
 
 def make_inputs(name, batch, seed):
-    _, specs = MODELS[name]
-    g = torch.Generator().manual_seed(seed)
-    xs = []
-    for _, shape, dtype in specs:
-        if dtype == torch.int64:
-            xs.append(torch.randint(0, VOCAB[name], (batch,) + tuple(shape),
-                                    generator=g, dtype=torch.int64))
-        else:
-            xs.append(torch.randn((batch,) + tuple(shape), generator=g, dtype=dtype))
-    return xs
+    return random_inputs(MODELS[name][1], batch, seed, VOCAB.get(name))
 
 
 def dtype_name(dt):

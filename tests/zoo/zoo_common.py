@@ -1,6 +1,7 @@
 """Helpers the truth scripts share (export_zoo.py, export_zoo2.py,
-make_json.py): JSON as the golden files keep it, parameter counts, output
-shapes, and graph-only ONNX files."""
+make_json.py, tests/oracle/measure_memory.py, tests/measure/pytorch_cuda.py):
+JSON as the golden files keep it, parameter counts, output shapes, random
+inputs, the tensor a loss reads, and graph-only ONNX files."""
 import json
 import os
 import re
@@ -30,6 +31,39 @@ def shape_list(t):
     if isinstance(t, (tuple, list)):
         return [shape_list(x) for x in t]
     raise TypeError("unexpected output type %s" % type(t))
+
+
+def random_inputs(spec, batch, seed, vocab):
+    """One batch for [(name, shape, dtype)] (dtype a torch dtype or its
+    name): floats from randn, integers (token ids) uniform in [0, vocab),
+    all from one generator seeded with seed, in input order."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    xs = []
+    for _, shape, dtype in spec:
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        shp = (batch,) + tuple(shape)
+        if dtype.is_floating_point:
+            xs.append(torch.randn(shp, generator=g, dtype=dtype))
+        else:
+            xs.append(torch.randint(0, vocab, shp, generator=g, dtype=dtype))
+    return xs
+
+
+def first_tensor(out):
+    """The tensor a loss reads: a model's output, or the first one of a
+    tuple, list or dict of them, or a HuggingFace-style .logits."""
+    import torch
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return first_tensor(out[0])
+    if hasattr(out, "logits"):
+        return out.logits
+    raise TypeError(type(out))
 
 
 def make_graph_only(src, dst):
