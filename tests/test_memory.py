@@ -5,7 +5,9 @@ made by tests/oracle/measure_memory.py on this CPU with Debian's torch).
 usage: test_memory.py MEMEST SOURCE_ROOT MODEL [--table]
 
 Each (batch, mode) must be within 3 % or 1 MiB, whichever is larger; the
-runtime profile is 'cpu' because the truth was measured on a CPU.
+runtime profile is 'cpu' because the truth was measured on a CPU. A mode of
+the truth file this driver does not know is an error, not a skip, and memest
+must report one step per measured step (two for training, one otherwise).
 """
 import json
 import os
@@ -33,6 +35,10 @@ TRAIN_MODES = {
     "train_sgd_amp_bf16": ("sgd", ["--amp", "bf16"]),
     "train_adam_amp_bf16": ("adam", ["--amp", "bf16"]),
 }
+# oracle mode -> (memest's memory.mode, extra options)
+INFER_MODES = {"infer_nograd": ("infer", []), "infer_grad": ("infer_grad", ["--grad"])}
+# entries of a batch that are facts about the model, not a measured mode
+NOT_MODES = {"saved_for_backward"}
 LOSSES = {"pow2_mean": "mse"}
 # train_*_freeze: the oracle's FREEZE (tests/oracle/measure_memory.py) as
 # memest --freeze patterns over module names
@@ -51,16 +57,14 @@ def graph_for(model, truth):
     return f, None
 
 
-def run(f, spec, batch, mode, opt, loss, extra=()):
-    args = [MEMEST, os.path.join(ROOT, f), *spec, "--batch", str(batch), "--runtime", "cpu", "--format", "json"]
-    if mode == "infer_grad":
-        args.append("--grad")
-    elif mode.startswith("train"):
-        args += ["--train", "--optimizer", opt, "--loss", loss, *extra]
+def run(f, spec, batch, extra):
+    """memest's memory report: (memory.mode, each step's peak)."""
+    args = [MEMEST, os.path.join(ROOT, f), *spec, "--batch", str(batch), "--runtime", "cpu", "--format", "json", *extra]
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     if p.returncode:
         raise SystemExit(f"memest failed: {p.stderr}")
-    return [s["peak"] for s in json.loads(p.stdout)["memory"]["steps"]]
+    mem = json.loads(p.stdout)["memory"]
+    return mem["mode"], [s["peak"] for s in mem["steps"]]
 
 
 def main():
@@ -72,27 +76,38 @@ def main():
             spec += ["--input", "%s=%s:%s" % (i["name"], "x".join(str(s) for s in i["shape"]), i.get("dtype", "float32"))]
     fails = 0
     rows = []
+    n_modes = 0
     for b, modes in sorted(truth["batches"].items(), key=lambda kv: int(kv[0])):
         for mode, r in modes.items():
-            if not isinstance(r, dict) or mode == "saved_for_backward":
+            if not isinstance(r, dict) or mode in NOT_MODES:
                 continue
-            if mode.startswith("train"):
-                if mode not in TRAIN_MODES:
-                    continue
+            if mode in TRAIN_MODES:
                 opt, extra = TRAIN_MODES[mode]
                 l = loss or LOSSES.get(r.get("loss_kind", ""), "cross-entropy")
-                pred = run(f, spec, b, mode, opt, l, extra)
+                want_mode, extra = "train", ["--train", "--optimizer", opt, "--loss", l, *extra]
                 meas = [r["step1"]["peak"], r["step2"]["peak"]]
                 labels = [mode + "/step1", mode + "/step2"]
-            else:
-                pred = run(f, spec, b, mode, None, None)
+            elif mode in INFER_MODES:
+                want_mode, extra = INFER_MODES[mode]
                 meas = [r["peak"]]
                 labels = [mode]
+            else:
+                raise SystemExit(f"{MODEL}: batch {b}: mode '{mode}' of the truth file is unknown to test_memory.py")
+            n_modes += 1
+            got_mode, pred = run(f, spec, b, extra)
+            if got_mode != want_mode or len(pred) != len(meas):
+                fails += 1
+                print(f"{MODEL} b{b} {mode}: memest simulated mode '{got_mode}' with {len(pred)} step(s), "
+                      f"expected '{want_mode}' with {len(meas)}: FAIL")
+                continue
             for lab, p, m in zip(labels, pred, meas):
                 err = (p - m) / m
                 ok = abs(p - m) <= max(TOL * m, FLOOR)
                 fails += not ok
                 rows.append((MODEL, b, lab, m, p, err, ok))
+    if not n_modes:
+        fails += 1
+        print(f"{MODEL}: the truth file has no measured mode: FAIL")
     for r in rows:
         print("%-14s b%-3s %-26s measured %9.2f MiB  predicted %9.2f MiB  %+6.2f%%  %s" %
               (r[0], r[1], r[2], r[3] / 2**20, r[4] / 2**20, 100 * r[5], "ok" if r[6] else "FAIL"))
