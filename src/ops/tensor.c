@@ -569,13 +569,12 @@ static int infer_pad(MeCtx *c)
 
 /* Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) and Upsample
  * (7: scales attribute; 9: scales input). */
-static int infer_resize(MeCtx *c)
+static int resize_shape(MeCtx *c, bool upsample)
 {
     const MeShape *x = me_in_shape(c, 0);
     MeShape o = *x;
     double sc[ME_MAX_RANK];
     int n = 0, rc;
-    bool upsample = !strcmp(c->n->op, "Upsample");
     int scales_in = upsample ? 1 : c->g->opset >= 11 ? 2 : 1;
     const MeAttr *a = upsample ? me_node_attr(c->n, "scales") : NULL;
     if (!upsample && c->g->opset >= 11 && me_in(c, 3) && me_numel_in(c, 3) > 0) {
@@ -604,6 +603,9 @@ static int infer_resize(MeCtx *c)
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
 
+static int infer_resize(MeCtx *c) { return resize_shape(c, false); }
+static int infer_upsample(MeCtx *c) { return resize_shape(c, true); }
+
 /* nearest copies; linear interpolates (2·axes − 1 products and sums per
  * output element, 7 for bilinear); cubic uses 4 taps per axis */
 static void cost_resize(const MeCtx *c, MeOpCost *o)
@@ -614,13 +616,13 @@ static void cost_resize(const MeCtx *c, MeOpCost *o)
     o->flops = me_smul(out, !strcmp(mode, "cubic") ? 31 : 7);
 }
 
-static int infer_depth_to_space(MeCtx *c)
+static int depth_space_shape(MeCtx *c, bool to_space)
 {
     const MeShape *x = me_in_shape(c, 0);
     int64_t b = me_attr_i(c->n, "blocksize", 0);
     if (x->rank != 4 || b < 1 || b > 4096) return me_fail(c, "needs a 4-d input and a positive blocksize");
     MeShape o = *x;
-    if (!strcmp(c->n->op, "DepthToSpace")) {
+    if (to_space) {
         if (x->d[1] % (b * b)) return me_fail(c, "channels %lld not divisible by blocksize² %lld", (long long)x->d[1], (long long)(b * b));
         o.d[1] = x->d[1] / (b * b); o.d[2] = x->d[2] * b; o.d[3] = x->d[3] * b;
     } else {
@@ -629,6 +631,9 @@ static int infer_depth_to_space(MeCtx *c)
     }
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
+
+static int infer_depth_to_space(MeCtx *c) { return depth_space_shape(c, true); }
+static int infer_space_to_depth(MeCtx *c) { return depth_space_shape(c, false); }
 
 static int infer_like_input(MeCtx *c)
 {
@@ -708,7 +713,7 @@ TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, ME_VIE
 TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_tile);
 TENSOR_OP(me_op_pad, "Pad", 1, 1, 4, 1, 1, "xcc", ME_C_MOVE, NO_VIEW, GT_NO, infer_pad);
 TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_depth_to_space);
-TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_depth_to_space);
+TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_space_to_depth);
 TENSOR_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
 TENSOR_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
 TENSOR_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_gather_elements);
@@ -731,7 +736,7 @@ const MeOpDesc me_op_resize = {
 };
 const MeOpDesc me_op_upsample = {
     .name = "Upsample", .since = 7, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-    .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_resize, .cost = cost_resize,
+    .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_upsample, .cost = cost_resize,
     .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_topk = {
