@@ -43,10 +43,9 @@ OPS(DECLARE)
 ME_OPS_EXTRA(DECLARE)
 #define LIST(sym) &sym,
 static const MeOpDesc *const registry[] = { OPS(LIST) ME_OPS_EXTRA(LIST) };
-#define ONE(sym) 1,
-static const char sorted_ops[] = { OPS(ONE) };
+#define PLUS_ONE(sym) +1
+enum { N_SORTED = 0 OPS(PLUS_ONE) }; /* the listed ops, before any extras */
 #define N_OPS ((int)(sizeof(registry) / sizeof(registry[0])))
-#define N_SORTED ((int)sizeof(sorted_ops))
 
 #define CLASS_NAME(id, name) [ME_C_##id] = name,
 const char *const me_cost_class_names[ME_C_COUNT] = { ME_COST_CLASSES(CLASS_NAME) };
