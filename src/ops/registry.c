@@ -113,6 +113,7 @@ int me_op_validate(const MeOpDesc *d, char *why, size_t len)
     if (d->autograd == ME_AG_UNSET) return INVALID("%s: states no autograd rule (what backward keeps)", name);
     if (d->autograd == ME_AG_BY_ATTRS && !d->saved_rule) return INVALID("%s: autograd rule ME_AG_BY_ATTRS without saved_rule", name);
     if (d->autograd > ME_AG_BY_ATTRS) return INVALID("%s: autograd rule %d is out of range", name, (int)d->autograd);
+    if (d->saved_rule && d->autograd != ME_AG_BY_ATTRS) return INVALID("%s: saved_rule would be ignored: autograd is not ME_AG_BY_ATTRS", name);
     if (d->autocast == ME_AC_UNSET) return INVALID("%s: states no autocast class", name);
     if (d->autocast > ME_AC_INPUT) return INVALID("%s: autocast class %d is out of range", name, (int)d->autocast);
     if (d->view > ME_VIEW_SQUEEZE) return INVALID("%s: view kind %d is out of range", name, (int)d->view);

@@ -83,6 +83,9 @@ static void test_registered(void)
     CHECK(me_op_validate(&broken, why, sizeof(why)) < 0 && strstr(why, "FakeBroken") && strstr(why, "autograd"), "no rule: %s", why);
     broken.autograd = ME_AG_BY_ATTRS;
     CHECK(me_op_validate(&broken, why, sizeof(why)) < 0 && strstr(why, "FakeBroken") && strstr(why, "saved_rule"), "no hook: %s", why);
+    broken.autograd = ME_AG_INPUT;
+    broken.saved_rule = me_op_find("AdaptiveAvgPool", "", 17)->saved_rule;
+    CHECK(me_op_validate(&broken, why, sizeof(why)) < 0 && strstr(why, "ignored"), "hook without BY_ATTRS: %s", why);
     broken = me_op_fake_scale;
     broken.autocast = ME_AC_UNSET;
     CHECK(me_op_validate(&broken, why, sizeof(why)) < 0 && strstr(why, "autocast"), "no autocast class: %s", why);
