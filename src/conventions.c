@@ -1,6 +1,9 @@
-/* Cost conventions: each a table of formulas keyed by cost class
- * (doc/conventions.md). The default convention is the registry's own cost
- * hook plus byte counts; the others reproduce another tool's numbers. */
+/* Cost conventions: each a table of formulas indexed by cost class
+ * (doc/conventions.md), every class given explicitly (test_registry fails
+ * on a missing entry). The default convention is the registry's own cost
+ * hook plus byte counts; the others reproduce another tool's numbers.
+ * Where a tool treats ops of one class differently, the op's descriptor
+ * says how the tool sees it (MeOpDesc.peer, .flags): no op names here. */
 #include <string.h>
 
 #include "model.h"
@@ -43,90 +46,157 @@ static void cost_default(const MeCtx *c, MeCost *o)
 
 /* torchstat (compute_madd.py, compute_flops.py, compute_memory.py): batch
  * forced to 1, |x| = elements of one sample, b = 1 with a bias. */
+typedef struct Ts {
+    const MeCtx *c;
+    const MeShape *x;
+    const MeValue *out;
+    uint64_t in, os, es, params;
+    bool bias;
+} Ts;
+
+typedef void (*TsFormula)(const Ts *t, MeCost *o);
+
+static void ts_conv(const Ts *t, MeCost *o)
+{
+    const MeShape *w = me_in_shape(t->c, 1);
+    uint64_t k = 1;
+    for (int i = 2; i < w->rank; i++) k = me_smul(k, (uint64_t)w->d[i]);
+    uint64_t cin_g = (uint64_t)w->d[1];
+    /* Cout·H·W·(2·k²·Cin/g − 1 + b); Flops: H·W·k²·Cin·Cout/g + b·Cout·H·W */
+    o->macs = me_smul(t->os, me_smul(2, me_smul(k, cin_g)) - 1 + t->bias);
+    o->flops = me_sadd(me_smul(t->os, me_smul(k, cin_g)), t->bias ? t->os : 0);
+    o->read = me_smul(me_sadd(t->in, t->params), t->es);
+    o->write = me_smul(t->os, t->es);
+}
+
+static void ts_bn(const Ts *t, MeCost *o)
+{
+    o->macs = me_smul(4, t->in);
+    o->flops = me_smul(t->in, t->params ? 2 : 1);
+    o->read = me_smul(me_sadd(t->in, t->params), t->es);
+    o->write = me_smul(t->os, t->es);
+}
+
+/* Out·(2·In − 1) per row, bias ignored; Flops In·Out per row */
+static void ts_linear(const Ts *t, MeCost *o)
+{
+    const MeShape *x = t->x;
+    uint64_t fin = (uint64_t)(x->rank ? x->d[x->rank - 1] : 1);
+    if ((t->c->n->desc->flags & ME_OPF_TRANS_A) && me_attr_i(t->c->n, "transA", 0)) fin = (uint64_t)x->d[0];
+    uint64_t rows = fin ? t->in / fin : 0, fout = rows ? t->os / rows : 0;
+    o->macs = me_smul(rows, me_smul(fout, 2 * fin - 1));
+    o->flops = me_smul(rows, me_smul(fin, fout));
+    o->read = me_smul(me_sadd(t->in, t->params), t->es);
+    o->write = me_smul(t->os, t->es);
+}
+
+static void ts_relu(const Ts *t, MeCost *o)
+{
+    o->macs = o->flops = t->in;
+    o->read = o->write = me_smul(t->in, t->es);
+}
+
+static void ts_pool(const Ts *t, MeCost *o)
+{
+    int64_t ks[ME_MAX_RANK];
+    MeDiag quiet = { 0 };
+    MeCtx q = *t->c;
+    q.d = &quiet;
+    int n = me_attr_ints(&q, "kernel_shape", ks, ME_MAX_RANK);
+    uint64_t k = 1;
+    for (int i = 0; i < n; i++) k = me_smul(k, (uint64_t)ks[i]);
+    o->macs = t->c->n->desc->cls == ME_C_MAXPOOL ? me_smul(k - 1, t->os) : me_smul(k, t->os);
+    o->flops = t->in;
+    o->read = me_smul(t->in, t->es);
+    o->write = me_smul(t->os, t->es);
+}
+
+static void ts_softmax(const Ts *t, MeCost *o) { o->macs = t->in ? 3 * t->in - 1 : 0; }
+
+static void ts_upsample(const Ts *t, MeCost *o)
+{
+    const MeValue *out = t->out;
+    o->flops = out && out->shape.rank >= 2 ? (uint64_t)(out->shape.d[out->shape.rank - 1] * out->shape.d[out->shape.rank - 2]) : 0;
+}
+
+/* torchstat has no formula: report memest's figures, flagged and left out
+ * of the totals (MAdd column = FLOPs, Flops column = MACs or, for ops
+ * without contractions, FLOPs), per sample. */
+static void ts_none(const Ts *t, MeCost *o)
+{
+    MeCost d = { 0 };
+    cost_default(t->c, &d);
+    uint64_t n = t->x && t->x->rank && t->x->d[0] > 0 ? (uint64_t)t->x->d[0] : 1;
+    o->macs = d.flops / n;
+    o->flops = (d.macs ? d.macs : d.flops) / n;
+    o->read = d.read / n;
+    o->write = d.write / n;
+    o->status = ME_COST_UNCOUNTED;
+}
+
+static const TsFormula torchstat[ME_C_COUNT] = {
+    [ME_C_OTHER] = ts_none,
+    [ME_C_CONV] = ts_conv,
+    [ME_C_CONVT] = ts_none,
+    [ME_C_LINEAR] = ts_linear,
+    [ME_C_MATMUL] = ts_none,
+    [ME_C_BN] = ts_bn,
+    [ME_C_NORM] = ts_none,
+    [ME_C_RELU] = ts_relu,
+    [ME_C_ACT] = ts_none,
+    [ME_C_MAXPOOL] = ts_pool,
+    [ME_C_AVGPOOL] = ts_pool,
+    [ME_C_ADAPTIVE_AVGPOOL] = ts_none,
+    [ME_C_SOFTMAX] = ts_softmax,
+    [ME_C_UPSAMPLE] = ts_upsample,
+    [ME_C_ELTWISE] = ts_none,
+    [ME_C_DROPOUT] = ts_none,
+    [ME_C_VIEW] = ts_none,
+    [ME_C_MOVE] = ts_none,
+    [ME_C_SHAPE] = ts_none,
+    [ME_C_RNN] = ts_none,
+    [ME_C_ATTENTION] = ts_none,
+};
+
 static void cost_torchstat(const MeCtx *c, MeCost *o)
 {
-    const MeShape *x = me_in_shape(c, 0);
-    const MeValue *out = me_out(c, 0);
-    uint64_t in = x ? me_per_sample(x) : 0, os = out && out->known ? me_per_sample(&out->shape) : 0;
-    uint64_t es = (uint64_t)me_dtype_size(me_in(c, 0) ? me_in(c, 0)->dtype : ME_DT_F32);
-    uint64_t params = node_params(c);
-    bool bias = me_in(c, 2) != NULL;
-    switch (c->n->desc->cls) {
-    case ME_C_CONV: {
-        const MeShape *w = me_in_shape(c, 1);
-        uint64_t k = 1;
-        for (int i = 2; i < w->rank; i++) k = me_smul(k, (uint64_t)w->d[i]);
-        uint64_t cin_g = (uint64_t)w->d[1];
-        /* Cout·H·W·(2·k²·Cin/g − 1 + b); Flops: H·W·k²·Cin·Cout/g + b·Cout·H·W */
-        o->macs = me_smul(os, me_smul(2, me_smul(k, cin_g)) - 1 + bias);
-        o->flops = me_sadd(me_smul(os, me_smul(k, cin_g)), bias ? os : 0);
-        o->read = me_smul(me_sadd(in, params), es);
-        o->write = me_smul(os, es);
-        return;
-    }
-    case ME_C_BN:
-        o->macs = me_smul(4, in);
-        o->flops = me_smul(in, params ? 2 : 1);
-        o->read = me_smul(me_sadd(in, params), es);
-        o->write = me_smul(os, es);
-        return;
-    case ME_C_LINEAR: {
-        /* Out·(2·In − 1) per row, bias ignored; Flops In·Out per row */
-        uint64_t fin = (uint64_t)(x->rank ? x->d[x->rank - 1] : 1);
-        if (!strcmp(c->n->op, "Gemm") && me_attr_i(c->n, "transA", 0)) fin = (uint64_t)x->d[0];
-        uint64_t rows = fin ? in / fin : 0, fout = rows ? os / rows : 0;
-        o->macs = me_smul(rows, me_smul(fout, 2 * fin - 1));
-        o->flops = me_smul(rows, me_smul(fin, fout));
-        o->read = me_smul(me_sadd(in, params), es);
-        o->write = me_smul(os, es);
-        return;
-    }
-    case ME_C_RELU:
-        o->macs = o->flops = in;
-        o->read = o->write = me_smul(in, es);
-        return;
-    case ME_C_MAXPOOL:
-    case ME_C_AVGPOOL: {
-        int64_t ks[ME_MAX_RANK];
-        MeDiag quiet = { 0 };
-        MeCtx q = *c;
-        q.d = &quiet;
-        int n = me_attr_ints(&q, "kernel_shape", ks, ME_MAX_RANK);
-        uint64_t k = 1;
-        for (int i = 0; i < n; i++) k = me_smul(k, (uint64_t)ks[i]);
-        o->macs = c->n->desc->cls == ME_C_MAXPOOL ? me_smul(k - 1, os) : me_smul(k, os);
-        o->flops = in;
-        o->read = me_smul(in, es);
-        o->write = me_smul(os, es);
-        return;
-    }
-    case ME_C_SOFTMAX:
-        o->macs = in ? 3 * in - 1 : 0;
-        return;
-    case ME_C_UPSAMPLE:
-        o->flops = out && out->shape.rank >= 2 ? (uint64_t)(out->shape.d[out->shape.rank - 1] * out->shape.d[out->shape.rank - 2]) : 0;
-        return;
-    default: {
-        /* torchstat has no formula: report memest's figures, flagged and
-         * left out of the totals (MAdd column = FLOPs, Flops column = MACs
-         * or, for ops without contractions, FLOPs), per sample. */
-        MeCost d = { 0 };
-        cost_default(c, &d);
-        uint64_t n = x && x->rank && x->d[0] > 0 ? (uint64_t)x->d[0] : 1;
-        o->macs = d.flops / n;
-        o->flops = (d.macs ? d.macs : d.flops) / n;
-        o->read = d.read / n;
-        o->write = d.write / n;
-        o->status = ME_COST_UNCOUNTED;
-        return;
-    }
-    }
+    Ts t = { .c = c, .x = me_in_shape(c, 0), .out = me_out(c, 0) };
+    t.in = t.x ? me_per_sample(t.x) : 0;
+    t.os = t.out && t.out->known ? me_per_sample(&t.out->shape) : 0;
+    t.es = (uint64_t)me_dtype_size(me_in(c, 0) ? me_in(c, 0)->dtype : ME_DT_F32);
+    t.params = node_params(c);
+    t.bias = me_in(c, 2) != NULL;
+    torchstat[c->n->desc->cls](&t, o);
 }
 
 /* --- peer tools (doc/conventions-peers.md). A node "is a module" when the
  * model says it was an nn.Module call; hook-based tools see only those. --- */
 
 static bool is_module(const MeNode *n) { return !(n->flags & ME_N_FUNCTIONAL); }
+
+typedef struct Peer {
+    const MeCtx *c;
+    MeCostClass cls;        /* the class the tool saw */
+    uint8_t sees;           /* the op's ME_PEER_* under this convention */
+    uint64_t in, out, nb;   /* |input 0|, |output 0|, batch */
+    bool bias, mod;
+    MeCost d;               /* the default convention's figures */
+} Peer;
+
+/* A formula leaves the tool's MACs and FLOPs, or counted = false when the
+ * tool counts the node as zero. */
+typedef struct PeerOut {
+    uint64_t macs, flops;
+    bool counted;
+} PeerOut;
+
+typedef void (*PeerFormula)(const Peer *p, PeerOut *o);
+
+typedef struct PeerConvention {
+    PeerFormula by_class[ME_C_COUNT];
+    bool modules_only;                           /* hook-based: functional calls are invisible */
+    void (*finish)(const Peer *p, PeerOut *o);   /* NULL: as the formula left it */
+} PeerConvention;
 
 static bool bn_affine(const MeCtx *c)
 {
@@ -147,147 +217,258 @@ static uint64_t kernel_volume(const MeShape *w)
     return k;
 }
 
+static void uncounted(const Peer *p, PeerOut *o) { (void)p; o->counted = false; }
+
+/* Normalization work per element: batch norm 1 (2 affine), the others 4 (5 affine). */
+static uint64_t bn_work(const Peer *p) { return me_smul(p->in, bn_affine(p->c) ? 2 : 1); }
+static uint64_t norm_work(const Peer *p) { return me_smul(p->in, bn_affine(p->c) ? 5 : 4); }
+
+/* fvcore: aten-level, FMA = 1, whole batch; MACs and FLOPs the same figure */
+static void fv_contraction(const Peer *p, PeerOut *o) { o->macs = o->flops = p->d.macs; }
+static void fv_bn(const Peer *p, PeerOut *o) { o->macs = o->flops = bn_work(p); }
+static void fv_norm(const Peer *p, PeerOut *o) { o->macs = o->flops = norm_work(p); }
+static void fv_adaptive_pool(const Peer *p, PeerOut *o) { o->macs = o->flops = p->in; }
+static void fv_upsample(const Peer *p, PeerOut *o)
+{
+    o->macs = o->flops = !strcmp(me_attr_s(p->c->n, "mode", "nearest"), "nearest") ? p->out : me_smul(4, p->out);
+}
+
+/* ptflops: module hooks per sample (left in macs) + patched functionals
+ * per batch (left in flops); pt_finish adds them. */
+static void pt_conv(const Peer *p, PeerOut *o)
+{
+    const MeShape *w = me_in_shape(p->c, 1);
+    bool fwd = p->cls == ME_C_CONV;
+    uint64_t cin = (uint64_t)(fwd ? w->d[1] : w->d[0]), cout_g = (uint64_t)(fwd ? w->d[0] : w->d[1]);
+    int64_t g = me_attr_i(p->c->n, "group", 1);
+    /* N·∏out·k·Cin·Cout/g (+ |out| with bias), with Cin the full input channels */
+    uint64_t full_cin = fwd ? cin * (uint64_t)g : cin;
+    uint64_t cout = fwd ? cout_g : cout_g * (uint64_t)g;
+    uint64_t sp = p->out / (cout ? cout : 1);
+    o->macs = me_sadd(me_smul(me_smul(sp, kernel_volume(w)), me_smul(full_cin, cout / (uint64_t)(g ? g : 1))), p->bias ? p->out : 0) / p->nb;
+    if (!p->mod) { o->macs = 0; o->counted = false; } /* F.conv* is not patched */
+}
+static void pt_linear(const Peer *p, PeerOut *o)
+{
+    o->macs = p->mod ? me_sadd(p->d.macs, p->bias ? p->out : 0) / p->nb : 0;
+    o->counted = p->mod;
+}
+static void pt_matmul(const Peer *p, PeerOut *o) { o->flops = p->d.macs; }
+static void pt_norm(const Peer *p, PeerOut *o)
+{
+    bool affine = p->cls == ME_C_BN && bn_affine(p->c); /* LayerNorm has no 'affine' attribute */
+    o->macs = p->mod ? me_smul(p->in, affine ? 2 : 1) / p->nb : 0;
+    o->counted = p->mod;
+}
+/* the op's descriptor says whether ptflops hooks its module, patches its
+ * functional, or both (nn.ReLU calls the patched F.relu: counted twice) */
+static void pt_activation(const Peer *p, PeerOut *o)
+{
+    o->macs = (p->sees & ME_PEER_MODULE) && p->mod ? p->out / p->nb : 0;
+    o->flops = p->sees & ME_PEER_FUNCTIONAL ? p->in : 0;
+    o->counted = p->sees != 0;
+}
+static void pt_pool(const Peer *p, PeerOut *o)
+{
+    o->macs = p->mod ? p->in / p->nb : 0;
+    o->flops = p->in; /* the module calls the patched F.*pool* too */
+}
+static void pt_softmax(const Peer *p, PeerOut *o) { o->flops = p->in; }
+static void pt_upsample(const Peer *p, PeerOut *o) { o->macs = p->mod ? p->out / p->nb : 0; }
+static void pt_finish(const Peer *p, PeerOut *o)
+{
+    uint64_t sum = me_sadd(o->macs, o->flops);
+    o->macs = o->flops = sum;
+    if (!sum && p->cls != ME_C_CONV) o->counted = false;
+}
+
+/* thop: module hooks, whole batch; MACs and FLOPs the same figure */
+static void thop_conv(const Peer *p, PeerOut *o)
+{
+    int64_t g = me_attr_i(p->c->n, "group", 1);
+    uint64_t cin = (uint64_t)me_in_shape(p->c, 0)->d[1];
+    o->macs = me_smul(p->out, me_smul(cin / (uint64_t)(g ? g : 1), kernel_volume(me_in_shape(p->c, 1)))); /* |out|·(Cin/g)·k, also for transposed */
+}
+static void thop_linear(const Peer *p, PeerOut *o)
+{
+    const MeShape *x = me_in_shape(p->c, 0);
+    o->macs = me_smul((uint64_t)x->d[x->rank - 1], p->out);
+}
+static void thop_bn(const Peer *p, PeerOut *o) { o->macs = me_smul(p->in, bn_affine(p->c) ? 4 : 2); }
+/* thop hooks only the norms whose descriptor says so (nn.LayerNorm) */
+static void thop_norm(const Peer *p, PeerOut *o)
+{
+    if (p->sees & ME_PEER_MODULE) thop_bn(p, o);
+    else o->counted = false;
+}
+static void thop_avgpool(const Peer *p, PeerOut *o) { o->macs = p->out; }
+static void thop_adaptive_pool(const Peer *p, PeerOut *o)
+{
+    o->macs = p->out ? me_smul(p->in / p->out + 1, p->out) : 0; /* (∏in/∏out + 1)·|out| */
+}
+static void thop_softmax(const Peer *p, PeerOut *o)
+{
+    const MeShape *x = me_in_shape(p->c, 0);
+    int axis = (int)me_attr_i(p->c->n, "axis", -1);
+    if (axis < 0) axis += x->rank;
+    uint64_t ch = axis >= 0 && axis < x->rank ? (uint64_t)x->d[axis] : 1;
+    o->macs = me_smul(p->in / (ch ? ch : 1), 3 * ch - 1);
+}
+static void thop_upsample(const Peer *p, PeerOut *o)
+{
+    const char *mode = me_attr_s(p->c->n, "mode", "nearest");
+    o->macs = me_smul(p->out, !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "cubic") ? 259 : 11);
+}
+static void thop_finish(const Peer *p, PeerOut *o) { (void)p; o->flops = o->macs; }
+
+/* DeepSpeed: patched functionals, whole batch, MACs and FLOPs */
+static void ds_conv(const Peer *p, PeerOut *o)
+{
+    o->macs = p->d.macs;
+    o->flops = me_sadd(me_smul(2, o->macs), p->bias ? p->out : 0);
+}
+static void ds_linear(const Peer *p, PeerOut *o)
+{
+    o->macs = p->d.macs;
+    o->flops = me_smul(2, o->macs); /* F.linear: bias not counted */
+}
+static void ds_bn(const Peer *p, PeerOut *o) { o->flops = bn_work(p); }
+static void ds_norm(const Peer *p, PeerOut *o) { o->flops = norm_work(p); }
+static void ds_per_input(const Peer *p, PeerOut *o) { o->flops = p->in; }
+/* only the activations whose functional DeepSpeed patches */
+static void ds_activation(const Peer *p, PeerOut *o)
+{
+    if (p->sees & ME_PEER_FUNCTIONAL) o->flops = p->in;
+    else o->counted = false;
+}
+static void ds_upsample(const Peer *p, PeerOut *o) { o->flops = p->out; }
+
+/* No peer tool has a formula for elementwise arithmetic, data movement,
+ * recurrent or attention modules: each counts them as zero. */
+#define NO_PEER_FORMULA \
+    [ME_C_ELTWISE] = uncounted, [ME_C_DROPOUT] = uncounted, [ME_C_VIEW] = uncounted, [ME_C_MOVE] = uncounted, \
+    [ME_C_SHAPE] = uncounted, [ME_C_RNN] = uncounted, [ME_C_ATTENTION] = uncounted
+
+static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
+    [MEMEST_CONVENTION_FVCORE] = { .by_class = {
+        [ME_C_OTHER] = uncounted,
+        [ME_C_CONV] = fv_contraction,
+        [ME_C_CONVT] = fv_contraction,
+        [ME_C_LINEAR] = fv_contraction,
+        [ME_C_MATMUL] = fv_contraction,
+        [ME_C_BN] = fv_bn,
+        [ME_C_NORM] = fv_norm,
+        [ME_C_RELU] = uncounted,
+        [ME_C_ACT] = uncounted,
+        [ME_C_MAXPOOL] = uncounted,
+        [ME_C_AVGPOOL] = uncounted,
+        [ME_C_ADAPTIVE_AVGPOOL] = fv_adaptive_pool,
+        [ME_C_SOFTMAX] = uncounted,
+        [ME_C_UPSAMPLE] = fv_upsample,
+        NO_PEER_FORMULA,
+    } },
+    [MEMEST_CONVENTION_PTFLOPS] = { .finish = pt_finish, .by_class = {
+        [ME_C_OTHER] = uncounted,
+        [ME_C_CONV] = pt_conv,
+        [ME_C_CONVT] = pt_conv,
+        [ME_C_LINEAR] = pt_linear,
+        [ME_C_MATMUL] = pt_matmul,
+        [ME_C_BN] = pt_norm,
+        [ME_C_NORM] = pt_norm,
+        [ME_C_RELU] = pt_activation,
+        [ME_C_ACT] = pt_activation,
+        [ME_C_MAXPOOL] = pt_pool,
+        [ME_C_AVGPOOL] = pt_pool,
+        [ME_C_ADAPTIVE_AVGPOOL] = pt_pool,
+        [ME_C_SOFTMAX] = pt_softmax,
+        [ME_C_UPSAMPLE] = pt_upsample,
+        NO_PEER_FORMULA,
+    } },
+    [MEMEST_CONVENTION_THOP] = { .modules_only = true, .finish = thop_finish, .by_class = {
+        [ME_C_OTHER] = uncounted,
+        [ME_C_CONV] = thop_conv,
+        [ME_C_CONVT] = thop_conv,
+        [ME_C_LINEAR] = thop_linear,
+        [ME_C_MATMUL] = uncounted,
+        [ME_C_BN] = thop_bn,
+        [ME_C_NORM] = thop_norm,
+        [ME_C_RELU] = uncounted,
+        [ME_C_ACT] = uncounted,
+        [ME_C_MAXPOOL] = uncounted,
+        [ME_C_AVGPOOL] = thop_avgpool,
+        [ME_C_ADAPTIVE_AVGPOOL] = thop_adaptive_pool,
+        [ME_C_SOFTMAX] = thop_softmax,
+        [ME_C_UPSAMPLE] = thop_upsample,
+        NO_PEER_FORMULA,
+    } },
+    [MEMEST_CONVENTION_DEEPSPEED] = { .by_class = {
+        [ME_C_OTHER] = uncounted,
+        [ME_C_CONV] = ds_conv,
+        [ME_C_CONVT] = ds_conv,
+        [ME_C_LINEAR] = ds_linear,
+        [ME_C_MATMUL] = ds_linear,
+        [ME_C_BN] = ds_bn,
+        [ME_C_NORM] = ds_norm,
+        [ME_C_RELU] = ds_activation,
+        [ME_C_ACT] = ds_activation,
+        [ME_C_MAXPOOL] = ds_per_input,
+        [ME_C_AVGPOOL] = ds_per_input,
+        [ME_C_ADAPTIVE_AVGPOOL] = ds_per_input,
+        [ME_C_SOFTMAX] = ds_per_input,
+        [ME_C_UPSAMPLE] = ds_upsample,
+        NO_PEER_FORMULA,
+    } },
+};
+
 /* Leaves o as the convention's figure and marks it uncounted when the tool
  * counts the node as zero (the report lists those; nothing is silently 0). */
 static void peer_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
 {
     const MeNode *n = c->n;
-    const char *op = n->op;
-    MeCostClass cls = n->desc->cls;
-    if (cls == ME_C_AVGPOOL && me_numel_in(c, 0) == me_numel_out(c, 0)) {
+    const PeerConvention *pc = &peers[conv];
+    Peer p = { .c = c, .cls = n->desc->cls, .sees = n->desc->peer[conv] };
+    if (p.cls == ME_C_AVGPOOL && me_numel_in(c, 0) == me_numel_out(c, 0)) {
         /* a 1x1, stride-1 AveragePool is what torch.onnx writes for
          * AdaptiveAvgPool2d whose output size equals its input's (vgg16);
          * the tools saw adaptive_avg_pool2d */
-        cls = ME_C_ADAPTIVE_AVGPOOL;
+        p.cls = ME_C_ADAPTIVE_AVGPOOL;
     }
-    uint64_t in = (uint64_t)me_numel_in(c, 0), out = (uint64_t)me_numel_out(c, 0), nb = batch_of(c);
-    bool bias = n->n_in > 2 && n->in[2] >= 0, mod = is_module(n);
-    uint64_t macs = 0, flops = 0;
-    bool counted = true;
-    MeCost d = { 0 };
-    cost_default(c, &d); /* contractions: the default MACs are what every tool counts */
-    switch (conv) {
-    case MEMEST_CONVENTION_FVCORE: /* aten-level, FMA = 1, whole batch */
-        if (cls == ME_C_CONV || cls == ME_C_CONVT || cls == ME_C_LINEAR || cls == ME_C_MATMUL) macs = d.macs;
-        else if (cls == ME_C_BN) macs = me_smul(in, bn_affine(c) ? 2 : 1);
-        else if (cls == ME_C_NORM) macs = me_smul(in, bn_affine(c) ? 5 : 4);
-        else if (cls == ME_C_ADAPTIVE_AVGPOOL) macs = in;
-        else if (cls == ME_C_UPSAMPLE) macs = !strcmp(me_attr_s(n, "mode", "nearest"), "nearest") ? out : me_smul(4, out);
-        else counted = false;
-        flops = macs;
-        break;
-    case MEMEST_CONVENTION_PTFLOPS: { /* module hooks per sample + patched functionals per batch */
-        uint64_t m = 0, f = 0;
-        if (cls == ME_C_CONV || cls == ME_C_CONVT) {
-            const MeShape *w = me_in_shape(c, 1);
-            uint64_t cin = (uint64_t)(cls == ME_C_CONV ? w->d[1] : w->d[0]), cout_g = (uint64_t)(cls == ME_C_CONV ? w->d[0] : w->d[1]);
-            int64_t g = me_attr_i(n, "group", 1);
-            /* N·∏out·k·Cin·Cout/g (+ |out| with bias), with Cin the full input channels */
-            uint64_t full_cin = cls == ME_C_CONV ? cin * (uint64_t)g : cin;
-            uint64_t cout = cls == ME_C_CONV ? cout_g : cout_g * (uint64_t)g;
-            uint64_t sp = out / (cout ? cout : 1);
-            m = me_sadd(me_smul(me_smul(sp, kernel_volume(w)), me_smul(full_cin, cout / (uint64_t)(g ? g : 1))), bias ? out : 0) / nb;
-            if (!mod) { f = 0; m = 0; counted = false; } /* F.conv* is not patched */
-        } else if (cls == ME_C_LINEAR) {
-            m = mod ? me_sadd(d.macs, bias ? out : 0) / nb : 0;
-            counted = mod;
-        } else if (cls == ME_C_MATMUL) {
-            f = d.macs;
-        } else if (cls == ME_C_BN || cls == ME_C_NORM) {
-            bool affine = cls == ME_C_BN && bn_affine(c); /* LayerNorm has no 'affine' attribute */
-            m = mod ? me_smul(in, affine ? 2 : 1) / nb : 0;
-            counted = mod;
-        } else if (cls == ME_C_RELU || cls == ME_C_ACT) {
-            /* nn.ReLU/ELU/PReLU/GELU also call patched F.relu/elu/prelu/gelu;
-             * ReLU6 (hardtanh) and LeakyReLU do not */
-            bool twice = !strcmp(op, "Relu") || !strcmp(op, "Elu") || !strcmp(op, "PRelu") || !strcmp(op, "Gelu");
-            bool mapped = twice || !strcmp(op, "Clip") || !strcmp(op, "LeakyRelu");
-            if (!strcmp(op, "SiLU")) { f = in; }
-            else if (mapped) {
-                m = mod ? out / nb : 0;
-                f = twice || !mod ? in : 0;
-                if (!mod && !twice) f = 0; /* F.hardtanh, F.leaky_relu are not patched */
-            } else counted = false;
-        } else if (cls == ME_C_MAXPOOL || cls == ME_C_AVGPOOL || cls == ME_C_ADAPTIVE_AVGPOOL) {
-            m = mod ? in / nb : 0;
-            f = in; /* the module calls the patched F.*pool* too */
-        } else if (cls == ME_C_SOFTMAX) {
-            f = in;
-        } else if (cls == ME_C_UPSAMPLE) {
-            m = mod ? out / nb : 0;
-        } else {
-            counted = false;
-        }
-        macs = flops = me_sadd(m, f);
-        if (!macs && counted && cls != ME_C_CONV) counted = m || f;
-        break;
-    }
-    case MEMEST_CONVENTION_THOP: /* module hooks, whole batch; functional calls invisible */
-        if (!mod) { counted = false; break; }
-        if (cls == ME_C_CONV || cls == ME_C_CONVT) {
-            const MeShape *w = me_in_shape(c, 1);
-            int64_t g = me_attr_i(n, "group", 1);
-            uint64_t cin = (uint64_t)me_in_shape(c, 0)->d[1];
-            macs = me_smul(out, me_smul(cin / (uint64_t)(g ? g : 1), kernel_volume(w))); /* |out|·(Cin/g)·k, also for transposed */
-        } else if (cls == ME_C_LINEAR) {
-            const MeShape *x = me_in_shape(c, 0);
-            macs = me_smul((uint64_t)x->d[x->rank - 1], out);
-        } else if (cls == ME_C_BN) {
-            macs = me_smul(in, bn_affine(c) ? 4 : 2);
-        } else if (cls == ME_C_NORM && !strcmp(op, "LayerNormalization")) {
-            macs = me_smul(in, bn_affine(c) ? 4 : 2);
-        } else if (cls == ME_C_AVGPOOL) {
-            macs = out;
-        } else if (cls == ME_C_ADAPTIVE_AVGPOOL) {
-            macs = out ? me_smul(in / out + 1, out) : 0; /* (∏in/∏out + 1)·|out| */
-        } else if (cls == ME_C_SOFTMAX) {
-            const MeShape *x = me_in_shape(c, 0);
-            int axis = (int)me_attr_i(n, "axis", -1);
-            if (axis < 0) axis += x->rank;
-            uint64_t ch = axis >= 0 && axis < x->rank ? (uint64_t)x->d[axis] : 1;
-            macs = me_smul(in / (ch ? ch : 1), 3 * ch - 1);
-        } else if (cls == ME_C_UPSAMPLE) {
-            const char *mode = me_attr_s(n, "mode", "nearest");
-            macs = me_smul(out, !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "cubic") ? 259 : 11);
-        } else {
-            counted = false;
-        }
-        flops = macs;
-        break;
-    case MEMEST_CONVENTION_DEEPSPEED: /* patched functionals, whole batch, MACs and FLOPs */
-        if (cls == ME_C_CONV || cls == ME_C_CONVT) {
-            macs = d.macs;
-            flops = me_sadd(me_smul(2, macs), bias ? out : 0);
-        } else if (cls == ME_C_LINEAR || cls == ME_C_MATMUL) {
-            macs = d.macs;
-            flops = me_smul(2, macs); /* F.linear: bias not counted */
-        } else if (cls == ME_C_BN) {
-            flops = me_smul(in, bn_affine(c) ? 2 : 1);
-        } else if (cls == ME_C_NORM) {
-            flops = me_smul(in, bn_affine(c) ? 5 : 4);
-        } else if ((cls == ME_C_RELU || cls == ME_C_ACT) && strcmp(op, "Clip") && strcmp(op, "Sigmoid") && strcmp(op, "Tanh") &&
-                   strcmp(op, "HardSigmoid") && strcmp(op, "HardSwish")) {
-            flops = in;
-        } else if (cls == ME_C_MAXPOOL || cls == ME_C_AVGPOOL || cls == ME_C_ADAPTIVE_AVGPOOL || cls == ME_C_SOFTMAX) {
-            flops = in;
-        } else if (cls == ME_C_UPSAMPLE) {
-            flops = out;
-        } else {
-            counted = false;
-        }
-        break;
-    default:
-        break;
-    }
-    o->macs = macs;
-    o->flops = flops;
-    o->read = d.read;
-    o->write = d.write;
-    if (!counted) {
+    p.in = (uint64_t)me_numel_in(c, 0);
+    p.out = (uint64_t)me_numel_out(c, 0);
+    p.nb = batch_of(c);
+    p.bias = n->n_in > 2 && n->in[2] >= 0;
+    p.mod = is_module(n);
+    cost_default(c, &p.d); /* contractions: the default MACs are what every tool counts */
+    PeerOut r = { .counted = true };
+    if (pc->modules_only && !p.mod) r.counted = false;
+    else pc->by_class[p.cls](&p, &r);
+    if (pc->finish) pc->finish(&p, &r);
+    o->macs = r.macs;
+    o->flops = r.flops;
+    o->read = p.d.read;
+    o->write = p.d.write;
+    if (!r.counted) {
         /* the tool counts this as zero: keep memest's own figures visible */
-        o->macs = d.macs;
-        o->flops = d.flops;
+        o->macs = p.d.macs;
+        o->flops = p.d.flops;
         o->status = ME_COST_UNCOUNTED;
+    }
+}
+
+/* The default convention: every class's figures come from the op itself. */
+#define DEFAULT_ENTRY(id, name) [ME_C_##id] = cost_default,
+static void (*const default_table[ME_C_COUNT])(const MeCtx *c, MeCost *o) = { ME_COST_CLASSES(DEFAULT_ENTRY) };
+
+bool me_convention_covers(MemestConvention conv, MeCostClass cls)
+{
+    if ((unsigned)cls >= ME_C_COUNT) return false;
+    switch (conv) {
+    case MEMEST_CONVENTION_DEFAULT: return default_table[cls] != NULL;
+    case MEMEST_CONVENTION_TORCHSTAT: return torchstat[cls] != NULL;
+    case MEMEST_CONVENTION_FVCORE: case MEMEST_CONVENTION_PTFLOPS:
+    case MEMEST_CONVENTION_THOP: case MEMEST_CONVENTION_DEEPSPEED:
+        return peers[conv].by_class[cls] != NULL;
+    default: return false;
     }
 }
 
@@ -319,7 +500,7 @@ void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
     case MEMEST_CONVENTION_THOP: case MEMEST_CONVENTION_DEEPSPEED:
         peer_cost(conv, c, o);
         break;
-    default: cost_default(c, o); break;
+    default: default_table[c->n->desc->cls](c, o); break;
     }
 }
 

@@ -249,11 +249,7 @@ bool me_dropout_identity(const MeGraph *g, const MeNode *n, bool train)
 
 /* PyTorch returns views for these: the result shares the input's storage
  * (a copy happens later only where a kernel needs contiguous data). */
-bool me_node_is_view(const MeNode *n)
-{
-    return n->desc->cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || !strcmp(n->op, "Slice") ||
-           !strcmp(n->op, "Split") || !strcmp(n->op, "Expand");
-}
+bool me_node_is_view(const MeNode *n) { return n->desc->view != ME_VIEW_NONE; }
 
 /* Outputs share input 0's storage: views, and ops running in place. */
 bool me_node_aliases_input(const MeGraph *g, const MeNode *n, bool train)
@@ -271,51 +267,32 @@ static bool aliases_input(const Sim *m, const MeNode *n)
     return n->n_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && me_node_aliases_input(m->g, n, train_mode(m));
 }
 
-enum { AC_FOLLOW = 0, AC_LOWER, AC_FP32 }; /* autocast_kind() */
-static int autocast_kind(const MeNode *n);
-
 /* Bytes of operand v as op n computes with it: under autocast an op of the
  * lower-precision list works on fp16/bf16 copies, whatever v's own type. */
 static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
 {
     if (!v) return 0;
-    if (m->s->amp && me_dtype_is_float(v->dtype) && autocast_kind(n) == AC_LOWER) {
+    if (m->s->amp && me_dtype_is_float(v->dtype) && n->desc->autocast == ME_AC_LOWER) {
         int64_t k = v->known ? me_shape_numel(&v->shape) : 0;
         return k > 0 ? k * 2 : 0;
     }
     return vb(m, v);
 }
 
-/* oneDNN reorders a convolution's input into its blocked layout, except a
- * first layer's few channels, which it reads as they are. */
-static int64_t conv_input_copy(const Sim *m, const MeCtx *c)
-{
-    const MeValue *x = me_in(c, 0);
-    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? op_vb(m, c->n, x) : 0;
-}
+static int64_t run_bytes(const MeRunCtx *r, const MeValue *v) { return v ? vb(r->sim, v) : 0; }
+static int64_t run_operand_bytes(const MeRunCtx *r, const MeValue *v) { return op_vb(r->sim, r->c.n, v); }
 
 /* Bytes an op allocates and frees inside itself, by runtime (doc/memory.md),
- * beyond its outputs. */
-static int64_t temp_forward(const Sim *m, const MeNode *n)
+ * beyond its outputs: the op's own CPU hooks say how many. */
+static int64_t temp_bytes(const Sim *m, const MeNode *n, int64_t (*hook)(const MeRunCtx *r))
 {
-    if (m->s->runtime != MEMEST_RUNTIME_CPU) return 0;
-    MeCtx c = { .g = m->g, .n = (MeNode *)n };
-    switch (n->desc->cls) {
-    case ME_C_CONV: {
-        /* oneDNN: input and weights reordered, the result computed into a
-         * blocked buffer, then reordered into the output: beyond the output,
-         * max(input copy + weight copy, output) at once */
-        const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
-        int64_t a = conv_input_copy(m, &c) + op_vb(m, n, w), b = vb(m, o);
-        return a > b ? a : b;
-    }
-    case ME_C_MAXPOOL:
-        /* int64 indices even without autograd */
-        return m->grad ? 0 : me_numel_out(&c, 0) * 8;
-    default:
-        return 0;
-    }
+    if (m->s->runtime != MEMEST_RUNTIME_CPU || !hook) return 0;
+    MeRunCtx r = { .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .sim = m,
+                   .bytes = run_bytes, .operand_bytes = run_operand_bytes };
+    return hook(&r);
 }
+
+static int64_t temp_forward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_fwd); }
 
 /* ZeRO-3 / FSDP gathers a layer's full parameters while it runs */
 static int64_t gathered(const Sim *m, const MeNode *n)
@@ -329,22 +306,7 @@ static int64_t gathered(const Sim *m, const MeNode *n)
     return b - b / m->ranks;
 }
 
-static int64_t temp_backward(const Sim *m, const MeNode *n)
-{
-    if (m->s->runtime != MEMEST_RUNTIME_CPU) return 0;
-    MeCtx c = { .g = m->g, .n = (MeNode *)n };
-    switch (n->desc->cls) {
-    case ME_C_CONV: {
-        /* oneDNN: reordered output gradient, input and weights */
-        const MeValue *o = me_out(&c, 0), *w = me_in(&c, 1);
-        return vb(m, o) + conv_input_copy(m, &c) + op_vb(m, n, w);
-    }
-    case ME_C_BN:
-        return vb(m, me_in(&c, 0)); /* one input-sized temporary */
-    default:
-        return 0;
-    }
-}
+static int64_t temp_backward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_bwd); }
 
 static bool requires_grad_any_out(const Sim *m, const MeNode *n)
 {
@@ -455,7 +417,7 @@ enum { FUSE_NONE = 0, FUSE_SILU, FUSE_GELU };
  * input for backward (and SiLU(inplace=True), torchvision's, writes in
  * place without autograd): the timeline runs that op instead of the pieces.
  * The cost table keeps the file's nodes. */
-static bool is_op(const MeGraph *g, int ni, const char *op) { return ni >= 0 && !strcmp(g->n[ni].op, op); }
+static bool is_op(const MeGraph *g, int ni, const MeOpDesc *op) { return ni >= 0 && g->n[ni].desc == op; }
 
 static bool const_operand(const MeGraph *g, const MeNode *n, int skip)
 {
@@ -482,22 +444,22 @@ static int plan_fusions(Sim *m)
 #define ABSORB(node, into) do { m->absorbed[node] = (into); m->abs_next[node] = m->abs_head[into]; m->abs_head[into] = (node); } while (0)
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
-        if (!strcmp(n->op, "Sigmoid") && n->n_out && n->in[0] >= 0) {
+        if (n->desc == &me_op_sigmoid && n->n_out && n->in[0] >= 0) {
             int x = n->in[0], mul = ONLY(n->out[0]);
-            if (is_op(g, mul, "Mul") && g->n[mul].n_in == 2 && (g->n[mul].in[0] == x || g->n[mul].in[1] == x)) {
+            if (is_op(g, mul, &me_op_mul) && g->n[mul].n_in == 2 && (g->n[mul].in[0] == x || g->n[mul].in[1] == x)) {
                 ABSORB(i, mul);
                 m->fused_x[mul] = x;
                 m->fused_kind[mul] = FUSE_SILU;
             }
-        } else if (!strcmp(n->op, "Erf") && n->in[0] >= 0) {
+        } else if (n->desc == &me_op_erf && n->in[0] >= 0) {
             int d = g->v[n->in[0]].producer;
-            if (!(is_op(g, d, "Div") || is_op(g, d, "Mul")) || ONLY(g->n[d].out[0]) != i || !const_operand(g, &g->n[d], 0)) continue;
+            if (!(is_op(g, d, &me_op_div) || is_op(g, d, &me_op_mul)) || ONLY(g->n[d].out[0]) != i || !const_operand(g, &g->n[d], 0)) continue;
             int x = g->n[d].in[0], add = ONLY(n->out[0]);
-            if (!is_op(g, add, "Add")) continue;
+            if (!is_op(g, add, &me_op_add)) continue;
             int m1 = ONLY(g->n[add].out[0]);
-            if (!is_op(g, m1, "Mul") || (g->n[m1].in[0] != x && g->n[m1].in[1] != x)) continue;
+            if (!is_op(g, m1, &me_op_mul) || (g->n[m1].in[0] != x && g->n[m1].in[1] != x)) continue;
             int fin = m1, m2 = ONLY(g->n[m1].out[0]);
-            if (is_op(g, m2, "Mul") && (const_operand(g, &g->n[m2], 0) || const_operand(g, &g->n[m2], 1))) fin = m2;
+            if (is_op(g, m2, &me_op_mul) && (const_operand(g, &g->n[m2], 0) || const_operand(g, &g->n[m2], 1))) fin = m2;
             ABSORB(d, fin);
             ABSORB(i, fin);
             ABSORB(add, fin);
@@ -588,20 +550,19 @@ static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *y
     const MeShape *xs = &g->v[x].shape, *ys = &g->v[y].shape;
     int64_t tmp[ME_MAX_RANK];
     const int64_t *xst = strides_of(m, x, tmp);
-    const char *op = n->op;
-    if (!strcmp(op, "Transpose")) {
+    switch (n->desc->view) {
+    case ME_VIEW_PERMUTE: {
         int64_t perm[ME_MAX_RANK];
         const MeAttr *a = me_node_attr(n, "perm");
         for (int i = 0; i < xs->rank; i++) perm[i] = a && a->type == ME_A_INTS && i < a->n ? a->ints[i] : xs->rank - 1 - i;
         for (int i = 0; i < ys->rank; i++) yst[i] = perm[i] >= 0 && perm[i] < xs->rank ? xst[perm[i]] : 1;
         return true;
     }
-    if (!strcmp(op, "Slice") || !strcmp(op, "Split") || !strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
+    case ME_VIEW_SAME:
         /* offsets do not change strides; Slice steps other than 1 are rare here */
         for (int i = 0; i < ys->rank; i++) yst[i] = i < xs->rank ? xst[i] : 1;
         return ys->rank == xs->rank;
-    }
-    if (!strcmp(op, "Expand")) {
+    case ME_VIEW_EXPAND: {
         int off = ys->rank - xs->rank;
         for (int i = 0; i < ys->rank; i++) {
             int j = i - off;
@@ -609,7 +570,7 @@ static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *y
         }
         return true;
     }
-    if (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze")) {
+    case ME_VIEW_SQUEEZE: {
         /* size-1 dims carry no layout: keep the others' strides in order */
         int j = 0;
         for (int i = 0; i < ys->rank; i++) {
@@ -619,8 +580,12 @@ static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *y
         }
         return true;
     }
-    /* Reshape, Flatten */
-    return view_strides(xs, xst, ys, yst);
+    case ME_VIEW_RESHAPE:
+        return view_strides(xs, xst, ys, yst);
+    case ME_VIEW_NONE:
+        break;
+    }
+    return false;
 }
 
 static bool view_result(Sim *m, const MeNode *n, int k)
@@ -633,23 +598,8 @@ static bool view_result(Sim *m, const MeNode *n, int k)
 
 /* torch.autocast: ops of its lower-precision list run in fp16/bf16 and
  * cast their float inputs (weights once per forward, into a cache); ops of
- * its fp32 list cast up; the rest follow their inputs' promoted type. */
-
-static int autocast_kind(const MeNode *n)
-{
-    switch (n->desc->cls) {
-    case ME_C_CONV: case ME_C_CONVT: case ME_C_LINEAR: case ME_C_MATMUL: case ME_C_RNN: case ME_C_ATTENTION:
-        return AC_LOWER;
-    case ME_C_SOFTMAX: case ME_C_NORM:
-        return AC_FP32;
-    default: {
-        static const char *const fp32_ops[] = { "Pow", "Exp", "Log", "ReduceSum", "ReduceProd", "CumSum", "ReduceL2", "Reciprocal" };
-        for (size_t i = 0; i < sizeof(fp32_ops) / sizeof(fp32_ops[0]); i++)
-            if (!strcmp(n->op, fp32_ops[i])) return AC_FP32;
-        return AC_FOLLOW;
-    }
-    }
-}
+ * its fp32 list cast up; the rest follow their inputs' promoted type. Which
+ * list an op is on is its descriptor's autocast class. */
 
 static bool castable(const MeGraph *g, int v)
 {
@@ -661,15 +611,16 @@ static void autocast_node(Sim *m, const MeNode *n)
 {
     MeGraph *g = m->g;
     for (int i = 0; i < 8; i++) m->cast[i] = -1;
-    int kind = autocast_kind(n), oes = 0;
-    if (kind == AC_FOLLOW && n->desc->cls == ME_C_BN) {
+    MeAutocast kind = n->desc->autocast;
+    int oes = 0;
+    if (kind == ME_AC_INPUT) {
         oes = m->es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
-    } else if (kind == AC_FOLLOW) {
+    } else if (kind == ME_AC_FOLLOW) {
         /* type promotion: the widest float tensor operand wins */
         for (int i = 0; i < n->n_in; i++)
             if (castable(g, n->in[i]) && m->es[n->in[i]] > oes) oes = m->es[n->in[i]];
     } else {
-        oes = kind == AC_LOWER ? 2 : 4;
+        oes = kind == ME_AC_LOWER ? 2 : 4;
         for (int i = 0; i < n->n_in && i < 8; i++) {
             int v = n->in[i];
             if (!castable(g, v) || m->es[v] == oes || m->vst[v] < 0) continue;
@@ -754,7 +705,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     /* at::matmul folds batched operands to 3-d with reshape(): a copy when
      * their strides do not allow a view */
     m->mm_copy[0] = m->mm_copy[1] = -1;
-    if (!strcmp(n->op, "MatMul") && n->n_in == 2 && g->v[n->in[0]].shape.rank >= 3 && g->v[n->in[1]].shape.rank >= 3) {
+    if ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && g->v[n->in[0]].shape.rank >= 3 && g->v[n->in[1]].shape.rank >= 3) {
         for (int i = 0; i < 2; i++) {
             int v = n->in[i];
             const MeShape *xs = &g->v[v].shape;
@@ -904,15 +855,22 @@ static void give_grad(Sim *m, int vi, int id)
 
 bool me_passes_grad_through(const MeGraph *g, const MeNode *n, int i, bool train)
 {
-    MeCostClass cls = n->desc->cls;
-    if (cls == ME_C_VIEW || !strcmp(n->op, "Transpose") || (cls == ME_C_DROPOUT && me_dropout_identity(g, n, train))) return true;
-    if (!strcmp(n->op, "Concat")) return true; /* narrow() views of the output gradient */
-    if ((!strcmp(n->op, "Add") || (!strcmp(n->op, "Sub") && i == 0)) && n->out[0] >= 0) {
+    switch (n->desc->grad_through) {
+    case ME_GT_ALL:
+        return true;
+    case ME_GT_FIRST_SAME_SIZE:
+        if (i) return false;
+        /* fall through */
+    case ME_GT_SAME_SIZE: {
         /* same shape: the output gradient itself; broadcast: summed down */
+        if (n->out[0] < 0) return false;
         const MeValue *x = &g->v[n->in[i]], *o = &g->v[n->out[0]];
         return me_shape_numel(&x->shape) == me_shape_numel(&o->shape);
     }
-    return false;
+    case ME_GT_NO:
+        break;
+    }
+    return n->desc->cls == ME_C_DROPOUT && me_dropout_identity(g, n, train);
 }
 
 static void backward(Sim *m, int *param_grad_st)

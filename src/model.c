@@ -78,7 +78,7 @@ static int build_rows(MemestModel *m, MemestConvention conv)
     for (int oi = 0; oi < g->nn; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
-        if (!strcmp(n->op, "Constant")) continue;
+        if (me_node_is_constant(n)) continue;
         if (seen) {
             if (n->flags & ME_N_FUNCTIONAL) continue;
             if (seen[n->scope] >= 0) { m->rows[seen[n->scope]] = ni; continue; }
@@ -129,7 +129,7 @@ int memest_analyze(MemestModel *m, const MemestAnalyzeSettings *s, char *err, si
     for (int ni = 0; ni < g->nn; ni++)
         if (m->cost[ni].status == ME_COST_UNKNOWN_OP) t.unknown_nodes++;
     for (int ni = 0; ni < g->nn; ni++)
-        if (!(g->n[ni].flags & ME_N_INPLACE) && strcmp(g->n[ni].op, "Constant"))
+        if (!(g->n[ni].flags & ME_N_INPLACE) && !me_node_is_constant(&g->n[ni]))
             t.seed_sum_bytes = me_sadd(t.seed_sum_bytes, m->cost[ni].out_bytes);
     /* Parameters and buffers once each, however many nodes share them. */
     for (int i = 0; i < g->nv; i++) {

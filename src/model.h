@@ -46,6 +46,8 @@ struct MemestModel {
 
 /* Cost of one node under a convention (conventions.c). */
 void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *out);
+/* Whether the convention's table has an entry for the class (test_registry). */
+bool me_convention_covers(MemestConvention conv, MeCostClass cls);
 /* Positions until which Python's module scopes hold each value (memory.c). */
 int me_scope_holds(const MeGraph *g, int *hold_end);
 /* How nodes behave at run time (memory.c), shared with memest-measure's

@@ -217,6 +217,13 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++) {
         MeNode *n = &g->n[i];
         n->desc = me_op_find(n->op, n->domain, g->opset);
+        /* known, but only in a later opset: the file's op means something
+         * else (or nothing) at its own opset */
+        int since = n->desc ? 0 : me_op_since(n->op, n->domain);
+        if (since > g->opset) {
+            MeCtx c = { .g = g, .d = d, .n = n };
+            return me_fail(&c, "memest knows this op from opset %d on; the model imports opset %d", since, g->opset);
+        }
     }
     assign_roles(g);
     int64_t folded = 0;

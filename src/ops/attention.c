@@ -40,7 +40,21 @@ static void cost_mha(const MeCtx *c, MeOpCost *o)
     o->flops = me_sadd(me_smul(2, o->macs), me_sadd(me_smul(me_smul(2, nl) + me_smul(2, ns), e), me_smul(6, me_smul(me_smul(n, h), me_smul(l, s)))));
 }
 
+/* q, k, v projections, attention weights (twice: softmax output and
+ * dropout) and the context, as the decomposed module keeps them */
+static uint64_t mha_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeShape *x = me_in_shape(c, 0), *k = me_in_shape(c, 1);
+    int bf = (int)me_attr_i(c->n, "batch_first", 0);
+    if (!k) return 0;
+    uint64_t nb = (uint64_t)x->d[bf ? 0 : 1], l = (uint64_t)x->d[bf ? 1 : 0], s = (uint64_t)k->d[bf ? 1 : 0];
+    uint64_t e = (uint64_t)x->d[2], h = (uint64_t)me_attr_i(c->n, "num_heads", 1);
+    return me_smul(4, me_sadd(me_smul(me_smul(4 * nb, l), e), me_smul(2, me_smul(me_smul(nb, h), me_smul(l, s)))));
+}
+
 const MeOpDesc me_op_mha = {
     .name = "MultiheadAttention", .since = 1, .min_in = 5, .max_in = 7, .min_out = 1, .max_out = 2,
     .roles = "xxxw", .cls = ME_C_ATTENTION, .infer = infer_mha, .cost = cost_mha,
+    .autograd = ME_AG_OPERANDS, .saved_extra = mha_saved_extra, .autocast = ME_AC_LOWER,
 };

@@ -144,12 +144,40 @@ static void cost_convt(const MeCtx *c, MeOpCost *o)
     o->flops = me_sadd(me_smul(2, o->macs), me_in(c, 2) ? (uint64_t)me_numel_out(c, 0) : 0);
 }
 
+/* CPU runtime. oneDNN reorders a convolution's input into its blocked
+ * layout, except a first layer's few channels, which it reads as they are. */
+static int64_t conv_input_copy(const MeRunCtx *r)
+{
+    const MeValue *x = me_in(&r->c, 0);
+    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? r->operand_bytes(r, x) : 0;
+}
+
+/* input and weights reordered, the result computed into a blocked buffer,
+ * then reordered into the output: beyond the output, max(input copy +
+ * weight copy, output) at once */
+static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
+{
+    const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
+    int64_t a = conv_input_copy(r) + r->operand_bytes(r, w), b = r->bytes(r, o);
+    return a > b ? a : b;
+}
+
+/* reordered output gradient, input and weights */
+static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
+{
+    const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
+    return r->bytes(r, o) + conv_input_copy(r) + r->operand_bytes(r, w);
+}
+
 const MeOpDesc me_op_conv = {
     .name = "Conv", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_CONV, .infer = infer_conv, .cost = cost_conv,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER,
+    .cpu_temp_fwd = conv_cpu_temp_fwd, .cpu_temp_bwd = conv_cpu_temp_bwd,
 };
 
 const MeOpDesc me_op_conv_transpose = {
     .name = "ConvTranspose", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_CONVT, .infer = infer_convt, .cost = cost_convt,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER,
 };

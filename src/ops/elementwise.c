@@ -216,75 +216,106 @@ static void cost_dropout(const MeCtx *c, MeOpCost *o)
     o->flops = c->n->n_out > 1 ? me_smul(2, (uint64_t)me_numel_out(c, 0)) : 0;
 }
 
-#define UNARY(sym, opname, klass) \
+/* Dropout keeps its bool mask for backward (training only). */
+static uint64_t dropout_saved_extra(const MeCtx *c, bool training)
+{
+    return training ? (uint64_t)me_numel_out(c, 0) : 0;
+}
+
+/* Each op below states its autograd rule and autocast class
+ * (ops.h); those not on autocast's lists follow their inputs. PyTorch's
+ * fp32 list also names softplus and its lower-precision list prelu; memest
+ * lets them follow their inputs, as its truth runs were measured with. */
+#define UNARY(sym, opname, klass, ...) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, \
-                           .roles = "x", .cls = klass, .infer = infer_unary, .cost = cost_per_elem }
-#define BINARY(sym, opname) \
+                           .roles = "x", .cls = klass, .infer = infer_unary, .cost = cost_per_elem, __VA_ARGS__ }
+#define BINARY(sym, opname, ...) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1, \
-                           .roles = "xx", .cls = ME_C_ELTWISE, .infer = infer_binary, .cost = cost_per_elem }
+                           .roles = "xx", .cls = ME_C_ELTWISE, .infer = infer_binary, .cost = cost_per_elem, __VA_ARGS__ }
 
-UNARY(me_op_relu, "Relu", ME_C_RELU);
-UNARY(me_op_leaky_relu, "LeakyRelu", ME_C_RELU);
-UNARY(me_op_elu, "Elu", ME_C_RELU);
-UNARY(me_op_selu, "Selu", ME_C_ACT);
-UNARY(me_op_celu, "Celu", ME_C_ACT);
-UNARY(me_op_sigmoid, "Sigmoid", ME_C_ACT);
-UNARY(me_op_hard_sigmoid, "HardSigmoid", ME_C_ACT);
-UNARY(me_op_hard_swish, "HardSwish", ME_C_ACT);
-UNARY(me_op_tanh, "Tanh", ME_C_ACT);
-UNARY(me_op_softplus, "Softplus", ME_C_ACT);
-UNARY(me_op_softsign, "Softsign", ME_C_ACT);
-UNARY(me_op_mish, "Mish", ME_C_ACT);
-UNARY(me_op_gelu, "Gelu", ME_C_ACT);
-UNARY(me_op_silu, "SiLU", ME_C_ACT);   /* from JSON; ONNX spells it Sigmoid + Mul */
-UNARY(me_op_erf, "Erf", ME_C_ELTWISE);
-UNARY(me_op_sqrt, "Sqrt", ME_C_ELTWISE);
-UNARY(me_op_exp, "Exp", ME_C_ELTWISE);
-UNARY(me_op_log, "Log", ME_C_ELTWISE);
-UNARY(me_op_neg, "Neg", ME_C_ELTWISE);
-UNARY(me_op_abs, "Abs", ME_C_ELTWISE);
-UNARY(me_op_reciprocal, "Reciprocal", ME_C_ELTWISE);
-UNARY(me_op_floor, "Floor", ME_C_ELTWISE);
-UNARY(me_op_ceil, "Ceil", ME_C_ELTWISE);
-UNARY(me_op_round, "Round", ME_C_ELTWISE);
-UNARY(me_op_sign, "Sign", ME_C_ELTWISE);
-UNARY(me_op_sin, "Sin", ME_C_ELTWISE);
-UNARY(me_op_cos, "Cos", ME_C_ELTWISE);
-UNARY(me_op_not, "Not", ME_C_ELTWISE);
-UNARY(me_op_isnan, "IsNaN", ME_C_ELTWISE);
-UNARY(me_op_isinf, "IsInf", ME_C_ELTWISE);
+/* How the peer tools see activations (doc/conventions-peers.md): ptflops
+ * hooks nn.ReLU/ELU/PReLU/GELU and patches their F.* too, hooks ReLU6
+ * (hardtanh) and LeakyReLU only, patches F.silu only; DeepSpeed patches
+ * the activation functionals except hardtanh, sigmoid, tanh, hardsigmoid
+ * and hardswish. */
+#define PT_BOTH [MEMEST_CONVENTION_PTFLOPS] = ME_PEER_MODULE | ME_PEER_FUNCTIONAL
+#define PT_MODULE [MEMEST_CONVENTION_PTFLOPS] = ME_PEER_MODULE
+#define PT_FUNCTIONAL [MEMEST_CONVENTION_PTFLOPS] = ME_PEER_FUNCTIONAL
+#define DS_FUNCTIONAL [MEMEST_CONVENTION_DEEPSPEED] = ME_PEER_FUNCTIONAL
+#define FOLLOW .autocast = ME_AC_FOLLOW
 
-BINARY(me_op_add, "Add");
-BINARY(me_op_sub, "Sub");
-BINARY(me_op_mul, "Mul");
-BINARY(me_op_div, "Div");
-BINARY(me_op_pow, "Pow");
-BINARY(me_op_mod, "Mod");
-BINARY(me_op_equal, "Equal");
-BINARY(me_op_less, "Less");
-BINARY(me_op_greater, "Greater");
-BINARY(me_op_less_equal, "LessOrEqual");
-BINARY(me_op_greater_equal, "GreaterOrEqual");
-BINARY(me_op_and, "And");
-BINARY(me_op_or, "Or");
-BINARY(me_op_xor, "Xor");
+UNARY(me_op_relu, "Relu", ME_C_RELU, .autograd = ME_AG_OUTPUT, FOLLOW, .peer = { PT_BOTH, DS_FUNCTIONAL });
+UNARY(me_op_leaky_relu, "LeakyRelu", ME_C_RELU, .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_MODULE, DS_FUNCTIONAL });
+UNARY(me_op_elu, "Elu", ME_C_RELU, .autograd = ME_AG_OUTPUT, FOLLOW, .peer = { PT_BOTH, DS_FUNCTIONAL });
+UNARY(me_op_selu, "Selu", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { DS_FUNCTIONAL });
+UNARY(me_op_celu, "Celu", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { DS_FUNCTIONAL });
+UNARY(me_op_sigmoid, "Sigmoid", ME_C_ACT, .autograd = ME_AG_OUTPUT, FOLLOW);
+UNARY(me_op_hard_sigmoid, "HardSigmoid", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW);
+UNARY(me_op_hard_swish, "HardSwish", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW);
+UNARY(me_op_tanh, "Tanh", ME_C_ACT, .autograd = ME_AG_OUTPUT, FOLLOW);
+UNARY(me_op_softplus, "Softplus", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { DS_FUNCTIONAL });
+UNARY(me_op_softsign, "Softsign", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { DS_FUNCTIONAL });
+UNARY(me_op_mish, "Mish", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { DS_FUNCTIONAL });
+UNARY(me_op_gelu, "Gelu", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_BOTH, DS_FUNCTIONAL });
+UNARY(me_op_silu, "SiLU", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_FUNCTIONAL, DS_FUNCTIONAL }); /* from JSON; ONNX spells it Sigmoid + Mul */
+UNARY(me_op_erf, "Erf", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FOLLOW);
+UNARY(me_op_sqrt, "Sqrt", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, FOLLOW);
+UNARY(me_op_exp, "Exp", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32);
+UNARY(me_op_log, "Log", ME_C_ELTWISE, .autograd = ME_AG_INPUT, .autocast = ME_AC_FP32);
+UNARY(me_op_neg, "Neg", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+UNARY(me_op_abs, "Abs", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FOLLOW);
+UNARY(me_op_reciprocal, "Reciprocal", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32);
+UNARY(me_op_floor, "Floor", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+UNARY(me_op_ceil, "Ceil", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+UNARY(me_op_round, "Round", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+UNARY(me_op_sign, "Sign", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+UNARY(me_op_sin, "Sin", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FOLLOW);
+UNARY(me_op_cos, "Cos", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FOLLOW);
+UNARY(me_op_not, "Not", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+UNARY(me_op_isnan, "IsNaN", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+UNARY(me_op_isinf, "IsInf", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
+
+BINARY(me_op_add, "Add", .autograd = ME_AG_NONE, FOLLOW, .grad_through = ME_GT_SAME_SIZE);
+BINARY(me_op_sub, "Sub", .autograd = ME_AG_NONE, FOLLOW, .grad_through = ME_GT_FIRST_SAME_SIZE);
+BINARY(me_op_mul, "Mul", .autograd = ME_AG_OPERANDS, FOLLOW);
+BINARY(me_op_div, "Div", .autograd = ME_AG_DIV, FOLLOW);
+BINARY(me_op_pow, "Pow", .autograd = ME_AG_INPUT, .autocast = ME_AC_FP32);
+BINARY(me_op_mod, "Mod", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_equal, "Equal", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_less, "Less", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_greater, "Greater", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_less_equal, "LessOrEqual", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_greater_equal, "GreaterOrEqual", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_and, "And", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_or, "Or", .autograd = ME_AG_NONE, FOLLOW);
+BINARY(me_op_xor, "Xor", .autograd = ME_AG_NONE, FOLLOW);
 
 const MeOpDesc me_op_prelu = {
     .name = "PRelu", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xw", .cls = ME_C_ACT, .infer = infer_binary, .cost = cost_per_elem,
+    .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_BOTH, DS_FUNCTIONAL },
 };
-/* Clip before opset 11 takes min/max as attributes, later as inputs. */
+/* Clip before opset 11 takes min/max as attributes, later as inputs. It is
+ * PyTorch's hardtanh (ReLU6). */
+const MeOpDesc me_op_clip_1 = {
+    .name = "Clip", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .roles = "x", .cls = ME_C_RELU, .infer = infer_unary, .cost = cost_per_elem,
+    .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_MODULE },
+};
 const MeOpDesc me_op_clip = {
-    .name = "Clip", .since = 1, .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 1,
+    .name = "Clip", .since = 11, .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xcc", .cls = ME_C_RELU, .infer = infer_unary, .cost = cost_per_elem,
+    .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_MODULE },
 };
 const MeOpDesc me_op_where = {
     .name = "Where", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "cxx", .cls = ME_C_ELTWISE, .infer = infer_where, .cost = cost_per_elem,
+    .autograd = ME_AG_NONE, FOLLOW,
 };
 #define VARIADIC(sym, opname) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = ME_VARIADIC, .min_out = 1, .max_out = 1, \
-                           .roles = "x", .cls = ME_C_ELTWISE, .infer = infer_variadic, .cost = cost_per_elem }
+                           .roles = "x", .cls = ME_C_ELTWISE, .infer = infer_variadic, .cost = cost_per_elem, \
+                           .autograd = ME_AG_NONE, FOLLOW }
 VARIADIC(me_op_max, "Max");
 VARIADIC(me_op_min, "Min");
 VARIADIC(me_op_sum, "Sum");
@@ -293,4 +324,5 @@ VARIADIC(me_op_mean, "Mean");
 const MeOpDesc me_op_dropout = {
     .name = "Dropout", .since = 1, .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 2,
     .roles = "xcc", .cls = ME_C_DROPOUT, .infer = infer_dropout, .cost = cost_dropout,
+    .autograd = ME_AG_NONE, .saved_extra = dropout_saved_extra, FOLLOW,
 };

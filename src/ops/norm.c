@@ -81,17 +81,46 @@ static void cost_softmax(const MeCtx *c, MeOpCost *o)
     o->flops = me_smul((uint64_t)me_numel_in(c, 0), 5);
 }
 
+/* save_mean and save_invstd, one float per channel (training only) */
+static uint64_t bn_saved_extra(const MeCtx *c, bool training)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    return training && x && x->rank > 1 ? me_smul(2 * 4, (uint64_t)x->d[1]) : 0;
+}
+
+/* CPU backward: one input-sized temporary */
+static int64_t bn_cpu_temp_bwd(const MeRunCtx *r) { return r->bytes(r, me_in(&r->c, 0)); }
+
+/* LayerNorm's mean and rstd: one float per normalized row */
+static uint64_t norm_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeShape *x = me_in_shape(c, 0);
+    if (!x || !me_out(c, 0)) return 0;
+    int64_t axis = me_attr_i(c->n, "axis", -1);
+    if (axis < 0) axis += x->rank;
+    uint64_t rows = 1;
+    for (int i = 0; i < axis && i < x->rank; i++) rows = me_smul(rows, (uint64_t)x->d[i]);
+    return me_smul(rows, 2 * 4);
+}
+
 const MeOpDesc me_op_batch_norm = {
     .name = "BatchNormalization", .since = 1, .min_in = 5, .max_in = 5, .min_out = 1, .max_out = 5,
     .roles = "xwwbb", .cls = ME_C_BN, .infer = infer_bn, .cost = cost_bn,
+    .autograd = ME_AG_INPUT, .saved_extra = bn_saved_extra, .autocast = ME_AC_INPUT,
+    .cpu_temp_bwd = bn_cpu_temp_bwd,
 };
+/* thop hooks nn.LayerNorm, not InstanceNorm or GroupNorm */
 const MeOpDesc me_op_layer_norm = {
     .name = "LayerNormalization", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 3,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_ln, .cost = cost_ln,
+    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32,
+    .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE },
 };
 const MeOpDesc me_op_instance_norm = {
     .name = "InstanceNormalization", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_instance_norm, .cost = cost_ln,
+    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32,
 };
 static int infer_group_norm(MeCtx *c)
 {
@@ -104,12 +133,15 @@ static int infer_group_norm(MeCtx *c)
 const MeOpDesc me_op_group_norm = {
     .name = "GroupNormalization", .since = 18, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_group_norm, .cost = cost_ln,
+    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32,
 };
 const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
+    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32,
 };
 const MeOpDesc me_op_log_softmax = {
     .name = "LogSoftmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
+    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32,
 };

@@ -7,31 +7,40 @@
 
 #include "graph.h"
 
-/* Cost classes: what a convention's formula table is keyed by. */
+/* Cost classes: what a convention's formula table is keyed by
+ * (conventions.c). X(ID, name); ME_C_<ID> is the enum, the name is what
+ * messages and tests print. */
+#define ME_COST_CLASSES(X) \
+    X(OTHER, "other") \
+    X(CONV, "conv")                 /* Conv */ \
+    X(CONVT, "conv_transpose")      /* ConvTranspose */ \
+    X(LINEAR, "linear")             /* Gemm / Linear / MatMul with a stored weight */ \
+    X(MATMUL, "matmul")             /* MatMul of two activations */ \
+    X(BN, "batch_norm")             /* BatchNormalization */ \
+    X(NORM, "norm")                 /* LayerNorm, InstanceNorm, GroupNorm */ \
+    X(RELU, "relu")                 /* ReLU-like activations torchstat counts */ \
+    X(ACT, "activation")            /* other activations */ \
+    X(MAXPOOL, "max_pool") \
+    X(AVGPOOL, "avg_pool") \
+    X(ADAPTIVE_AVGPOOL, "adaptive_avg_pool") /* AdaptiveAvgPool, GlobalAveragePool */ \
+    X(SOFTMAX, "softmax") \
+    X(UPSAMPLE, "upsample") \
+    X(ELTWISE, "elementwise")       /* arithmetic on tensors */ \
+    X(DROPOUT, "dropout") \
+    X(VIEW, "view")                 /* reshape-like: no data moved */ \
+    X(MOVE, "move")                 /* data movement: concat, transpose, gather, slice */ \
+    X(SHAPE, "shape")               /* works on shapes only (folded at analysis time) */ \
+    X(RNN, "rnn")                   /* LSTM, GRU, RNN */ \
+    X(ATTENTION, "attention")       /* fused multi-head attention */
+
 typedef enum MeCostClass {
-    ME_C_OTHER = 0,
-    ME_C_CONV,        /* Conv */
-    ME_C_CONVT,       /* ConvTranspose */
-    ME_C_LINEAR,      /* Gemm / Linear / MatMul with a stored weight */
-    ME_C_MATMUL,      /* MatMul of two activations */
-    ME_C_BN,          /* BatchNormalization */
-    ME_C_NORM,        /* LayerNorm, InstanceNorm, GroupNorm */
-    ME_C_RELU,        /* ReLU-like activations torchstat counts */
-    ME_C_ACT,         /* other activations */
-    ME_C_MAXPOOL,
-    ME_C_AVGPOOL,
-    ME_C_ADAPTIVE_AVGPOOL, /* AdaptiveAvgPool, GlobalAveragePool */
-    ME_C_SOFTMAX,
-    ME_C_UPSAMPLE,
-    ME_C_ELTWISE,     /* arithmetic on tensors */
-    ME_C_DROPOUT,
-    ME_C_VIEW,        /* reshape-like: no data moved */
-    ME_C_MOVE,        /* data movement: concat, transpose, gather, slice */
-    ME_C_SHAPE,       /* works on shapes only (folded at analysis time) */
-    ME_C_RNN,         /* LSTM, GRU, RNN */
-    ME_C_ATTENTION,   /* fused multi-head attention */
+#define ME_CLASS_ENUM(id, name) ME_C_##id,
+    ME_COST_CLASSES(ME_CLASS_ENUM)
+#undef ME_CLASS_ENUM
     ME_C_COUNT
 } MeCostClass;
+
+extern const char *const me_cost_class_names[ME_C_COUNT];
 
 typedef struct MeCtx {
     MeGraph *g;
@@ -50,19 +59,86 @@ typedef struct MeOpCost {
 
 /* What autograd keeps for backward (tools/autograd/derivatives.yaml), as a
  * rule on the op's tensors. Generated autograd code saves a tensor only when
- * a gradient formula that needs it will run, hence the conditions. */
+ * a gradient formula that needs it will run, hence the conditions. Every op
+ * states its rule: there is no default (an op that silently saved nothing
+ * would make training memory come out low), and the registry test fails on
+ * ME_AG_UNSET. */
 typedef enum MeAutograd {
-    ME_AG_BY_CLASS = 0, /* the default of the op's cost class (autograd.c) */
+    ME_AG_UNSET = 0,    /* not stated: a defect the registry test names */
     ME_AG_NONE,         /* add, views, concat, ...: shapes only */
     ME_AG_OPERANDS,     /* conv, matmul, mul: each input kept when another one needs a gradient */
     ME_AG_INPUT,        /* gelu, clip, pooling, norms: input 0 kept when it needs a gradient */
     ME_AG_OUTPUT,       /* relu, sigmoid, tanh, softmax, exp: output 0 kept */
     ME_AG_DIV,          /* div: the divisor always, the dividend when the divisor needs a gradient */
+    ME_AG_BY_ATTRS,     /* depends on the node's attributes: the op's saved_rule() decides */
 } MeAutograd;
 
+/* How torch.autocast runs the op (aten/src/ATen/autocast_mode.cpp, CUDA:
+ * the lower_precision_fp list, the fp32 and fp32_set_opt_dtype lists, and
+ * everything else). Required: the registry test fails on ME_AC_UNSET. */
+typedef enum MeAutocast {
+    ME_AC_UNSET = 0,
+    ME_AC_FOLLOW,       /* not listed: the widest float type of its inputs (type promotion) */
+    ME_AC_LOWER,        /* lower_precision_fp: on fp16/bf16 copies of its float inputs */
+    ME_AC_FP32,         /* fp32 lists: float inputs cast up */
+    ME_AC_INPUT,        /* not listed, but runs in input 0's type whatever its weights' (batch_norm) */
+} MeAutocast;
+
+/* Ops PyTorch runs as views: the result shares input 0's storage, with
+ * strides that follow from the input's as below (memory.c). */
+typedef enum MeViewKind {
+    ME_VIEW_NONE = 0,
+    ME_VIEW_RESHAPE,    /* reshape, flatten: a view only where the strides allow (ATen's computeStride) */
+    ME_VIEW_SAME,       /* slice, split, identity: an offset, the same strides (same rank only) */
+    ME_VIEW_PERMUTE,    /* transpose: strides permuted by 'perm' */
+    ME_VIEW_EXPAND,     /* expand: broadcast dims get stride 0 */
+    ME_VIEW_SQUEEZE,    /* squeeze, unsqueeze: size-1 dims dropped or added */
+} MeViewKind;
+
+/* Backward hands the output gradient to an input as it is, no new tensor:
+ * views, concat (narrow() views of the gradient), add of equal shapes. */
+typedef enum MeGradThrough {
+    ME_GT_NO = 0,
+    ME_GT_ALL,            /* every input */
+    ME_GT_SAME_SIZE,      /* every input as large as the output (add; broadcast ones are summed down) */
+    ME_GT_FIRST_SAME_SIZE,/* input 0 when as large as the output (sub: input 1's is negated) */
+} MeGradThrough;
+
+/* Facts about an op that a stage outside src/ops/ would otherwise learn by
+ * comparing its name. */
+enum {
+    ME_OPF_CONSTANT = 1 << 0, /* a Constant node: data, not a layer (rows, JSON "constants") */
+    ME_OPF_TRANS_A = 1 << 1,  /* attribute transA transposes input 0 (Gemm; torchstat's in-features) */
+    ME_OPF_BMM_FOLD = 1 << 2, /* at::matmul: batched operands folded to 3-d by reshape(), a copy
+                               * when their strides do not allow a view */
+};
+
+/* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by
+ * conventions.c where a class's formula depends on the op). */
+enum {
+    ME_PEER_MODULE = 1 << 0,     /* the tool hooks the op's nn.Module */
+    ME_PEER_FUNCTIONAL = 1 << 1, /* the tool patches the op's torch.nn.functional call */
+};
+
+/* What a timeline hook may ask of the simulation running it: memory.c fills
+ * it in and keeps its state private. */
+typedef struct MeRunCtx {
+    MeCtx c;
+    bool grad;                 /* autograd records this forward */
+    const void *sim;           /* the simulation, for the callbacks */
+    /* bytes of v as the simulation holds it (its element size under autocast) */
+    int64_t (*bytes)(const struct MeRunCtx *r, const MeValue *v);
+    /* bytes of operand v as this op computes with it (autocast's lower-precision copies) */
+    int64_t (*operand_bytes)(const struct MeRunCtx *r, const MeValue *v);
+} MeRunCtx;
+
+/* Everything memest knows about one op (one version of it). Required:
+ * name, since, arity, roles, cls, infer, cost, autograd (saved_rule with
+ * ME_AG_BY_ATTRS), autocast; me_op_validate() checks them. The rest
+ * defaults to "nothing special". doc/ops.md says how to add an op. */
 typedef struct MeOpDesc {
     const char *name;
-    int since;             /* first opset this definition applies to */
+    int since;             /* first opset this version applies to; the next version's since ends it */
     uint8_t min_in, max_in, min_out, max_out;
     /* Role of each input slot when it is a stored tensor: 'w' weight
      * (a parameter when float), 'b' buffer, 'c' constant operand (never a
@@ -73,18 +149,46 @@ typedef struct MeOpDesc {
     int (*infer)(MeCtx *c);
     /* Default-convention MACs and FLOPs (doc/conventions.md). */
     void (*cost)(const MeCtx *c, MeOpCost *out);
+    /* Backward: the rule, and the bytes of extra tensors the forward keeps
+     * (max-pool indices, dropout mask, norm statistics, RNN gates) when it
+     * runs with gradients; NULL: none. */
     MeAutograd autograd;
+    MeAutograd (*saved_rule)(const MeNode *n);
+    uint64_t (*saved_extra)(const MeCtx *c, bool training);
+    MeAutocast autocast;
+    MeViewKind view;
+    MeGradThrough grad_through;
+    uint32_t flags;        /* ME_OPF_* */
+    uint8_t peer[MEMEST_CONVENTION_COUNT]; /* ME_PEER_* per convention */
+    /* CPU runtime (oneDNN): bytes the op allocates and frees inside itself
+     * beyond its outputs, forward and backward (doc/memory.md); NULL: none. */
+    int64_t (*cpu_temp_fwd)(const MeRunCtx *r);
+    int64_t (*cpu_temp_bwd)(const MeRunCtx *r);
 } MeOpDesc;
 
-/* The autograd rule of a node, with the class default resolved, and the
- * bytes of extra tensors its forward keeps for backward (max-pool indices,
- * dropout mask, norm statistics) when it runs with gradients. */
+/* The autograd rule of a node (its op's, the attributes resolved), and the
+ * bytes of extra tensors its forward keeps for backward when it runs with
+ * gradients. */
 MeAutograd me_autograd_rule(const MeNode *n);
 uint64_t me_autograd_extra(const MeCtx *c, bool training);
 
-/* Highest version of op not above opset, NULL if unknown. */
+/* The version of op that a model of this opset uses: the highest since not
+ * above opset. NULL when the op is unknown or every version of it is newer
+ * than opset (me_op_since tells which). */
 const MeOpDesc *me_op_find(const char *op, const char *domain, int opset);
+/* Lowest since among op's versions; 0 when memest does not know the op. */
+int me_op_since(const char *op, const char *domain);
 const MeOpDesc *const *me_op_list(int *count);
+/* 0 when d states every required entry; else -1 and why (naming the op). */
+int me_op_validate(const MeOpDesc *d, char *why, size_t len);
+
+/* A Constant node holds data: the reports leave it out of the rows. */
+static inline bool me_node_is_constant(const MeNode *n) { return n->desc && (n->desc->flags & ME_OPF_CONSTANT); }
+
+/* Ops whose identity matters outside their family file: memory.c fuses the
+ * exporter's Sigmoid·Mul (SiLU) and Div/Erf/Add/Mul/Mul (GELU) chains back
+ * into the one PyTorch op they came from. */
+extern const MeOpDesc me_op_sigmoid, me_op_mul, me_op_erf, me_op_div, me_op_add;
 
 /* --- helpers for op hooks (shape.c) --- */
 int me_fail(const MeCtx *c, const char *fmt, ...) ME_PRINTF(2, 3);

@@ -102,23 +102,50 @@ static void cost_global_max(const MeCtx *c, MeOpCost *o)
     o->flops = (uint64_t)(me_numel_in(c, 0) - me_numel_out(c, 0));
 }
 
+/* max pooling keeps the int64 indices of the maxima for backward ... */
+static uint64_t maxpool_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    return me_smul((uint64_t)me_numel_out(c, 0), 8);
+}
+
+/* ... and on a CPU computes them even without autograd */
+static int64_t maxpool_cpu_temp_fwd(const MeRunCtx *r) { return r->grad ? 0 : me_numel_out(&r->c, 0) * 8; }
+
+/* adaptive pooling to 1x1 runs as mean(), which keeps only sizes */
+static MeAutograd adaptive_saved_rule(const MeNode *n)
+{
+    const MeAttr *a = me_node_attr(n, "output_size");
+    bool ones = a && a->type == ME_A_INTS;
+    for (int i = 0; a && i < a->n; i++) ones &= a->ints[i] == 1;
+    return ones ? ME_AG_NONE : ME_AG_INPUT;
+}
+
 const MeOpDesc me_op_max_pool = {
     .name = "MaxPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 2,
     .roles = "x", .cls = ME_C_MAXPOOL, .infer = infer_pool, .cost = cost_maxpool,
+    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW,
+    .cpu_temp_fwd = maxpool_cpu_temp_fwd,
 };
 const MeOpDesc me_op_average_pool = {
     .name = "AveragePool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_AVGPOOL, .infer = infer_pool, .cost = cost_avgpool,
+    .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW,
 };
+/* runs as mean() */
 const MeOpDesc me_op_global_average_pool = {
     .name = "GlobalAveragePool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_ADAPTIVE_AVGPOOL, .infer = infer_global, .cost = cost_global_avg,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_global_max_pool = {
     .name = "GlobalMaxPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_MAXPOOL, .infer = infer_global, .cost = cost_global_max,
+    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW,
+    .cpu_temp_fwd = maxpool_cpu_temp_fwd,
 };
 const MeOpDesc me_op_adaptive_avg_pool = {
     .name = "AdaptiveAvgPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_ADAPTIVE_AVGPOOL, .infer = infer_adaptive, .cost = cost_global_avg,
+    .autograd = ME_AG_BY_ATTRS, .saved_rule = adaptive_saved_rule, .autocast = ME_AC_FOLLOW,
 };

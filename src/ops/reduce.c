@@ -60,15 +60,16 @@ static void cost_reduce(const MeCtx *c, MeOpCost *o)
     o->flops = (uint64_t)me_numel_in(c, 0);
 }
 
-#define REDUCE(sym, opname, fn) \
+#define REDUCE(sym, opname, fn, ...) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1, \
-                           .roles = "xc", .cls = ME_C_ELTWISE, .infer = fn, .cost = cost_reduce }
-REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce);
-REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce);
-REDUCE(me_op_reduce_max, "ReduceMax", infer_reduce);
-REDUCE(me_op_reduce_min, "ReduceMin", infer_reduce);
-REDUCE(me_op_reduce_prod, "ReduceProd", infer_reduce);
-REDUCE(me_op_reduce_l2, "ReduceL2", infer_reduce);
-REDUCE(me_op_reduce_sum_square, "ReduceSumSquare", infer_reduce);
-REDUCE(me_op_argmax, "ArgMax", infer_argreduce);
-REDUCE(me_op_argmin, "ArgMin", infer_argreduce);
+                           .roles = "xc", .cls = ME_C_ELTWISE, .infer = fn, .cost = cost_reduce, __VA_ARGS__ }
+/* sum and prod are on autocast's fp32_set_opt_dtype list, norms on its fp32 list */
+REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32);
+REDUCE(me_op_reduce_max, "ReduceMax", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_min, "ReduceMin", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_prod, "ReduceProd", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32);
+REDUCE(me_op_reduce_l2, "ReduceL2", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FP32);
+REDUCE(me_op_reduce_sum_square, "ReduceSumSquare", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);
+REDUCE(me_op_argmax, "ArgMax", infer_argreduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);
+REDUCE(me_op_argmin, "ArgMin", infer_argreduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);

@@ -102,19 +102,25 @@ static void cost_torch_rnn(const MeCtx *c, MeOpCost *o)
     }
 }
 
-const MeOpDesc me_op_lstm = {
-    .name = "LSTM", .since = 1, .min_in = 3, .max_in = 8, .min_out = 1, .max_out = 3,
-    .roles = "xwwwcxxw", .cls = ME_C_RNN, .infer = infer_onnx_rnn, .cost = cost_onnx_rnn,
-};
-const MeOpDesc me_op_gru = {
-    .name = "GRU", .since = 1, .min_in = 3, .max_in = 6, .min_out = 1, .max_out = 2,
-    .roles = "xwwwcx", .cls = ME_C_RNN, .infer = infer_onnx_rnn, .cost = cost_onnx_rnn,
-};
-const MeOpDesc me_op_rnn = {
-    .name = "RNN", .since = 1, .min_in = 3, .max_in = 6, .min_out = 1, .max_out = 2,
-    .roles = "xwwwcx", .cls = ME_C_RNN, .infer = infer_onnx_rnn, .cost = cost_onnx_rnn,
-};
-const MeOpDesc me_op_torch_rnn = {
-    .name = "TorchRNN", .since = 1, .min_in = 3, .max_in = ME_VARIADIC, .min_out = 1, .max_out = 3,
-    .roles = "xw", .cls = ME_C_RNN, .infer = infer_torch_rnn, .cost = cost_torch_rnn,
-};
+/* the per-step gates, cell states and activations PyTorch's CPU LSTM/GRU
+ * cells keep: about (gates + 3)·H floats per step, sample, direction and
+ * layer */
+static uint64_t rnn_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeValue *y = me_out(c, 0);
+    if (!y || !me_in_shape(c, 0)) return 0;
+    int gates = gates_of(c->n->op, me_attr_s(c->n, "mode", NULL));
+    if (!gates) gates = 4;
+    uint64_t layers = (uint64_t)me_attr_i(c->n, "num_layers", 1);
+    return me_smul(me_smul((uint64_t)me_shape_numel(&y->shape), layers), (uint64_t)(gates + 3) * 4);
+}
+
+#define RNN_OP(sym, opname, mx_in, mx_out, rl, infer_fn, cost_fn) \
+    const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 3, .max_in = mx_in, .min_out = 1, .max_out = mx_out, \
+                           .roles = rl, .cls = ME_C_RNN, .infer = infer_fn, .cost = cost_fn, \
+                           .autograd = ME_AG_OPERANDS, .saved_extra = rnn_saved_extra, .autocast = ME_AC_LOWER }
+RNN_OP(me_op_lstm, "LSTM", 8, 3, "xwwwcxxw", infer_onnx_rnn, cost_onnx_rnn);
+RNN_OP(me_op_gru, "GRU", 6, 2, "xwwwcx", infer_onnx_rnn, cost_onnx_rnn);
+RNN_OP(me_op_rnn, "RNN", 6, 2, "xwwwcx", infer_onnx_rnn, cost_onnx_rnn);
+RNN_OP(me_op_torch_rnn, "TorchRNN", ME_VARIADIC, 3, "xw", infer_torch_rnn, cost_torch_rnn);

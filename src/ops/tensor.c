@@ -569,13 +569,12 @@ static int infer_pad(MeCtx *c)
 
 /* Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) and Upsample
  * (7: scales attribute; 9: scales input). */
-static int infer_resize(MeCtx *c)
+static int resize_shape(MeCtx *c, bool upsample)
 {
     const MeShape *x = me_in_shape(c, 0);
     MeShape o = *x;
     double sc[ME_MAX_RANK];
     int n = 0, rc;
-    bool upsample = !strcmp(c->n->op, "Upsample");
     int scales_in = upsample ? 1 : c->g->opset >= 11 ? 2 : 1;
     const MeAttr *a = upsample ? me_node_attr(c->n, "scales") : NULL;
     if (!upsample && c->g->opset >= 11 && me_in(c, 3) && me_numel_in(c, 3) > 0) {
@@ -604,6 +603,9 @@ static int infer_resize(MeCtx *c)
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
 
+static int infer_resize(MeCtx *c) { return resize_shape(c, false); }
+static int infer_upsample(MeCtx *c) { return resize_shape(c, true); }
+
 /* nearest copies; linear interpolates (2·axes − 1 products and sums per
  * output element, 7 for bilinear); cubic uses 4 taps per axis */
 static void cost_resize(const MeCtx *c, MeOpCost *o)
@@ -614,13 +616,13 @@ static void cost_resize(const MeCtx *c, MeOpCost *o)
     o->flops = me_smul(out, !strcmp(mode, "cubic") ? 31 : 7);
 }
 
-static int infer_depth_to_space(MeCtx *c)
+static int depth_space_shape(MeCtx *c, bool to_space)
 {
     const MeShape *x = me_in_shape(c, 0);
     int64_t b = me_attr_i(c->n, "blocksize", 0);
     if (x->rank != 4 || b < 1 || b > 4096) return me_fail(c, "needs a 4-d input and a positive blocksize");
     MeShape o = *x;
-    if (!strcmp(c->n->op, "DepthToSpace")) {
+    if (to_space) {
         if (x->d[1] % (b * b)) return me_fail(c, "channels %lld not divisible by blocksize² %lld", (long long)x->d[1], (long long)(b * b));
         o.d[1] = x->d[1] / (b * b); o.d[2] = x->d[2] * b; o.d[3] = x->d[3] * b;
     } else {
@@ -629,6 +631,9 @@ static int infer_depth_to_space(MeCtx *c)
     }
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
+
+static int infer_depth_to_space(MeCtx *c) { return depth_space_shape(c, true); }
+static int infer_space_to_depth(MeCtx *c) { return depth_space_shape(c, false); }
 
 static int infer_like_input(MeCtx *c)
 {
@@ -677,52 +682,71 @@ static void cost_gather(const MeCtx *c, MeOpCost *o)
 
 static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops = 0; }
 
-#define TENSOR_OP(sym, opname, ver, mi, xi, mo, xo, rl, klass, fn) \
+/* Data movement keeps only shapes for backward and runs in its input's
+ * type under autocast. Columns: since, inputs min..max, outputs min..max,
+ * roles, class, how PyTorch runs it as a view (ops.h MeViewKind), whether
+ * backward passes the output gradient through (MeGradThrough). */
+#define TENSOR_OP(sym, opname, ver, mi, xi, mo, xo, rl, klass, vw, gt, fn) \
     const MeOpDesc sym = { .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = mo, .max_out = xo, \
-                           .roles = rl, .cls = klass, .infer = fn, .cost = cost_none }
+                           .roles = rl, .cls = klass, .infer = fn, .cost = cost_none, \
+                           .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .view = vw, .grad_through = gt }
+#define NO_VIEW ME_VIEW_NONE
+#define GT_NO ME_GT_NO
+#define GT_ALL ME_GT_ALL
 
-TENSOR_OP(me_op_shape, "Shape", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, infer_shape_op);
-TENSOR_OP(me_op_size, "Size", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, infer_size);
-TENSOR_OP(me_op_constant, "Constant", 1, 0, 0, 1, 1, "c", ME_C_SHAPE, infer_constant);
-TENSOR_OP(me_op_constant_of_shape, "ConstantOfShape", 1, 1, 1, 1, 1, "c", ME_C_MOVE, infer_constant_of_shape);
-TENSOR_OP(me_op_reshape, "Reshape", 5, 2, 2, 1, 1, "xc", ME_C_VIEW, infer_reshape);
-TENSOR_OP(me_op_flatten, "Flatten", 1, 1, 1, 1, 1, "x", ME_C_VIEW, infer_flatten);
-TENSOR_OP(me_op_squeeze, "Squeeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, infer_squeeze);
-TENSOR_OP(me_op_unsqueeze, "Unsqueeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, infer_unsqueeze);
-TENSOR_OP(me_op_identity, "Identity", 1, 1, 1, 1, 1, "x", ME_C_VIEW, infer_identity);
-TENSOR_OP(me_op_concat, "Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, infer_concat);
-TENSOR_OP(me_op_transpose, "Transpose", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_transpose);
-TENSOR_OP(me_op_slice, "Slice", 1, 1, 5, 1, 1, "xc", ME_C_MOVE, infer_slice);
-TENSOR_OP(me_op_cast, "Cast", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_cast);
-TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, infer_range);
-TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_expand);
-TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, infer_split);
-TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_tile);
-TENSOR_OP(me_op_pad, "Pad", 1, 1, 4, 1, 1, "xcc", ME_C_MOVE, infer_pad);
-TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_depth_to_space);
-TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, infer_depth_to_space);
-TENSOR_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, infer_like_input);
-TENSOR_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, infer_like_input);
-TENSOR_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, 1, 1, "xc", ME_C_MOVE, infer_gather_elements);
-TENSOR_OP(me_op_trilu, "Trilu", 14, 1, 2, 1, 1, "xc", ME_C_MOVE, infer_like_input);
+TENSOR_OP(me_op_shape, "Shape", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, NO_VIEW, GT_NO, infer_shape_op);
+TENSOR_OP(me_op_size, "Size", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, NO_VIEW, GT_NO, infer_size);
+TENSOR_OP(me_op_constant_of_shape, "ConstantOfShape", 1, 1, 1, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_constant_of_shape);
+TENSOR_OP(me_op_reshape, "Reshape", 5, 2, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_RESHAPE, GT_ALL, infer_reshape);
+TENSOR_OP(me_op_flatten, "Flatten", 1, 1, 1, 1, 1, "x", ME_C_VIEW, ME_VIEW_RESHAPE, GT_ALL, infer_flatten);
+TENSOR_OP(me_op_squeeze, "Squeeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_SQUEEZE, GT_ALL, infer_squeeze);
+TENSOR_OP(me_op_unsqueeze, "Unsqueeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_SQUEEZE, GT_ALL, infer_unsqueeze);
+TENSOR_OP(me_op_identity, "Identity", 1, 1, 1, 1, 1, "x", ME_C_VIEW, ME_VIEW_SAME, GT_ALL, infer_identity);
+/* the input gradients are narrow() views of the output's */
+TENSOR_OP(me_op_concat, "Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_ALL, infer_concat);
+TENSOR_OP(me_op_transpose, "Transpose", 1, 1, 1, 1, 1, "x", ME_C_MOVE, ME_VIEW_PERMUTE, GT_ALL, infer_transpose);
+TENSOR_OP(me_op_slice, "Slice", 1, 1, 5, 1, 1, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_slice);
+TENSOR_OP(me_op_cast, "Cast", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_cast);
+TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_range);
+TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, ME_VIEW_EXPAND, GT_NO, infer_expand);
+TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_split);
+TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_tile);
+TENSOR_OP(me_op_pad, "Pad", 1, 1, 4, 1, 1, "xcc", ME_C_MOVE, NO_VIEW, GT_NO, infer_pad);
+TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_depth_to_space);
+TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_space_to_depth);
+TENSOR_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
+TENSOR_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
+TENSOR_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_gather_elements);
+TENSOR_OP(me_op_trilu, "Trilu", 14, 1, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
 
+const MeOpDesc me_op_constant = {
+    .name = "Constant", .since = 1, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
+    .roles = "c", .cls = ME_C_SHAPE, .infer = infer_constant, .cost = cost_none,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .flags = ME_OPF_CONSTANT,
+};
 const MeOpDesc me_op_gather = {
     .name = "Gather", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_MOVE, .infer = infer_gather, .cost = cost_gather,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_resize = {
     .name = "Resize", .since = 10, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 1,
     .roles = "xccc", .cls = ME_C_UPSAMPLE, .infer = infer_resize, .cost = cost_resize,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_upsample = {
     .name = "Upsample", .since = 7, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-    .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_resize, .cost = cost_resize,
+    .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_upsample, .cost = cost_resize,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_topk = {
     .name = "TopK", .since = 1, .min_in = 1, .max_in = 2, .min_out = 2, .max_out = 2,
     .roles = "xc", .cls = ME_C_MOVE, .infer = infer_topk, .cost = cost_per_in,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
 };
+/* on autocast's fp32_set_opt_dtype list */
 const MeOpDesc me_op_cumsum = {
     .name = "CumSum", .since = 11, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_ELTWISE, .infer = infer_like_input, .cost = cost_per_in,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FP32,
 };

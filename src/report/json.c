@@ -212,7 +212,7 @@ int me_report_json(const MemestModel *m, FILE *f)
     /* Constant nodes are data, not rows; their outputs are named here. */
     cJSON *consts = cJSON_AddArrayToObject(root, "constants");
     for (int i = 0; i < g->nn; i++)
-        if (!strcmp(g->n[i].op, "Constant") && g->n[i].n_out && g->n[i].out[0] >= 0)
+        if (me_node_is_constant(&g->n[i]) && g->n[i].n_out && g->n[i].out[0] >= 0)
             cJSON_AddItemToArray(consts, cJSON_CreateString(g->v[g->n[i].out[0]].name));
     cJSON_AddItemToObject(root, "unknown_ops", op_counts_json(m, ME_COST_UNKNOWN_OP));
     cJSON_AddItemToObject(root, "uncounted_ops", op_counts_json(m, ME_COST_UNCOUNTED));
