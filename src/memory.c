@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "allocator.h"
-#include "model.h"
+#include "timeline.h"
 
 typedef struct Storage {
     int64_t bytes;
@@ -108,14 +108,13 @@ typedef struct Sim {
     int *saved_tail;
     struct SavedLink { int id, next; } *links; /* one pool for every node's list */
     int nlinks, cap_links;
-    int64_t live[MEMEST_MEM_COUNT], total;
     MemestMemory *out;
     int node;
     MemestPhase phase;
     bool grad;        /* autograd records the forward */
-    MeAllocator *alloc; /* cuda: the caching allocator model, fed every event */
-    MemestSeriesPoint **series; /* where to record the timeline, or NULL */
-    int *n_series, *cap_series;
+    bool cuda;        /* the CUDA runtime: caching allocator, cuBLAS workspace */
+    MeTlSink sinks[3]; /* who hears the events (timeline.h) */
+    int nsinks;
     bool workspace;   /* cuBLAS workspace made */
     bool failed;
 } Sim;
@@ -130,49 +129,23 @@ const char *memest_mem_category_name(MemestMemCategory c)
     return (int)c >= 0 && c < MEMEST_MEM_COUNT ? cat_names[c] : "?";
 }
 
-static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat);
-static void st_free(Sim *m, int id);
+/* --- the event stream (timeline.h) --- */
 
-static void note_now(Sim *m, int64_t extra);
-
-/* The peak is checked with extra bytes that exist only inside the op; the
- * allocator model sees them as a block made and freed there. */
-static void note(Sim *m, int64_t extra)
+static void emit(Sim *m, MeTlEvent *e)
 {
-    if (extra > 0 && m->alloc) {
-        int t = st_new(m, extra, MEMEST_MEM_TEMPORARY);
-        if (t < 0) return;
-        note_now(m, 0);
-        st_free(m, t);
-        return;
-    }
-    note_now(m, extra);
+    e->phase = (uint8_t)m->phase;
+    e->node = m->node;
+    for (int k = 0; k < m->nsinks; k++)
+        if (m->sinks[k].event(m->sinks[k].opaque, e) < 0) m->failed = true;
 }
 
-static void note_now(Sim *m, int64_t extra)
+static MeTlEvent event(MeTlKind kind)
 {
-    int64_t t = m->total + extra;
-    m->out->events++;
-    if (m->series) {
-        if (me_grow(m->series, m->cap_series, *m->n_series + 1, sizeof(MemestSeriesPoint)) < 0) {
-            m->failed = true;
-        } else {
-            MemestSeriesPoint *p = &(*m->series)[(*m->n_series)++];
-            p->node = m->node;
-            p->phase = m->phase;
-            for (int c = 0; c < MEMEST_MEM_COUNT; c++) p->live[c] = (uint64_t)m->live[c];
-            p->live[MEMEST_MEM_TEMPORARY] += (uint64_t)extra;
-        }
-    }
-    if ((uint64_t)t <= m->out->peak) return;
-    m->out->peak = (uint64_t)t;
-    for (int c = 0; c < MEMEST_MEM_COUNT; c++) m->out->at_peak[c] = (uint64_t)m->live[c];
-    m->out->at_peak[MEMEST_MEM_TEMPORARY] += (uint64_t)extra;
-    m->out->peak_node = m->node;
-    m->out->peak_phase = m->phase;
+    return (MeTlEvent){ .kind = (uint8_t)kind, .storage = -1, .value = -1, .input = -1, .accum = -1, .gout = -1 };
 }
 
-static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat)
+/* A storage made for value (its gradient when grad), -1 none. */
+static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool grad)
 {
     if (me_grow_raw(&m->st, &m->cap, m->nst + 1, sizeof(Storage)) < 0) {
         m->failed = true;
@@ -183,21 +156,28 @@ static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat)
     s->bytes = bytes;
     s->cat = (uint8_t)cat;
     s->alive = true;
-    m->live[cat] += bytes;
-    m->total += bytes;
-    if (m->alloc && me_allocator_malloc(m->alloc, m->nst, (uint64_t)bytes) < 0) m->failed = true;
+    MeTlEvent e = event(ME_TL_ALLOC);
+    e.storage = m->nst;
+    e.bytes = bytes;
+    e.cat = (uint8_t)cat;
+    e.value = value;
+    e.grad = grad;
+    emit(m, &e);
     return m->nst++;
 }
+
+static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat) { return st_make(m, bytes, cat, -1, false); }
 
 static void st_free(Sim *m, int id)
 {
     Storage *s = &m->st[id];
     if (!s->alive) return;
     s->alive = false;
-    m->live[s->cat] -= s->bytes;
-    m->total -= s->bytes;
-    m->out->events++;
-    if (m->alloc) me_allocator_release(m->alloc, id);
+    MeTlEvent e = event(ME_TL_FREE);
+    e.storage = id;
+    e.bytes = s->bytes;
+    e.cat = s->cat;
+    emit(m, &e);
 }
 
 static void st_release(Sim *m, int id)
@@ -212,10 +192,145 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
     Storage *s = &m->st[id];
     if (s->persistent || s->cat == cat) return;
     if (s->alive) {
-        m->live[s->cat] -= s->bytes;
-        m->live[cat] += s->bytes;
+        MeTlEvent e = event(ME_TL_RECAT);
+        e.storage = id;
+        e.bytes = s->bytes;
+        e.cat = s->cat;
+        e.to = (uint8_t)cat;
+        emit(m, &e);
     }
     s->cat = (uint8_t)cat;
+}
+
+/* Value v's tensor (its gradient when grad) is storage id from now on. */
+static void bind(Sim *m, int v, int id, bool grad)
+{
+    MeTlEvent e = event(ME_TL_BIND);
+    e.value = v;
+    e.storage = id;
+    e.grad = grad;
+    emit(m, &e);
+}
+
+/* A timeline point, where the peak is checked with extra bytes that exist
+ * only inside the op. On CUDA the allocator sees them as a block made
+ * before and freed after: note_open returns it (-1 none) for the runs in
+ * between, note_close frees it. */
+static int note_open(Sim *m, int64_t extra)
+{
+    int t = -1;
+    if (extra > 0 && m->cuda) {
+        if ((t = st_new(m, extra, MEMEST_MEM_TEMPORARY)) < 0) return -1;
+        extra = 0;
+    }
+    MeTlEvent e = event(ME_TL_NOTE);
+    e.bytes = extra;
+    emit(m, &e);
+    return t;
+}
+
+static void note_close(Sim *m, int t)
+{
+    if (t >= 0) st_free(m, t);
+}
+
+static void note(Sim *m, int64_t extra) { note_close(m, note_open(m, extra)); }
+
+/* Work that runs now; storage -1 keeps the default (none). */
+static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
+{
+    MeTlEvent e = event(ME_TL_RUN);
+    e.run = (uint8_t)what;
+    e.storage = storage;
+    e.accum = accum;
+    e.gout = gout;
+    emit(m, &e);
+}
+
+/* A note with one run inside it (the run's result in the note's temporary
+ * when storage is -2). */
+static void note_run(Sim *m, int64_t extra, MeTlEvent *r)
+{
+    int t = note_open(m, extra);
+    if (r->storage == -2) r->storage = t;
+    emit(m, r);
+    note_close(m, t);
+}
+
+/* --- the sinks memest itself keeps: statistics and series, the caching
+ * allocator --- */
+
+typedef struct Stats {
+    MemestMemory *out;
+    int64_t live[MEMEST_MEM_COUNT], total;
+    MemestSeriesPoint **series; /* where to record the timeline, or NULL */
+    int *n_series, *cap_series;
+} Stats;
+
+static int stats_note(Stats *st, const MeTlEvent *e)
+{
+    MemestMemory *out = st->out;
+    int64_t t = st->total + e->bytes;
+    out->events++;
+    if (st->series) {
+        if (me_grow(st->series, st->cap_series, *st->n_series + 1, sizeof(MemestSeriesPoint)) < 0) return ME_ENOMEM;
+        MemestSeriesPoint *p = &(*st->series)[(*st->n_series)++];
+        p->node = e->node;
+        p->phase = (MemestPhase)e->phase;
+        for (int c = 0; c < MEMEST_MEM_COUNT; c++) p->live[c] = (uint64_t)st->live[c];
+        p->live[MEMEST_MEM_TEMPORARY] += (uint64_t)e->bytes;
+    }
+    if ((uint64_t)t <= out->peak) return 0;
+    out->peak = (uint64_t)t;
+    for (int c = 0; c < MEMEST_MEM_COUNT; c++) out->at_peak[c] = (uint64_t)st->live[c];
+    out->at_peak[MEMEST_MEM_TEMPORARY] += (uint64_t)e->bytes;
+    out->peak_node = e->node;
+    out->peak_phase = (MemestPhase)e->phase;
+    return 0;
+}
+
+static int stats_event(void *opaque, const MeTlEvent *e)
+{
+    Stats *st = opaque;
+    switch ((MeTlKind)e->kind) {
+    case ME_TL_ALLOC:
+        st->live[e->cat] += e->bytes;
+        st->total += e->bytes;
+        return 0;
+    case ME_TL_FREE:
+        st->live[e->cat] -= e->bytes;
+        st->total -= e->bytes;
+        st->out->events++;
+        return 0;
+    case ME_TL_RECAT:
+        st->live[e->cat] -= e->bytes;
+        st->live[e->to] += e->bytes;
+        return 0;
+    case ME_TL_NOTE:
+        return stats_note(st, e);
+    case ME_TL_RUN: case ME_TL_BIND: case ME_TL_KIND_COUNT:
+        return 0;
+    }
+    return 0;
+}
+
+static int allocator_event(void *opaque, const MeTlEvent *e)
+{
+    if (e->kind == ME_TL_ALLOC) return me_allocator_malloc(opaque, e->storage, (uint64_t)e->bytes);
+    if (e->kind == ME_TL_FREE) return me_allocator_release(opaque, e->storage);
+    return 0;
+}
+
+const char *me_tl_kind_name(int kind)
+{
+    static const char *const names[ME_TL_KIND_COUNT] = { "alloc", "free", "note", "run", "bind", "recat" };
+    return kind >= 0 && kind < ME_TL_KIND_COUNT ? names[kind] : "?";
+}
+
+const char *me_tl_run_name(int what)
+{
+    static const char *const names[ME_TL_RUN_COUNT] = { "forward", "loss", "loss_grad", "seed_grad", "backward", "grad_sum", "optimizer" };
+    return what >= 0 && what < ME_TL_RUN_COUNT ? names[what] : "?";
 }
 
 /* Bytes of a value in this simulation: its element size may differ from
@@ -726,9 +841,10 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (!alias || !me_node_is_view(n)) m->stride_at[v] = -1;
         int id = k == 0 && silu_inplace ? m->vst[fx]
                : alias ? m->vst[n->in[0]]
-               : st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS);
+               : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
         if (id < 0) return;
         m->vst[v] = id;
+        bind(m, v, id, false);
         if (redo) {
             m->st[id].refs += m->own_uses[v];
             if (leaves || out) hold_for_segment(m, s, id);
@@ -743,7 +859,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         }
     }
     MeCostClass cls = n->desc->cls;
-    if (m->alloc && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
+    if (m->cuda && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
         /* cuBLAS takes its workspace from the caching allocator at the first
          * GEMM and keeps it */
         int ws = st_new(m, (int64_t)(m->s->cublas_workspace ? m->s->cublas_workspace : 8519680), MEMEST_MEM_WORKSPACE);
@@ -770,6 +886,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
         else record_saved(m, ni, n);
     }
+    run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
     for (int i = 0; i < 2; i++)
         if (m->mm_copy[i] >= 0) st_release(m, m->mm_copy[i]);
     for (int i = 0; i < 8; i++)
@@ -876,30 +993,46 @@ static void recompute(Sim *m, int s)
 /* A second gradient for a tensor that already has one: autograd's
  * InputBuffer (torch 1.13) computes old + new out of place, so old, new and
  * their sum are alive together for a moment; the sum replaces old. */
-static void sum_grads(Sim *m, int vi, int new_id)
+static void sum_grads(Sim *m, int vi, int new_id, int through)
 {
     int old = m->vgrad[vi];
     /* the sum has the tensor's size, whatever storage old is a view of
      * (Concat's backward hands out slices of one big gradient) */
-    int sum = st_new(m, vb(m, &m->g->v[vi]), MEMEST_MEM_ACT_GRADS);
+    int sum = st_make(m, vb(m, &m->g->v[vi]), MEMEST_MEM_ACT_GRADS, vi, true);
     if (sum < 0) return;
-    note(m, 0);
+    MeTlEvent r = event(ME_TL_RUN);
+    r.run = ME_TL_RUN_GRAD_SUM;
+    r.storage = sum;
+    r.accum = old;
+    r.gout = new_id;
+    r.value = vi;
+    r.through = through >= 0;
+    r.input = through;
+    note_run(m, 0, &r);
     m->st[sum].holds = 1;
     m->vgrad[vi] = sum;
+    bind(m, vi, sum, true);
     m->st[old].holds--;
     st_release(m, old);
     st_release(m, new_id);
 }
 
-/* Links value vi's gradient to storage id (shared by pass-through ops). */
-static void give_grad(Sim *m, int vi, int id)
+/* Links value vi's gradient to storage id, the gradient of the running
+ * node's output passed through for its input i. */
+static void give_grad(Sim *m, int vi, int id, int i)
 {
     if (m->vgrad[vi] < 0) {
         m->vgrad[vi] = id;
         m->st[id].holds++;
+        MeTlEvent e = event(ME_TL_BIND);
+        e.value = vi;
+        e.storage = id;
+        e.grad = e.through = true;
+        e.input = i;
+        emit(m, &e);
         return;
     }
-    sum_grads(m, vi, id);
+    sum_grads(m, vi, id, i);
 }
 
 bool me_passes_grad_through(const MeGraph *g, const MeNode *n, int i, bool train)
@@ -943,36 +1076,48 @@ static void backward(Sim *m, int *param_grad_st)
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v]) continue;
                 const MeValue *val = &g->v[v];
+                /* input i's gradient computed (fused: the whole op's input) */
+                MeTlEvent r = event(ME_TL_RUN);
+                r.run = ME_TL_RUN_BACKWARD;
+                r.input = fx >= 0 ? -1 : i;
+                r.value = v;
+                r.gout = gout;
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
                         int64_t gb = vb(m, val);
                         if (m->ranks > 1 && m->shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->ranks - 1) / m->ranks; /* reduce-scattered */
-                        int id = st_new(m, gb, MEMEST_MEM_GRADIENTS);
+                        int id = st_make(m, gb, MEMEST_MEM_GRADIENTS, v, true);
                         if (id < 0) return;
                         m->st[id].persistent = true;
                         param_grad_st[v] = id;
-                        note(m, tmp);
+                        r.storage = id;
+                        note_run(m, tmp, &r);
                     } else {
                         /* a shared (tied) parameter: its gradients meet in
-                         * the InputBuffer as old + new before .grad */
+                         * the InputBuffer as old + new before .grad: made in
+                         * the first temporary, added into .grad */
                         int64_t gb = m->st[param_grad_st[v]].bytes;
-                        note(m, tmp + gb);
+                        r.storage = -2;
+                        r.accum = param_grad_st[v];
+                        note_run(m, tmp + gb, &r);
                         note(m, 2 * gb);
                     }
                     continue;
                 }
                 if (gout >= 0 && fx < 0 && me_passes_grad_through(g, n, i, train_mode(m))) {
-                    give_grad(m, v, gout);
+                    give_grad(m, v, gout, i);
                     continue;
                 }
-                int id = st_new(m, vb(m, val), MEMEST_MEM_ACT_GRADS);
+                int id = st_make(m, vb(m, val), MEMEST_MEM_ACT_GRADS, v, true);
                 if (id < 0) return;
-                note(m, tmp);
+                r.storage = id;
+                note_run(m, tmp, &r);
                 if (m->vgrad[v] >= 0) {
-                    sum_grads(m, v, id);
+                    sum_grads(m, v, id, -1);
                 } else {
                     m->vgrad[v] = id;
                     m->st[id].holds = 1;
+                    bind(m, v, id, true);
                 }
             }
         }
@@ -1108,6 +1253,8 @@ static int state_factor(MemestOptimizer o)
 }
 
 static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot);
+static int run_step_events(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot,
+                           const MeTlSink *extra);
 
 /* The graph does not change between steps: the holds are worked out once. */
 static int ensure_holds(MemestModel *model)
@@ -1127,17 +1274,33 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     return simulate(model, s, out, err, errlen, -1);
 }
 
+int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, const MeTlSink *sink, MemestMemory *out, char *err,
+                         size_t errlen)
+{
+    return run_step_events(model, s, out, err, errlen, -1, sink);
+}
+
 static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot)
+{
+    return run_step_events(model, s, out, err, errlen, series_slot, NULL);
+}
+
+/* The step, told to the statistics (out, and the series of series_slot
+ * when >= 0), on CUDA the caching-allocator model, and extra when given. */
+static int run_step_events(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot,
+                           const MeTlSink *extra)
 {
     MeGraph *g = &model->g;
     Sim m = { .g = g, .s = s, .out = out };
     bool *frozen_w = NULL;
     uint8_t *es = NULL;
+    MeAllocator *alloc = NULL;
+    Stats stats = { .out = out };
     if (series_slot >= 0) {
         model->n_series[series_slot] = 0;
-        m.series = &model->series[series_slot];
-        m.n_series = &model->n_series[series_slot];
-        m.cap_series = &model->cap_series[series_slot];
+        stats.series = &model->series[series_slot];
+        stats.n_series = &model->n_series[series_slot];
+        stats.cap_series = &model->cap_series[series_slot];
     }
     memset(out, 0, sizeof(*out));
     out->peak_node = -1;
@@ -1155,7 +1318,11 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
     m.grad = s->mode != MEMEST_RUN_INFER;
     m.ranks = s->gpus > 1 ? s->gpus : 1;
     m.shard = s->shard;
-    if (s->runtime == MEMEST_RUNTIME_CUDA && me_allocator_new(&m.alloc) < 0) return ME_ENOMEM;
+    m.cuda = s->runtime == MEMEST_RUNTIME_CUDA;
+    if (m.cuda && me_allocator_new(&alloc) < 0) return ME_ENOMEM;
+    m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = stats_event };
+    if (alloc) m.sinks[m.nsinks++] = (MeTlSink){ .opaque = alloc, .event = allocator_event };
+    if (extra) m.sinks[m.nsinks++] = *extra;
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
@@ -1223,10 +1390,11 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         if (v->kind == ME_V_INIT && v->n_uses) {
             int64_t wb = vb(&m, v);
             if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.ranks - 1) / m.ranks;
-            int id = st_new(&m, wb, MEMEST_MEM_WEIGHTS);
+            int id = st_make(&m, wb, MEMEST_MEM_WEIGHTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
+            bind(&m, i, id, false);
             m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen_w[i];
             if (m.rg[i]) {
                 param_bytes += vb(&m, v);
@@ -1234,25 +1402,24 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
                 if (vb(&m, v) > max_param) max_param = vb(&m, v);
             }
         } else if (v->kind == ME_V_INPUT) {
-            int id = st_new(&m, vb(&m, v), MEMEST_MEM_INPUTS);
+            int id = st_make(&m, vb(&m, v), MEMEST_MEM_INPUTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
+            bind(&m, i, id, false);
             m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);
         }
     }
     bool train = s->mode == MEMEST_RUN_TRAIN;
-    int factor = train ? state_factor(s->optimizer) : 0;
+    int factor = train ? state_factor(s->optimizer) : 0, opt_state = -1;
     /* Adam keeps a float32 step counter per tensor too */
     int64_t opt_bytes = param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0);
     if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.ranks - 1) / m.ranks;
     if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
-        int id = st_new(&m, opt_bytes,
-                        MEMEST_MEM_OPTIMIZER);
-        if (id < 0) { rc = ME_ENOMEM; goto end; }
-        m.st[id].persistent = true;
+        if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
+        m.st[opt_state].persistent = true;
     }
-    out->baseline = (uint64_t)m.total;
+    out->baseline = (uint64_t)stats.total;
     note(&m, 0);
 
     forward(&m);
@@ -1274,24 +1441,31 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
             /* no loss op */
         } else if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
             logsm = st_new(&m, ob32, MEMEST_MEM_SAVED);
-            note(&m, ob32 != ob ? ob32 : 0);
+            MeTlEvent r = event(ME_TL_RUN);
+            r.run = ME_TL_RUN_LOSS;
+            r.storage = logsm;
+            note_run(&m, ob32 != ob ? ob32 : 0, &r);
         } else {
             note(&m, ob);
         }
         if (m.rg[ov] && scalar) {
-            int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* ones_like(loss) */
+            int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* ones_like(loss) */
             if (g2 < 0) { rc = ME_ENOMEM; goto end; }
+            run(&m, ME_TL_RUN_SEED_GRAD, g2, -1, -1);
             m.vgrad[ov] = g2;
+            bind(&m, ov, g2, true);
             m.st[g2].holds = 1;
             backward(&m, pgrad);
         } else if (m.rg[ov]) {
             int g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
-            int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of the model output */
+            int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* gradient of the model output */
             if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
-            note(&m, 0);
+            note_run(&m, 0, &(MeTlEvent){ .kind = ME_TL_RUN, .run = ME_TL_RUN_LOSS_GRAD, .storage = g1, .value = -1, .input = -1,
+                                         .accum = g2, .gout = logsm });
             st_free(&m, g1);
             if (logsm >= 0) st_free(&m, logsm);
             m.vgrad[ov] = g2;
+            bind(&m, ov, g2, true);
             m.st[g2].holds = 1;
             backward(&m, pgrad);
         } else if (logsm >= 0) {
@@ -1300,18 +1474,29 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         m.phase = MEMEST_PHASE_OPTIMIZER;
         m.node = -1;
         if (factor && s->step < 2 && s->optimizer != MEMEST_OPT_ADAGRAD) {
-            int id = st_new(&m, opt_bytes,
-                            MEMEST_MEM_OPTIMIZER);
-            if (id < 0) { rc = ME_ENOMEM; goto end; }
-            m.st[id].persistent = true;
+            if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
+            m.st[opt_state].persistent = true;
         }
         /* the update's temporaries, one parameter at a time (PyTorch's
          * single-tensor path): Adam's sqrt(exp_avg_sq) / bias_correction,
          * Adagrad's and RMSprop's sqrt */
         int temps = s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 2
                   : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
-        /* the update runs on this rank's shard of the state */
-        note(&m, temps * (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.ranks - 1) / m.ranks : max_param));
+        /* the update runs on this rank's shard of the state, one
+         * parameter with a gradient after the other */
+        int t = note_open(&m, temps * (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.ranks - 1) / m.ranks : max_param));
+        for (int i = 0, k = 0; s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
+            if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
+                MeTlEvent r = event(ME_TL_RUN);
+                r.run = ME_TL_RUN_OPTIMIZER;
+                r.storage = t;
+                r.value = i;
+                r.input = k++;
+                r.accum = pgrad[i];
+                r.gout = opt_state;
+                emit(&m, &r);
+            }
+        note_close(&m, t);
         /* zero_grad(set_to_none=True) unless only backward ran; then the
          * step's locals go, except outputs the caller keeps */
         if (s->optimizer != MEMEST_OPT_NONE)
@@ -1322,10 +1507,10 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
                 if (!m.st[i].persistent) st_free(&m, i);
     }
     if (m.failed) rc = ME_ENOMEM;
-    out->end = (uint64_t)m.total;
+    out->end = (uint64_t)stats.total;
     out->peak_allocated = out->peak;
-    if (m.alloc) {
-        const MeAllocStats *as = me_allocator_stats(m.alloc);
+    if (alloc) {
+        const MeAllocStats *as = me_allocator_stats(alloc);
         out->peak_allocated = as->peak_allocated;
         out->peak_reserved = as->peak_reserved;
         /* lazy module loading (CUDA >= 11.7, default from 12.2): a few
@@ -1364,7 +1549,7 @@ end:
     me_free(m.fused_kind);
     me_free(m.abs_head);
     me_free(m.abs_next);
-    me_allocator_free(m.alloc);
+    me_allocator_free(alloc);
     me_free(m.hold_next);
     me_free(m.hold_head);
     if (rc == ME_ENOMEM && err && errlen) snprintf(err, errlen, "out of memory");
