@@ -1,9 +1,10 @@
-/* Plan replay order: the allocations and frees memest-measure's executor
- * issues for a step (src/measure/plan.c, walked through the same hooks the
- * GPU executor uses, with a host backend standing in for cudaMalloc) are
- * exactly the ones memest's simulation makes (captured from the allocator
- * model it feeds), and replaying them reproduces memest's peaks and its
- * timeline point by point. No GPU needed.
+/* The plan memest-measure's executor follows (src/measure/plan.c) is
+ * memest's simulated timeline: event for event the allocations, frees,
+ * points and runs a trace sink of our own hears from the simulation
+ * (src/timeline.h), and walking it through the same hooks the GPU executor
+ * uses, with a host backend standing in for cudaMalloc, reproduces memest's
+ * peaks and its timeline point by point, every launch finding its buffers
+ * alive. No GPU needed.
  *
  * usage: test_plan ROOT */
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #include "allocator.h"
 #include "devalloc.h"
 #include "plan.h"
-#include "simtrace.h"
+#include "runnable.h"
 
 #include "../check.h"
 
@@ -58,26 +59,70 @@ static int r_note(void *o, const MePlanEvent *e, int index)
 
 static bool live_buf(const Replay *r, int b) { return b < 0 || (b < r->p->n_buf && r->blk[b]); }
 
+/* The simulation's events, as a sink hears them (binds and category
+ * changes are where things live, not what the executor does). */
+typedef struct Trace {
+    MeTlEvent *ev;
+    int n, cap;
+} Trace;
+
+static int trace_event(void *o, const MeTlEvent *e)
+{
+    Trace *t = o;
+    if (e->kind == ME_TL_BIND || e->kind == ME_TL_RECAT) return 0;
+    if (me_grow(&t->ev, &t->cap, t->n + 1, sizeof(MeTlEvent)) < 0) return ME_ENOMEM;
+    t->ev[t->n++] = *e;
+    return 0;
+}
+
+/* Index of the first plan event in [0, n_sim) that is not the trace's, -1
+ * when they are the same sequence. */
+static int compare(const MePlan *p, const Trace *t, char *msg, size_t len)
+{
+    for (int i = 0; i < p->n_sim || i < t->n; i++) {
+        if (i >= p->n_sim || i >= t->n) {
+            snprintf(msg, len, "event %d: %s has ended, the other goes on (%s)", i, i >= t->n ? "the simulation" : "the plan",
+                     me_tl_kind_name(i >= t->n ? p->ev[i].kind : t->ev[i].kind));
+            return i;
+        }
+        const MePlanEvent *e = &p->ev[i];
+        const MeTlEvent *s = &t->ev[i];
+        bool same = e->kind == s->kind && e->node == s->node && e->phase == s->phase;
+        if (same && (e->kind == ME_TL_ALLOC || e->kind == ME_TL_FREE)) same = e->buf == s->storage;
+        if (same && e->kind == ME_TL_ALLOC) same = e->bytes == (uint64_t)s->bytes && e->cat == s->cat;
+        if (same && e->kind == ME_TL_RUN)
+            same = e->run == s->run && e->buf == s->storage && e->accum == s->accum && e->gout == s->gout && e->input == s->input &&
+                   e->value == s->value;
+        if (!same) {
+            snprintf(msg, len, "event %d at node %d: the plan has %s %s of buffer %d, the simulation %s %s of storage %d", i, s->node,
+                     me_tl_kind_name(e->kind), e->kind == ME_TL_RUN ? me_tl_run_name(e->run) : "", e->buf, me_tl_kind_name(s->kind),
+                     s->kind == ME_TL_RUN ? me_tl_run_name(s->run) : "", s->storage);
+            return i;
+        }
+    }
+    return -1;
+}
+
 static int r_run(void *o, const MePlanEvent *e)
 {
     Replay *r = o;
     r->runs++;
     /* whatever a launch writes or reads must exist at that moment */
     bool ok = live_buf(r, e->buf) && live_buf(r, e->accum) && live_buf(r, e->gout);
-    if (e->run == ME_RUN_FORWARD) {
+    if (e->run == ME_TL_RUN_FORWARD) {
         const MeNode *n = &r->p->g->n[e->node];
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && !live_buf(r, r->p->vbuf[n->in[i]])) ok = false;
     }
-    if (e->run == ME_RUN_BACKWARD) {
+    if (e->run == ME_TL_RUN_BACKWARD) {
         int need[8];
-        int k = me_plan_backward_needs(r->p, e->node, e->input, need, 8);
+        int k = me_kernel_backward_needs(&r->p->g->n[e->node], e->input, need, 8);
         for (int i = 0; i < k; i++)
             if (!live_buf(r, r->p->vbuf[need[i]])) ok = false;
         if (r->p->extra[e->node] >= 0 && !live_buf(r, r->p->extra[e->node])) ok = false;
         if (e->gout < 0) ok = false;
     }
-    if (e->run == ME_RUN_OPTIMIZER && r->p->opt_state >= 0 && !live_buf(r, r->p->opt_state)) ok = false;
+    if (e->run == ME_TL_RUN_OPTIMIZER && (e->accum < 0 || !live_buf(r, r->p->vbuf[e->value]) || e->gout != r->p->opt_state)) ok = false;
     if (!ok) r->bad_runs++;
     return 0;
 }
@@ -127,15 +172,17 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
         memest_model_free(&m);
         return;
     }
-    /* 1. the same allocations and frees as memest's simulation */
-    MeSimTrace t = { 0 };
+    /* 1. the same events as memest's simulation */
+    Trace t = { 0 };
     MemestMemory mem;
-    rc = me_simtrace_capture(m, &ms, &t, &mem, err, sizeof(err));
-    CHECK(rc >= 0, "%s: capture: %s", label, err);
+    MeTlSink sink = { .opaque = &t, .event = trace_event };
+    rc = me_timeline_simulate(m, &ms, &sink, &mem, err, sizeof(err));
+    CHECK(rc >= 0, "%s: simulate: %s", label, err);
     if (rc >= 0) {
         char msg[1024];
-        int d = me_simtrace_compare(&p, &t, msg, sizeof(msg));
+        int d = compare(&p, &t, msg, sizeof(msg));
         CHECK(d < 0, "%s: plan and memest differ: %s", label, msg);
+        CHECK(p.n_base > 0 && p.ev[p.n_base].kind == ME_TL_NOTE, "%s: the baseline does not end at the first point", label);
     }
     /* 2. walked through the executor's allocator: memest's peaks */
     Replay r = { .p = &p };
@@ -187,7 +234,7 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     me_allocator_free(r.model);
     free(r.blk);
     me_free(r.note_live);
-    me_simtrace_free(&t);
+    me_free(t.ev);
     me_plan_free(&p);
     memest_model_free(&m);
 }
@@ -216,10 +263,6 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr, "usage: test_plan ROOT\n");
         return 2;
-    }
-    if (!me_simtrace_available()) {
-        printf("SKIP: built without the linker's --wrap, memest's allocation sequence cannot be captured\n");
-        return 77;
     }
     static const char *const models[] = {
         "models/resnet18.json", "models/resnet50.json", "tests/measure/models/mini.json", "tests/measure/models/matmul.onnx",
