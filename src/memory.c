@@ -72,17 +72,16 @@ int me_scope_holds(const MeGraph *g, int *hold_end)
     return 0;
 }
 
-typedef struct Sim {
-    MeGraph *g;
-    const MemestMemorySettings *s;
-    Storage *st;
-    int nst, cap;
-    int *vst;         /* value → storage, -1 none */
-    int *vgrad;       /* value → gradient storage, -1 none */
-    bool *rg;         /* value requires grad */
+/* The simulation's state, by concern. What is counted from the events
+ * (live bytes, peaks, series, the allocator) is in the sinks, not here. */
+
+typedef struct ScopeHolds {
     const int *hold_end; /* value → position until which its scope holds it */
     int *hold_head;   /* position → first value whose hold ends there */
     int *hold_next;
+} ScopeHolds;
+
+typedef struct Checkpointing {
     int *seg;         /* node → checkpointed segment, -1 none */
     int nseg;
     int *seg_last;    /* segment → its last node's position in the order */
@@ -91,23 +90,55 @@ typedef struct Sim {
     int **seg_held;   /* segment → storages held for its backward */
     int *n_seg_held;
     int *own_uses;    /* value → readers inside its producer's segment */
+} Checkpointing;
+
+typedef struct Layout {
     int *stride_at;   /* value → its row in strides, -1: contiguous (from its shape) */
     int64_t (*strides)[ME_MAX_RANK]; /* element strides of the values that are not contiguous */
     int nstrides, cap_strides;
     int mm_copy[2];   /* storages a batched matmul copied its operands into, -1 none */
+} Layout;
+
+typedef struct Autocast {
     uint8_t *es;      /* value → bytes per element here (autocast changes them) */
     int *wcache;      /* weight → its autocast copy's storage, -1 none */
     int cast[8];      /* storages autocast copied this node's inputs into, -1 none */
-    int ranks;        /* data-parallel ranks sharing model states (1: none) */
-    int shard;
+} Autocast;
+
+typedef struct DataParallel {
+    int ranks;        /* ranks sharing model states (1: none) */
+    int shard;        /* MemestShard */
+} DataParallel;
+
+typedef struct Fusion {
     int *absorbed;    /* node → the fused node it is part of, -1 none */
     int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
     uint8_t *fused_kind;
     int *abs_head, *abs_next; /* fused node → nodes absorbed into it */
+} Fusion;
+
+typedef struct Saved {
     int *saved_head;  /* node → first link of the storages it keeps for backward, -1 none */
     int *saved_tail;
     struct SavedLink { int id, next; } *links; /* one pool for every node's list */
     int nlinks, cap_links;
+} Saved;
+
+typedef struct Sim {
+    MeGraph *g;
+    const MemestMemorySettings *s;
+    Storage *st;
+    int nst, cap;
+    int *vst;         /* value → storage, -1 none */
+    int *vgrad;       /* value → gradient storage, -1 none */
+    bool *rg;         /* value requires grad */
+    ScopeHolds hold;
+    Checkpointing ckpt;
+    Layout layout;
+    Autocast amp;
+    DataParallel dp;
+    Fusion fuse;
+    Saved saved;
     MemestMemory *out;
     int node;
     MemestPhase phase;
@@ -338,7 +369,7 @@ const char *me_tl_run_name(int what)
 static int64_t vb(const Sim *m, const MeValue *v)
 {
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
-    int es = m->es ? m->es[v - m->g->v] : me_dtype_size(v->dtype);
+    int es = m->amp.es ? m->amp.es[v - m->g->v] : me_dtype_size(v->dtype);
     return n > 0 ? n * es : 0;
 }
 
@@ -435,13 +466,13 @@ static int64_t temp_forward(const Sim *m, const MeNode *n)
 /* ZeRO-3 / FSDP gathers a layer's full parameters while it runs */
 static int64_t gathered(const Sim *m, const MeNode *n)
 {
-    if (m->ranks < 2 || m->shard < MEMEST_SHARD_ZERO3) return 0;
+    if (m->dp.ranks < 2 || m->dp.shard < MEMEST_SHARD_ZERO3) return 0;
     int64_t b = 0;
     for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
         if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b += vb(m, &m->g->v[v]);
     }
-    return b - b / m->ranks;
+    return b - b / m->dp.ranks;
 }
 
 static int64_t temp_backward(const Sim *m, const MeNode *n)
@@ -472,14 +503,14 @@ static bool requires_grad_any_out(const Sim *m, const MeNode *n)
  * million nodes would otherwise mean a million small reallocs). */
 static bool save_link(Sim *m, int ni, int id)
 {
-    if (me_grow_raw(&m->links, &m->cap_links, m->nlinks + 1, sizeof(*m->links)) < 0) {
+    if (me_grow_raw(&m->saved.links, &m->saved.cap_links, m->saved.nlinks + 1, sizeof(*m->saved.links)) < 0) {
         m->failed = true;
         return false;
     }
-    m->links[m->nlinks] = (struct SavedLink){ .id = id, .next = -1 };
-    if (m->saved_head[ni] < 0) m->saved_head[ni] = m->nlinks;
-    else m->links[m->saved_tail[ni]].next = m->nlinks;
-    m->saved_tail[ni] = m->nlinks++;
+    m->saved.links[m->saved.nlinks] = (struct SavedLink){ .id = id, .next = -1 };
+    if (m->saved.saved_head[ni] < 0) m->saved.saved_head[ni] = m->saved.nlinks;
+    else m->saved.links[m->saved.saved_tail[ni]].next = m->saved.nlinks;
+    m->saved.saved_tail[ni] = m->saved.nlinks++;
     return true;
 }
 
@@ -494,8 +525,8 @@ static void keep_for_backward(Sim *m, int ni, int vi)
 {
     if (vi < 0 || m->vst[vi] < 0) return;
     int id = m->vst[vi];
-    for (int e = m->saved_head[ni]; e >= 0; e = m->links[e].next)
-        if (m->links[e].id == id) return; /* one storage is kept once */
+    for (int e = m->saved.saved_head[ni]; e >= 0; e = m->saved.links[e].next)
+        if (m->saved.links[e].id == id) return; /* one storage is kept once */
     keep_storage(m, ni, id);
 }
 
@@ -510,14 +541,14 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
             for (int j = 0; j < n->n_in; j++)
                 if (j != i && n->in[j] >= 0 && m->rg[n->in[j]]) other = true;
             if (!other) continue;
-            if (i < 2 && m->mm_copy[i] >= 0) keep_storage(m, ni, m->mm_copy[i]); /* bmm saw the copy */
-            else if (i < 8 && m->cast[i] >= 0) keep_storage(m, ni, m->cast[i]); /* autocast's copy */
+            if (i < 2 && m->layout.mm_copy[i] >= 0) keep_storage(m, ni, m->layout.mm_copy[i]); /* bmm saw the copy */
+            else if (i < 8 && m->amp.cast[i] >= 0) keep_storage(m, ni, m->amp.cast[i]); /* autocast's copy */
             else keep_for_backward(m, ni, n->in[i]);
         }
         break;
     case ME_AG_INPUT:
         if (n->in[0] >= 0 && m->rg[n->in[0]]) {
-            if (m->cast[0] >= 0) keep_storage(m, ni, m->cast[0]);
+            if (m->amp.cast[0] >= 0) keep_storage(m, ni, m->amp.cast[0]);
             else keep_for_backward(m, ni, n->in[0]);
         }
         break;
@@ -536,7 +567,7 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     int64_t extra = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : (int64_t)me_autograd_extra(&c, train_mode(m));
     /* on a CPU, dropout is not the fused kernel with a bool mask: it
      * multiplies by a float noise tensor, which autograd keeps */
-    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->es[n->in[0]];
+    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->amp.es[n->in[0]];
     if (extra > 0) {
         int id = st_new(m, extra, MEMEST_MEM_SAVED);
         if (id < 0 || !save_link(m, ni, id)) return;
@@ -547,20 +578,20 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
 static void hold_for_segment(Sim *m, int s, int id)
 {
     if (id < 0 || m->st[id].persistent) return;
-    int *nh = me_realloc(m->seg_held[s], sizeof(int) * (size_t)(m->n_seg_held[s] + 1));
+    int *nh = me_realloc(m->ckpt.seg_held[s], sizeof(int) * (size_t)(m->ckpt.n_seg_held[s] + 1));
     if (!nh) { m->failed = true; return; }
-    m->seg_held[s] = nh;
-    nh[m->n_seg_held[s]++] = id;
+    m->ckpt.seg_held[s] = nh;
+    nh[m->ckpt.n_seg_held[s]++] = id;
     m->st[id].holds++;
 }
 
 static void release_segment(Sim *m, int s)
 {
-    for (int k = 0; k < m->n_seg_held[s]; k++) {
-        m->st[m->seg_held[s][k]].holds--;
-        st_release(m, m->seg_held[s][k]);
+    for (int k = 0; k < m->ckpt.n_seg_held[s]; k++) {
+        m->st[m->ckpt.seg_held[s][k]].holds--;
+        st_release(m, m->ckpt.seg_held[s][k]);
     }
-    m->n_seg_held[s] = 0;
+    m->ckpt.n_seg_held[s] = 0;
 }
 
 enum { FUSE_NONE = 0, FUSE_SILU, FUSE_GELU };
@@ -586,23 +617,23 @@ static int plan_fusions(Sim *m)
     if (!cons) return ME_ENOMEM;
     for (int v = 0; v < g->nv; v++) cons[v] = -1;
     for (int i = 0; i < g->nn; i++) {
-        m->absorbed[i] = m->fused_x[i] = m->abs_head[i] = m->abs_next[i] = -1;
-        m->fused_kind[i] = FUSE_NONE;
+        m->fuse.absorbed[i] = m->fuse.fused_x[i] = m->fuse.abs_head[i] = m->fuse.abs_next[i] = -1;
+        m->fuse.fused_kind[i] = FUSE_NONE;
         for (int k = 0; k < g->n[i].n_in; k++) {
             int v = g->n[i].in[k];
             if (v >= 0) cons[v] = cons[v] == -1 ? i : -2;
         }
     }
 #define ONLY(x) ((x) >= 0 && !g->v[(x)].is_output && cons[(x)] >= 0 ? cons[(x)] : -1)
-#define ABSORB(node, into) do { m->absorbed[node] = (into); m->abs_next[node] = m->abs_head[into]; m->abs_head[into] = (node); } while (0)
+#define ABSORB(node, into) do { m->fuse.absorbed[node] = (into); m->fuse.abs_next[node] = m->fuse.abs_head[into]; m->fuse.abs_head[into] = (node); } while (0)
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         if (!strcmp(n->op, "Sigmoid") && n->n_out && n->in[0] >= 0) {
             int x = n->in[0], mul = ONLY(n->out[0]);
             if (is_op(g, mul, "Mul") && g->n[mul].n_in == 2 && (g->n[mul].in[0] == x || g->n[mul].in[1] == x)) {
                 ABSORB(i, mul);
-                m->fused_x[mul] = x;
-                m->fused_kind[mul] = FUSE_SILU;
+                m->fuse.fused_x[mul] = x;
+                m->fuse.fused_kind[mul] = FUSE_SILU;
             }
         } else if (!strcmp(n->op, "Erf") && n->in[0] >= 0) {
             int d = g->v[n->in[0]].producer;
@@ -617,8 +648,8 @@ static int plan_fusions(Sim *m)
             ABSORB(i, fin);
             ABSORB(add, fin);
             if (fin != m1) ABSORB(m1, fin);
-            m->fused_x[fin] = x;
-            m->fused_kind[fin] = FUSE_GELU;
+            m->fuse.fused_x[fin] = x;
+            m->fuse.fused_kind[fin] = FUSE_GELU;
         }
     }
 #undef ONLY
@@ -644,7 +675,7 @@ static void contiguous_strides(const MeShape *s, int64_t *st)
 /* Strides of value v (tmp holds contiguous ones, which are not stored). */
 static const int64_t *strides_of(const Sim *m, int v, int64_t *tmp)
 {
-    if (m->stride_at[v] >= 0) return m->strides[m->stride_at[v]];
+    if (m->layout.stride_at[v] >= 0) return m->layout.strides[m->layout.stride_at[v]];
     contiguous_strides(&m->g->v[v].shape, tmp);
     return tmp;
 }
@@ -656,15 +687,15 @@ static void set_strides(Sim *m, int v, const int64_t *st)
     contiguous_strides(s, c);
     bool contiguous = true;
     for (int i = 0; i < s->rank; i++) contiguous &= st[i] == c[i];
-    if (contiguous) { m->stride_at[v] = -1; return; }
-    if (m->stride_at[v] < 0) {
-        if (me_grow_raw(&m->strides, &m->cap_strides, m->nstrides + 1, sizeof(*m->strides)) < 0) {
+    if (contiguous) { m->layout.stride_at[v] = -1; return; }
+    if (m->layout.stride_at[v] < 0) {
+        if (me_grow_raw(&m->layout.strides, &m->layout.cap_strides, m->layout.nstrides + 1, sizeof(*m->layout.strides)) < 0) {
             m->failed = true;
             return;
         }
-        m->stride_at[v] = m->nstrides++;
+        m->layout.stride_at[v] = m->layout.nstrides++;
     }
-    memcpy(m->strides[m->stride_at[v]], st, sizeof(int64_t) * (size_t)s->rank);
+    memcpy(m->layout.strides[m->layout.stride_at[v]], st, sizeof(int64_t) * (size_t)s->rank);
 }
 
 /* ATen's computeStride: strides for viewing (shape, stride) as nshape, or
@@ -775,35 +806,35 @@ static bool castable(const MeGraph *g, int v)
 static void autocast_node(Sim *m, const MeNode *n)
 {
     MeGraph *g = m->g;
-    for (int i = 0; i < 8; i++) m->cast[i] = -1;
+    for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
     int kind = autocast_kind(n), oes = 0;
     if (kind == AC_FOLLOW && n->desc->cls == ME_C_BN) {
-        oes = m->es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
+        oes = m->amp.es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
     } else if (kind == AC_FOLLOW) {
         /* type promotion: the widest float tensor operand wins */
         for (int i = 0; i < n->n_in; i++)
-            if (castable(g, n->in[i]) && m->es[n->in[i]] > oes) oes = m->es[n->in[i]];
+            if (castable(g, n->in[i]) && m->amp.es[n->in[i]] > oes) oes = m->amp.es[n->in[i]];
     } else {
         oes = kind == AC_LOWER ? 2 : 4;
         for (int i = 0; i < n->n_in && i < 8; i++) {
             int v = n->in[i];
-            if (!castable(g, v) || m->es[v] == oes || m->vst[v] < 0) continue;
+            if (!castable(g, v) || m->amp.es[v] == oes || m->vst[v] < 0) continue;
             int64_t bytes = me_shape_numel(&g->v[v].shape) * oes;
             if (g->v[v].kind == ME_V_INIT && oes == 2) {
-                if (m->wcache[v] < 0) {
+                if (m->amp.wcache[v] < 0) {
                     /* the cache keeps the copy until autocast exits */
-                    if ((m->wcache[v] = st_new(m, bytes, MEMEST_MEM_AMP_CACHE)) < 0) return;
-                    m->st[m->wcache[v]].holds = 1;
+                    if ((m->amp.wcache[v] = st_new(m, bytes, MEMEST_MEM_AMP_CACHE)) < 0) return;
+                    m->st[m->amp.wcache[v]].holds = 1;
                 }
-                m->cast[i] = m->wcache[v];
-            } else if ((m->cast[i] = st_new(m, bytes, MEMEST_MEM_ACTIVATIONS)) < 0) {
+                m->amp.cast[i] = m->amp.wcache[v];
+            } else if ((m->amp.cast[i] = st_new(m, bytes, MEMEST_MEM_ACTIVATIONS)) < 0) {
                 return;
             }
         }
     }
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
-        if (v >= 0 && me_dtype_is_float(g->v[v].dtype) && oes) m->es[v] = (uint8_t)oes;
+        if (v >= 0 && me_dtype_is_float(g->v[v].dtype) && oes) m->amp.es[v] = (uint8_t)oes;
     }
 }
 
@@ -816,21 +847,21 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     const MeNode *n = &g->n[ni];
     m->node = ni;
     bool rg = false;
-    int fx = m->fused_x[ni];
+    int fx = m->fuse.fused_x[ni];
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
     if (fx >= 0 && m->rg[fx]) rg = true;
-    int s = m->seg[ni];
+    int s = m->ckpt.seg[ni];
     /* SiLU(inplace=True) without autograd writes into its input when only
      * the fused pieces read it */
-    bool silu_inplace = m->fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
+    bool silu_inplace = m->fuse.fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
                         g->v[fx].n_uses == 2 && !g->v[fx].is_output;
     if (m->s->amp) autocast_node(m, n);
-    else for (int i = 0; i < 8; i++) m->cast[i] = -1;
+    else for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
-        bool leaves = redo && g->v[v].n_uses > m->own_uses[v];
+        bool leaves = redo && g->v[v].n_uses > m->ckpt.own_uses[v];
         m->rg[v] = grad && rg && me_dtype_is_float(g->v[v].dtype);
         bool out = g->v[v].is_output;
         /* extra outputs nobody reads (BatchNorm's running statistics are
@@ -838,7 +869,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (k > 0 && !g->v[v].n_uses) continue;
         bool alias = (k == 0 || me_node_is_view(n)) && fx < 0 && aliases_input(m, n);
         if (alias && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
-        if (!alias || !me_node_is_view(n)) m->stride_at[v] = -1;
+        if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
         int id = k == 0 && silu_inplace ? m->vst[fx]
                : alias ? m->vst[n->in[0]]
                : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
@@ -846,16 +877,16 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         m->vst[v] = id;
         bind(m, v, id, false);
         if (redo) {
-            m->st[id].refs += m->own_uses[v];
+            m->st[id].refs += m->ckpt.own_uses[v];
             if (leaves || out) hold_for_segment(m, s, id);
             continue;
         }
         m->st[id].refs += g->v[v].n_uses - (out ? 1 : 0);
         if (out) m->st[id].holds++;
-        if (m->hold_end[v] > oi) {
+        if (m->hold.hold_end[v] > oi) {
             m->st[id].holds++;
-            m->hold_next[v] = m->hold_head[m->hold_end[v]];
-            m->hold_head[m->hold_end[v]] = v;
+            m->hold.hold_next[v] = m->hold.hold_head[m->hold.hold_end[v]];
+            m->hold.hold_head[m->hold.hold_end[v]] = v;
         }
     }
     MeCostClass cls = n->desc->cls;
@@ -869,7 +900,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     }
     /* at::matmul folds batched operands to 3-d with reshape(): a copy when
      * their strides do not allow a view */
-    m->mm_copy[0] = m->mm_copy[1] = -1;
+    m->layout.mm_copy[0] = m->layout.mm_copy[1] = -1;
     if (!strcmp(n->op, "MatMul") && n->n_in == 2 && g->v[n->in[0]].shape.rank >= 3 && g->v[n->in[1]].shape.rank >= 3) {
         for (int i = 0; i < 2; i++) {
             int v = n->in[i];
@@ -877,7 +908,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
             for (int k = 0; k < xs->rank - 2; k++) f.d[0] *= xs->d[k];
             int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
-            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
+            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->layout.mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
                 return;
         }
     }
@@ -888,16 +919,16 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     }
     run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
     for (int i = 0; i < 2; i++)
-        if (m->mm_copy[i] >= 0) st_release(m, m->mm_copy[i]);
+        if (m->layout.mm_copy[i] >= 0) st_release(m, m->layout.mm_copy[i]);
     for (int i = 0; i < 8; i++)
-        if (m->cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->wcache[n->in[i]] != m->cast[i])) st_release(m, m->cast[i]);
+        if (m->amp.cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->amp.wcache[n->in[i]] != m->amp.cast[i])) st_release(m, m->amp.cast[i]);
     /* this node's reads, and those of the pieces fused into it */
-    for (int a = ni; a >= 0; a = a == ni ? m->abs_head[ni] : m->abs_next[a]) {
+    for (int a = ni; a >= 0; a = a == ni ? m->fuse.abs_head[ni] : m->fuse.abs_next[a]) {
         const MeNode *r = &g->n[a];
         for (int i = 0; i < r->n_in; i++) {
             int v = r->in[i];
             if (v < 0 || m->vst[v] < 0) continue;
-            if (redo && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s)) continue; /* held by the segment */
+            if (redo && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s)) continue; /* held by the segment */
             m->st[m->vst[v]].refs--;
             st_release(m, m->vst[v]);
         }
@@ -906,15 +937,15 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
 }
 
-static bool absorbed(const Sim *m, int ni) { return m->absorbed[ni] >= 0; }
+static bool absorbed(const Sim *m, int ni) { return m->fuse.absorbed[ni] >= 0; }
 
 static void drop_autocast_cache(Sim *m)
 {
-    for (int v = 0; m->wcache && v < m->g->nv; v++) {
-        if (m->wcache[v] < 0) continue;
-        m->st[m->wcache[v]].holds--;
-        st_release(m, m->wcache[v]);
-        m->wcache[v] = -1;
+    for (int v = 0; m->amp.wcache && v < m->g->nv; v++) {
+        if (m->amp.wcache[v] < 0) continue;
+        m->st[m->amp.wcache[v]].holds--;
+        st_release(m, m->amp.wcache[v]);
+        m->amp.wcache[v] = -1;
     }
 }
 
@@ -936,37 +967,37 @@ static void forward(Sim *m)
             }
             continue;
         }
-        int s = m->seg[ni];
-        if (s >= 0 && m->seg_first[s] == oi) {
+        int s = m->ckpt.seg[ni];
+        if (s >= 0 && m->ckpt.seg_first[s] == oi) {
             /* checkpoint() keeps the segment's inputs for the recompute */
-            for (int pj = oi; pj <= m->seg_last[s]; pj++) {
+            for (int pj = oi; pj <= m->ckpt.seg_last[s]; pj++) {
                 const MeNode *x = &g->n[g->order[pj]];
                 for (int i = 0; i < x->n_in; i++) {
                     int v = x->in[i];
-                    if (v >= 0 && m->vst[v] >= 0 && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s))
+                    if (v >= 0 && m->vst[v] >= 0 && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s))
                         hold_for_segment(m, s, m->vst[v]);
                 }
             }
         }
         forward_node(m, ni, oi, m->grad && s < 0, false);
-        if (s >= 0 && m->seg_last[s] == oi && m->grad) {
+        if (s >= 0 && m->ckpt.seg_last[s] == oi && m->grad) {
             /* the segment's outputs require grad when one of its inputs does */
             bool any = false;
-            for (int pj = m->seg_first[s]; pj <= oi; pj++) {
+            for (int pj = m->ckpt.seg_first[s]; pj <= oi; pj++) {
                 const MeNode *x = &g->n[g->order[pj]];
                 for (int i = 0; i < x->n_in; i++) {
                     int v = x->in[i];
-                    if (v >= 0 && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s) && m->rg[v]) any = true;
+                    if (v >= 0 && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s) && m->rg[v]) any = true;
                 }
             }
-            for (int pj = m->seg_first[s]; pj <= oi; pj++) {
+            for (int pj = m->ckpt.seg_first[s]; pj <= oi; pj++) {
                 const MeNode *x = &g->n[g->order[pj]];
                 for (int k = 0; k < x->n_out; k++)
-                    if (x->out[k] >= 0 && g->v[x->out[k]].n_uses > m->own_uses[x->out[k]])
+                    if (x->out[k] >= 0 && g->v[x->out[k]].n_uses > m->ckpt.own_uses[x->out[k]])
                         m->rg[x->out[k]] = any && me_dtype_is_float(g->v[x->out[k]].dtype);
             }
         }
-        for (int v = m->hold_head[oi]; v >= 0; v = m->hold_next[v]) {
+        for (int v = m->hold.hold_head[oi]; v >= 0; v = m->hold.hold_next[v]) {
             m->st[m->vst[v]].holds--;
             st_release(m, m->vst[v]);
         }
@@ -978,8 +1009,8 @@ static void forward(Sim *m)
 static void recompute(Sim *m, int s)
 {
     MeGraph *g = m->g;
-    m->seg_redone[s] = true;
-    for (int oi = m->seg_first[s]; oi <= m->seg_last[s] && !m->failed; oi++) {
+    m->ckpt.seg_redone[s] = true;
+    for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
         if (me_node_skipped(g, &g->n[ni]) || absorbed(m, ni)) continue;
         forward_node(m, ni, oi, true, true);
@@ -1057,8 +1088,8 @@ static void backward(Sim *m, int *param_grad_st)
         const MeNode *n = &g->n[ni];
         m->node = ni;
         if (me_node_skipped(g, n) || absorbed(m, ni)) continue;
-        int s = m->seg[ni];
-        if (s >= 0 && !m->seg_redone[s]) {
+        int s = m->ckpt.seg[ni];
+        if (s >= 0 && !m->ckpt.seg_redone[s]) {
             recompute(m, s);
             m->node = ni;
         }
@@ -1068,7 +1099,7 @@ static void backward(Sim *m, int *param_grad_st)
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
             int64_t tmp = temp_backward(m, n) + gathered(m, n);
-            int fx = m->fused_x[ni];
+            int fx = m->fuse.fused_x[ni];
             int n_in = fx >= 0 ? 1 : n->n_in;
             for (int i = 0; i < n_in; i++) {
                 int v = fx >= 0 ? fx : n->in[i];
@@ -1085,7 +1116,7 @@ static void backward(Sim *m, int *param_grad_st)
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
                         int64_t gb = vb(m, val);
-                        if (m->ranks > 1 && m->shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->ranks - 1) / m->ranks; /* reduce-scattered */
+                        if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
                         int id = st_make(m, gb, MEMEST_MEM_GRADIENTS, v, true);
                         if (id < 0) return;
                         m->st[id].persistent = true;
@@ -1129,13 +1160,13 @@ static void backward(Sim *m, int *param_grad_st)
             m->st[id].holds--;
             st_release(m, id);
         }
-        for (int e = m->saved_head[ni]; e >= 0; e = m->links[e].next) {
-            int id = m->links[e].id;
+        for (int e = m->saved.saved_head[ni]; e >= 0; e = m->saved.links[e].next) {
+            int id = m->saved.links[e].id;
             m->st[id].holds--;
             st_release(m, id);
         }
-        m->saved_head[ni] = -1;
-        if (s >= 0 && m->seg_first[s] == oi) release_segment(m, s);
+        m->saved.saved_head[ni] = -1;
+        if (s >= 0 && m->ckpt.seg_first[s] == oi) release_segment(m, s);
     }
 }
 
@@ -1145,7 +1176,7 @@ static void backward(Sim *m, int *param_grad_st)
 static int plan_segments(Sim *m)
 {
     MeGraph *g = m->g;
-    for (int i = 0; i < g->nn; i++) m->seg[i] = -1;
+    for (int i = 0; i < g->nn; i++) m->ckpt.seg[i] = -1;
     int *rt = me_malloc(sizeof(int) * (size_t)(g->nn + 1)); /* runtime index → order position */
     int *ri = me_malloc(sizeof(int) * (size_t)(g->nn + 1)); /* node → runtime index */
     int *cross = me_calloc((size_t)g->nn + 2, sizeof(int));
@@ -1165,20 +1196,20 @@ static int plan_segments(Sim *m)
             if (p < 0 || ri[p] < 0) continue;
             int last = g->v[v].is_output ? n : ri[p];
             cross[ri[p] + 1]++;
-            m->own_uses[v] = last; /* reused below as scratch: last reader */
+            m->ckpt.own_uses[v] = last; /* reused below as scratch: last reader */
         }
         for (int i = 0; i < g->nn; i++) {
             const MeNode *x = &g->n[i];
             if (ri[i] < 0) continue;
             for (int k = 0; k < x->n_in; k++) {
                 int v = x->in[k];
-                if (v >= 0 && g->v[v].producer >= 0 && ri[g->v[v].producer] >= 0 && ri[i] > m->own_uses[v]) m->own_uses[v] = ri[i];
+                if (v >= 0 && g->v[v].producer >= 0 && ri[g->v[v].producer] >= 0 && ri[i] > m->ckpt.own_uses[v]) m->ckpt.own_uses[v] = ri[i];
             }
         }
         for (int v = 0; v < g->nv; v++) {
             int p = g->v[v].producer;
             if (p < 0 || ri[p] < 0) continue;
-            cross[m->own_uses[v] + 1]--;
+            cross[m->ckpt.own_uses[v] + 1]--;
         }
         for (int p = 1; p <= n; p++) cross[p] += cross[p - 1];
         if (want == -1) {
@@ -1204,10 +1235,10 @@ static int plan_segments(Sim *m)
         /* the last segment runs normally */
         int start = 0;
         for (int k = 0; k < nc; k++) {
-            for (int r = start; r < cuts[k]; r++) m->seg[g->order[rt[r]]] = m->nseg;
-            m->seg_first[m->nseg] = rt[start];
-            m->seg_last[m->nseg] = rt[cuts[k] - 1];
-            m->nseg++;
+            for (int r = start; r < cuts[k]; r++) m->ckpt.seg[g->order[rt[r]]] = m->ckpt.nseg;
+            m->ckpt.seg_first[m->ckpt.nseg] = rt[start];
+            m->ckpt.seg_last[m->ckpt.nseg] = rt[cuts[k] - 1];
+            m->ckpt.nseg++;
             start = cuts[k];
         }
     } else if (m->s->checkpoint == 0) {
@@ -1216,23 +1247,23 @@ static int plan_segments(Sim *m)
             int ni = g->order[rt[r]];
             if (!(g->n[ni].flags & ME_N_CHECKPOINT)) continue;
             bool cont = r > 0 && (g->n[g->order[rt[r - 1]]].flags & ME_N_CHECKPOINT);
-            if (!cont) m->seg_first[m->nseg++] = rt[r];
-            m->seg[ni] = m->nseg - 1;
-            m->seg_last[m->nseg - 1] = rt[r];
+            if (!cont) m->ckpt.seg_first[m->ckpt.nseg++] = rt[r];
+            m->ckpt.seg[ni] = m->ckpt.nseg - 1;
+            m->ckpt.seg_last[m->ckpt.nseg - 1] = rt[r];
         }
     }
 count:
     /* readers inside the producer's own segment */
-    for (int v = 0; v < g->nv; v++) m->own_uses[v] = 0;
+    for (int v = 0; v < g->nv; v++) m->ckpt.own_uses[v] = 0;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *x = &g->n[i];
-        if (m->seg[i] < 0) continue;
+        if (m->ckpt.seg[i] < 0) continue;
         for (int k = 0; k < x->n_in; k++) {
             int v = x->in[k];
-            if (v >= 0 && g->v[v].producer >= 0 && m->seg[g->v[v].producer] == m->seg[i]) m->own_uses[v]++;
+            if (v >= 0 && g->v[v].producer >= 0 && m->ckpt.seg[g->v[v].producer] == m->ckpt.seg[i]) m->ckpt.own_uses[v]++;
         }
     }
-    m->out->segments = m->nseg;
+    m->out->segments = m->ckpt.nseg;
 end:
     me_free(rt);
     me_free(ri);
@@ -1316,8 +1347,8 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
             return ME_EUNSUPPORTED;
         }
     m.grad = s->mode != MEMEST_RUN_INFER;
-    m.ranks = s->gpus > 1 ? s->gpus : 1;
-    m.shard = s->shard;
+    m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
+    m.dp.shard = s->shard;
     m.cuda = s->runtime == MEMEST_RUNTIME_CUDA;
     if (m.cuda && me_allocator_new(&alloc) < 0) return ME_ENOMEM;
     m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = stats_event };
@@ -1326,55 +1357,55 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
-    m.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.saved.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.saved.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int *pgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    m.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    m.hold_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg_first = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg_last = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg_redone = me_calloc((size_t)g->nn + 1, sizeof(bool));
-    m.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
-    m.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
-    m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
-    m.stride_at = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    m.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.hold.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.hold.hold_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg_first = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg_last = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg_redone = me_calloc((size_t)g->nn + 1, sizeof(bool));
+    m.ckpt.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
+    m.ckpt.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
+    m.ckpt.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
+    m.layout.stride_at = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.amp.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     es = me_malloc((size_t)g->nv + 1);
-    m.mm_copy[0] = m.mm_copy[1] = -1;
-    m.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.fused_kind = me_malloc((size_t)g->nn + 1);
-    m.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.layout.mm_copy[0] = m.layout.mm_copy[1] = -1;
+    m.fuse.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fuse.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fuse.fused_kind = me_malloc((size_t)g->nn + 1);
+    m.fuse.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fuse.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int rc = 0;
-    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next || !m.stride_at || !m.wcache || !es) {
+    if (!m.fuse.absorbed || !m.fuse.fused_x || !m.fuse.fused_kind || !m.fuse.abs_head || !m.fuse.abs_next || !m.layout.stride_at || !m.amp.wcache || !es) {
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.seg || !m.seg_first || !m.seg_last || !m.seg_redone || !m.seg_held || !m.n_seg_held || !m.own_uses) {
+    if (!m.ckpt.seg || !m.ckpt.seg_first || !m.ckpt.seg_last || !m.ckpt.seg_redone || !m.ckpt.seg_held || !m.ckpt.n_seg_held || !m.ckpt.own_uses) {
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.vst || !m.vgrad || !m.rg || !m.saved_head || !m.saved_tail || !pgrad || !m.hold_next || !m.hold_head) {
+    if (!m.vst || !m.vgrad || !m.rg || !m.saved.saved_head || !m.saved.saved_tail || !pgrad || !m.hold.hold_next || !m.hold.hold_head) {
         rc = ME_ENOMEM;
         goto end;
     }
     for (int i = 0; i < g->nv; i++) {
         m.vst[i] = m.vgrad[i] = -1;
         pgrad[i] = -1;
-        m.stride_at[i] = -1;
-        m.wcache[i] = -1;
+        m.layout.stride_at[i] = -1;
+        m.amp.wcache[i] = -1;
         es[i] = (uint8_t)me_dtype_size(g->v[i].dtype);
     }
-    m.es = es;
-    for (int i = 0; i <= g->nn; i++) m.hold_head[i] = m.saved_head[i] = -1;
+    m.amp.es = es;
+    for (int i = 0; i <= g->nn; i++) m.hold.hold_head[i] = m.saved.saved_head[i] = -1;
     if ((rc = ensure_holds(model)) < 0) goto end;
-    m.hold_end = model->hold_end; /* read only: shared by the two steps */
+    m.hold.hold_end = model->hold_end; /* read only: shared by the two steps */
     if ((rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
     if (s->mode != MEMEST_RUN_TRAIN)
-        for (int i = 0; i < g->nn; i++) m.seg[i] = -1;
+        for (int i = 0; i < g->nn; i++) m.ckpt.seg[i] = -1;
 
     /* Alive before the step: weights, inputs, and state from an earlier step.
      * A weight is frozen when a frozen layer reads it (one pass over the edges). */
@@ -1389,7 +1420,7 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
             int64_t wb = vb(&m, v);
-            if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.ranks - 1) / m.ranks;
+            if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.dp.ranks - 1) / m.dp.ranks;
             int id = st_make(&m, wb, MEMEST_MEM_WEIGHTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
@@ -1414,7 +1445,7 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
     int factor = train ? state_factor(s->optimizer) : 0, opt_state = -1;
     /* Adam keeps a float32 step counter per tensor too */
     int64_t opt_bytes = param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0);
-    if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.ranks - 1) / m.ranks;
+    if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.dp.ranks - 1) / m.dp.ranks;
     if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
         if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[opt_state].persistent = true;
@@ -1484,7 +1515,7 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
                   : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
         /* the update runs on this rank's shard of the state, one
          * parameter with a gradient after the other */
-        int t = note_open(&m, temps * (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.ranks - 1) / m.ranks : max_param));
+        int t = note_open(&m, temps * (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.dp.ranks - 1) / m.dp.ranks : max_param));
         for (int i = 0, k = 0; s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
             if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
                 MeTlEvent r = event(ME_TL_RUN);
@@ -1523,35 +1554,35 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
                    : out->peak_phase == MEMEST_PHASE_OPTIMIZER ? "(optimizer step)"
                    : out->peak_phase == MEMEST_PHASE_BACKWARD ? "(loss)" : "(before the first op)";
 end:
-    me_free(m.saved_head);
-    me_free(m.saved_tail);
-    me_free(m.links);
+    me_free(m.saved.saved_head);
+    me_free(m.saved.saved_tail);
+    me_free(m.saved.links);
     me_free(m.st);
     me_free(m.vst);
     me_free(m.vgrad);
     me_free(m.rg);
     me_free(pgrad);
-    for (int i = 0; m.seg_held && i < g->nn; i++) me_free(m.seg_held[i]);
-    me_free(m.seg_held);
-    me_free(m.n_seg_held);
-    me_free(m.seg);
-    me_free(m.seg_first);
-    me_free(m.seg_last);
-    me_free(m.seg_redone);
-    me_free(m.own_uses);
-    me_free(m.strides);
-    me_free(m.stride_at);
-    me_free(m.wcache);
+    for (int i = 0; m.ckpt.seg_held && i < g->nn; i++) me_free(m.ckpt.seg_held[i]);
+    me_free(m.ckpt.seg_held);
+    me_free(m.ckpt.n_seg_held);
+    me_free(m.ckpt.seg);
+    me_free(m.ckpt.seg_first);
+    me_free(m.ckpt.seg_last);
+    me_free(m.ckpt.seg_redone);
+    me_free(m.ckpt.own_uses);
+    me_free(m.layout.strides);
+    me_free(m.layout.stride_at);
+    me_free(m.amp.wcache);
     me_free(es);
     me_free(frozen_w);
-    me_free(m.absorbed);
-    me_free(m.fused_x);
-    me_free(m.fused_kind);
-    me_free(m.abs_head);
-    me_free(m.abs_next);
+    me_free(m.fuse.absorbed);
+    me_free(m.fuse.fused_x);
+    me_free(m.fuse.fused_kind);
+    me_free(m.fuse.abs_head);
+    me_free(m.fuse.abs_next);
     me_allocator_free(alloc);
-    me_free(m.hold_next);
-    me_free(m.hold_head);
+    me_free(m.hold.hold_next);
+    me_free(m.hold.hold_head);
     if (rc == ME_ENOMEM && err && errlen) snprintf(err, errlen, "out of memory");
     return rc;
 }
