@@ -267,7 +267,7 @@ static void note_close(Sim *m, int t)
 
 static void note(Sim *m, int64_t extra) { note_close(m, note_open(m, extra)); }
 
-/* Work that runs now; storage -1 keeps the default (none). */
+/* Work that runs now, its result in storage (-1 none). */
 static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
 {
     MeTlEvent e = event(ME_TL_RUN);
@@ -286,82 +286,6 @@ static void note_run(Sim *m, int64_t extra, MeTlEvent *r)
     if (r->storage == -2) r->storage = t;
     emit(m, r);
     note_close(m, t);
-}
-
-/* --- the sinks memest itself keeps: statistics and series, the caching
- * allocator --- */
-
-typedef struct Stats {
-    MemestMemory *out;
-    int64_t live[MEMEST_MEM_COUNT], total;
-    MemestSeriesPoint **series; /* where to record the timeline, or NULL */
-    int *n_series, *cap_series;
-} Stats;
-
-static int stats_note(Stats *st, const MeTlEvent *e)
-{
-    MemestMemory *out = st->out;
-    int64_t t = st->total + e->bytes;
-    out->events++;
-    if (st->series) {
-        if (me_grow(st->series, st->cap_series, *st->n_series + 1, sizeof(MemestSeriesPoint)) < 0) return ME_ENOMEM;
-        MemestSeriesPoint *p = &(*st->series)[(*st->n_series)++];
-        p->node = e->node;
-        p->phase = (MemestPhase)e->phase;
-        for (int c = 0; c < MEMEST_MEM_COUNT; c++) p->live[c] = (uint64_t)st->live[c];
-        p->live[MEMEST_MEM_TEMPORARY] += (uint64_t)e->bytes;
-    }
-    if ((uint64_t)t <= out->peak) return 0;
-    out->peak = (uint64_t)t;
-    for (int c = 0; c < MEMEST_MEM_COUNT; c++) out->at_peak[c] = (uint64_t)st->live[c];
-    out->at_peak[MEMEST_MEM_TEMPORARY] += (uint64_t)e->bytes;
-    out->peak_node = e->node;
-    out->peak_phase = (MemestPhase)e->phase;
-    return 0;
-}
-
-static int stats_event(void *opaque, const MeTlEvent *e)
-{
-    Stats *st = opaque;
-    switch ((MeTlKind)e->kind) {
-    case ME_TL_ALLOC:
-        st->live[e->cat] += e->bytes;
-        st->total += e->bytes;
-        return 0;
-    case ME_TL_FREE:
-        st->live[e->cat] -= e->bytes;
-        st->total -= e->bytes;
-        st->out->events++;
-        return 0;
-    case ME_TL_RECAT:
-        st->live[e->cat] -= e->bytes;
-        st->live[e->to] += e->bytes;
-        return 0;
-    case ME_TL_NOTE:
-        return stats_note(st, e);
-    case ME_TL_RUN: case ME_TL_BIND: case ME_TL_KIND_COUNT:
-        return 0;
-    }
-    return 0;
-}
-
-static int allocator_event(void *opaque, const MeTlEvent *e)
-{
-    if (e->kind == ME_TL_ALLOC) return me_allocator_malloc(opaque, e->storage, (uint64_t)e->bytes);
-    if (e->kind == ME_TL_FREE) return me_allocator_release(opaque, e->storage);
-    return 0;
-}
-
-const char *me_tl_kind_name(int kind)
-{
-    static const char *const names[ME_TL_KIND_COUNT] = { "alloc", "free", "note", "run", "bind", "recat" };
-    return kind >= 0 && kind < ME_TL_KIND_COUNT ? names[kind] : "?";
-}
-
-const char *me_tl_run_name(int what)
-{
-    static const char *const names[ME_TL_RUN_COUNT] = { "forward", "loss", "loss_grad", "seed_grad", "backward", "grad_sum", "optimizer" };
-    return what >= 0 && what < ME_TL_RUN_COUNT ? names[what] : "?";
 }
 
 /* Bytes of a value in this simulation: its element size may differ from
@@ -1326,7 +1250,7 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
     bool *frozen_w = NULL;
     uint8_t *es = NULL;
     MeAllocator *alloc = NULL;
-    Stats stats = { .out = out };
+    MeTlStats stats = { .out = out };
     if (series_slot >= 0) {
         model->n_series[series_slot] = 0;
         stats.series = &model->series[series_slot];
@@ -1351,8 +1275,8 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
     m.dp.shard = s->shard;
     m.cuda = s->runtime == MEMEST_RUNTIME_CUDA;
     if (m.cuda && me_allocator_new(&alloc) < 0) return ME_ENOMEM;
-    m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = stats_event };
-    if (alloc) m.sinks[m.nsinks++] = (MeTlSink){ .opaque = alloc, .event = allocator_event };
+    m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = me_tl_stats_event };
+    if (alloc) m.sinks[m.nsinks++] = (MeTlSink){ .opaque = alloc, .event = me_allocator_event };
     if (extra) m.sinks[m.nsinks++] = *extra;
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));

@@ -3,7 +3,7 @@
  * what happens, in order. It keeps only what deciding needs (which storage
  * each value lives in, who still reads or holds it); what is counted from
  * the events lives in the sinks: the statistics and series of the reports
- * and the caching-allocator model (memory.c), memest-measure's plan
+ * (timeline.c) and the caching-allocator model (allocator.c), memest-measure's plan
  * (src/measure/plan.c), a test's trace. No sink re-derives the timeline.
  *
  * Storages are numbered from 0 in the order they are made; an id is never
@@ -73,6 +73,21 @@ typedef struct MeTlSink {
     void *opaque;
     int (*event)(void *opaque, const MeTlEvent *e);
 } MeTlSink;
+
+/* The statistics of the reports, counted from ALLOC, FREE, RECAT and NOTE:
+ * peak, categories at the peak, event count (points and frees) into out,
+ * and each point's live bytes by category into *series when set. */
+typedef struct MeTlStats {
+    MemestMemory *out;
+    int64_t live[MEMEST_MEM_COUNT], total;  /* now */
+    MemestSeriesPoint **series;             /* grown with me_grow, or NULL */
+    int *n_series, *cap_series;
+} MeTlStats;
+int me_tl_stats_event(void *opaque, const MeTlEvent *e);
+
+/* The caching-allocator model as a sink (allocator.c): opaque is the
+ * MeAllocator, fed ALLOC and FREE with the storage as handle. */
+int me_allocator_event(void *opaque, const MeTlEvent *e);
 
 /* Simulates one step of model under settings s (s->step says which), as
  * memest_memory does, and sends every event to sink as well as to the
