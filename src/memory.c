@@ -146,6 +146,7 @@ typedef struct Sim {
     bool cuda;        /* the CUDA runtime: caching allocator, cuBLAS workspace */
     MeTlSink sinks[3]; /* who hears the events (timeline.h) */
     int nsinks;
+    unsigned heard;   /* kinds some sink hears: the others are not even made */
     bool workspace;   /* cuBLAS workspace made */
     bool failed;
 } Sim;
@@ -167,8 +168,10 @@ static void emit(Sim *m, MeTlEvent *e)
     e->phase = (uint8_t)m->phase;
     e->node = m->node;
     for (int k = 0; k < m->nsinks; k++)
-        if (m->sinks[k].event(m->sinks[k].opaque, e) < 0) m->failed = true;
+        if ((m->sinks[k].kinds & ME_TL_BIT(e->kind)) && m->sinks[k].event(m->sinks[k].opaque, e) < 0) m->failed = true;
 }
+
+static bool heard(const Sim *m, MeTlKind kind) { return (m->heard & ME_TL_BIT(kind)) != 0; }
 
 static MeTlEvent event(MeTlKind kind)
 {
@@ -236,6 +239,7 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
 /* Value v's tensor (its gradient when grad) is storage id from now on. */
 static void bind(Sim *m, int v, int id, bool grad)
 {
+    if (!heard(m, ME_TL_BIND)) return;
     MeTlEvent e = event(ME_TL_BIND);
     e.value = v;
     e.storage = id;
@@ -270,6 +274,7 @@ static void note(Sim *m, int64_t extra) { note_close(m, note_open(m, extra)); }
 /* Work that runs now, its result in storage (-1 none). */
 static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
 {
+    if (!heard(m, ME_TL_RUN)) return;
     MeTlEvent e = event(ME_TL_RUN);
     e.run = (uint8_t)what;
     e.storage = storage;
@@ -1275,9 +1280,13 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
     m.dp.shard = s->shard;
     m.cuda = s->runtime == MEMEST_RUNTIME_CUDA;
     if (m.cuda && me_allocator_new(&alloc) < 0) return ME_ENOMEM;
-    m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = me_tl_stats_event };
-    if (alloc) m.sinks[m.nsinks++] = (MeTlSink){ .opaque = alloc, .event = me_allocator_event };
+    m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = me_tl_stats_event, .kinds = ME_TL_STATS_KINDS };
+    if (alloc) m.sinks[m.nsinks++] = (MeTlSink){ .opaque = alloc, .event = me_allocator_event, .kinds = ME_ALLOCATOR_KINDS };
     if (extra) m.sinks[m.nsinks++] = *extra;
+    for (int k = 0; k < m.nsinks; k++) {
+        if (!m.sinks[k].kinds) m.sinks[k].kinds = ~0u;
+        m.heard |= m.sinks[k].kinds;
+    }
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
@@ -1440,7 +1449,7 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
         /* the update runs on this rank's shard of the state, one
          * parameter with a gradient after the other */
         int t = note_open(&m, temps * (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.dp.ranks - 1) / m.dp.ranks : max_param));
-        for (int i = 0, k = 0; s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
+        for (int i = 0, k = 0; heard(&m, ME_TL_RUN) && s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
             if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
                 MeTlEvent r = event(ME_TL_RUN);
                 r.run = ME_TL_RUN_OPTIMIZER;

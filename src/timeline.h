@@ -67,11 +67,16 @@ typedef struct MeTlEvent {
     int64_t bytes;     /* ALLOC, FREE, RECAT: the storage's bytes; NOTE: extra bytes */
 } MeTlEvent;
 
-/* A consumer of the stream: event() sees every event in order; a negative
- * return stops the simulation with ME_ENOMEM-like failure (rc). */
+/* A consumer of the stream: event() sees the events of the kinds it asks
+ * for (bit k of kinds for kind k, 0: all), in order; a negative return
+ * makes the simulation fail (ME_ENOMEM unless the sink keeps its own
+ * reason). Asking only for what it reads keeps a large graph's
+ * simulation as fast as without the sink. */
+#define ME_TL_BIT(kind) (1u << (kind))
 typedef struct MeTlSink {
     void *opaque;
     int (*event)(void *opaque, const MeTlEvent *e);
+    unsigned kinds;
 } MeTlSink;
 
 /* The statistics of the reports, counted from ALLOC, FREE, RECAT and NOTE:
@@ -84,10 +89,12 @@ typedef struct MeTlStats {
     int *n_series, *cap_series;
 } MeTlStats;
 int me_tl_stats_event(void *opaque, const MeTlEvent *e);
+#define ME_TL_STATS_KINDS (ME_TL_BIT(ME_TL_ALLOC) | ME_TL_BIT(ME_TL_FREE) | ME_TL_BIT(ME_TL_RECAT) | ME_TL_BIT(ME_TL_NOTE))
 
 /* The caching-allocator model as a sink (allocator.c): opaque is the
  * MeAllocator, fed ALLOC and FREE with the storage as handle. */
 int me_allocator_event(void *opaque, const MeTlEvent *e);
+#define ME_ALLOCATOR_KINDS (ME_TL_BIT(ME_TL_ALLOC) | ME_TL_BIT(ME_TL_FREE))
 
 /* Simulates one step of model under settings s (s->step says which), as
  * memest_memory does, and sends every event to sink as well as to the
