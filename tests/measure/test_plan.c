@@ -239,6 +239,95 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     memest_model_free(&m);
 }
 
+/* The stream itself, under every kind of setting (also those the plan
+ * refuses: autocast, checkpointing, sharding, the CPU runtime): storages
+ * are numbered in order, freed, re-categorized and bound only while alive,
+ * runs touch live storages, and the live bytes recounted from the events
+ * give memest's peak, event count and end. */
+typedef struct Stream {
+    int64_t *bytes;
+    uint8_t *cat;
+    bool *alive;
+    int n, cap;
+    int64_t live, peak;
+    int events;
+    int bad;          /* events that break a rule */
+    char first[256];  /* the first of them */
+} Stream;
+
+static bool stream_live(const Stream *t, int id) { return id >= 0 && id < t->n && t->alive[id]; }
+
+static int stream_event(void *o, const MeTlEvent *e)
+{
+    Stream *t = o;
+    bool ok = true;
+    switch (e->kind) {
+    case ME_TL_ALLOC:
+        ok = e->storage == t->n && e->bytes >= 0;
+        if (me_grow(&t->bytes, &t->cap, t->n + 1, sizeof(int64_t)) < 0 || !(t->cat = me_realloc(t->cat, (size_t)t->cap)) ||
+            !(t->alive = me_realloc(t->alive, (size_t)t->cap * sizeof(bool))))
+            return ME_ENOMEM;
+        t->bytes[t->n] = e->bytes;
+        t->cat[t->n] = e->cat;
+        t->alive[t->n++] = true;
+        t->live += e->bytes;
+        break;
+    case ME_TL_FREE:
+        ok = stream_live(t, e->storage) && t->bytes[e->storage] == e->bytes && t->cat[e->storage] == e->cat;
+        if (ok) t->alive[e->storage] = false;
+        t->live -= e->bytes;
+        t->events++;
+        break;
+    case ME_TL_RECAT:
+        ok = stream_live(t, e->storage) && t->cat[e->storage] == e->cat && e->to != e->cat;
+        if (ok) t->cat[e->storage] = e->to;
+        break;
+    case ME_TL_BIND:
+        ok = stream_live(t, e->storage) && e->value >= 0;
+        break;
+    case ME_TL_NOTE:
+        if (t->live + e->bytes > t->peak) t->peak = t->live + e->bytes;
+        t->events++;
+        break;
+    case ME_TL_RUN:
+        ok = e->run < ME_TL_RUN_COUNT && (e->storage < 0 || stream_live(t, e->storage)) && (e->accum < 0 || stream_live(t, e->accum)) &&
+             (e->gout < 0 || stream_live(t, e->gout));
+        break;
+    default:
+        ok = false;
+    }
+    if (!ok && !t->bad++)
+        snprintf(t->first, sizeof(t->first), "%s %s of storage %d at node %d", me_tl_kind_name(e->kind),
+                 e->kind == ME_TL_RUN ? me_tl_run_name(e->run) : "", e->storage, e->node);
+    return 0;
+}
+
+static void check_stream(const char *path, const char *label, const MemestMemorySettings *ms)
+{
+    char err[1024];
+    MemestLoadSettings ls = { .batch = 2 };
+    MemestModel *m = NULL;
+    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
+        CHECK(0, "%s: load: %s", path, err);
+        return;
+    }
+    Stream t = { 0 };
+    MemestMemory mem;
+    MeTlSink sink = { .opaque = &t, .event = stream_event };
+    int rc = me_timeline_simulate(m, ms, &sink, &mem, err, sizeof(err));
+    CHECK(rc >= 0, "%s %s: simulate: %s", path, label, err);
+    if (rc >= 0) {
+        CHECK(t.n > 0 && !t.bad, "%s %s: %d events break the stream's rules, the first: %s", path, label, t.bad, t.first);
+        CHECK((uint64_t)t.peak == mem.peak && t.events == mem.events && (uint64_t)t.live == mem.end,
+              "%s %s: recounted peak %lld, events %d, end %lld; memest %llu, %d, %llu", path, label, (long long)t.peak, t.events,
+              (long long)t.live, (unsigned long long)mem.peak, mem.events, (unsigned long long)mem.end);
+    }
+    me_free(t.bytes);
+    me_free(t.cat);
+    me_free(t.alive);
+    memest_model_free(&m);
+}
+
 static void check_unsupported(const char *path, const char *want)
 {
     char err[1024];
@@ -288,6 +377,34 @@ int main(int argc, char **argv)
     }
     snprintf(path, sizeof(path), "%s/models/onnx/zoo/bert_like.onnx", argv[1]);
     check_unsupported(path, "no GPU kernel");
+
+    static const char *const any[] = { "models/resnet18.json", "models/onnx/zoo/bert_like.onnx", "models/onnx/zoo/squeezenet1_0.onnx",
+                                       "models/onnx/zoo/mobilenet_v2.onnx", "models/onnx/resnet18_op17_train.onnx" };
+    const MemestMemorySettings T = { .mode = MEMEST_RUN_TRAIN, .optimizer = MEMEST_OPT_ADAM, .runtime = MEMEST_RUNTIME_CUDA, .step = 1 };
+    struct { const char *label; MemestMemorySettings s; } modes[] = {
+        { "infer", { .mode = MEMEST_RUN_INFER, .runtime = MEMEST_RUNTIME_CUDA, .step = 1 } },
+        { "grad cpu", { .mode = MEMEST_RUN_INFER_GRAD, .runtime = MEMEST_RUNTIME_CPU, .step = 1 } },
+        { "adam", T },
+        { "adam step 2 fp16", T },
+        { "sgd cpu mse input_grad", T },
+        { "adam checkpoint sqrt", T },
+        { "adagrad zero3 x4 bf16", T },
+    };
+    modes[3].s.step = 2;
+    modes[3].s.amp = 1;
+    modes[4].s.optimizer = MEMEST_OPT_SGD;
+    modes[4].s.runtime = MEMEST_RUNTIME_CPU;
+    modes[4].s.loss = MEMEST_LOSS_MSE;
+    modes[4].s.input_grad = 1;
+    modes[5].s.checkpoint = -1;
+    modes[6].s.optimizer = MEMEST_OPT_ADAGRAD;
+    modes[6].s.gpus = 4;
+    modes[6].s.shard = MEMEST_SHARD_ZERO3;
+    modes[6].s.amp = 2;
+    for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", argv[1], any[i]);
+        for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) check_stream(path, modes[k].label, &modes[k].s);
+    }
     printf("%d checks, %d failed\n", checks, fails);
     return fails ? 1 : 0;
 }
