@@ -147,6 +147,22 @@ static void host_raw_free(void *o, void *ptr)
     raw_live--;
 }
 
+/* The model at path with batch, analyzed; NULL (a failed check) when it
+ * does not load. */
+static MemestModel *load(const char *path, int64_t batch)
+{
+    char err[1024];
+    MemestLoadSettings ls = { .batch = batch };
+    MemestModel *m = NULL;
+    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
+        CHECK(0, "%s: load: %s", path, err);
+        return NULL;
+    }
+    MemestAnalyzeSettings as = { 0 };
+    CHECK(memest_analyze(m, &as, err, sizeof(err)) >= 0, "%s: analyze: %s", path, err);
+    return m;
+}
+
 static const char *mode_name(MemestRunMode m) { return m == MEMEST_RUN_TRAIN ? "train" : "infer"; }
 
 static void check_case(const char *path, int64_t batch, MemestRunMode mode, MemestOptimizer opt, int step)
@@ -154,14 +170,8 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     char err[1024], label[512];
     snprintf(label, sizeof(label), "%.300s batch %lld %s %s step %d", path, (long long)batch, mode_name(mode),
              mode == MEMEST_RUN_TRAIN ? (opt == MEMEST_OPT_SGD ? "sgd" : opt == MEMEST_OPT_MOMENTUM ? "momentum" : "adam") : "-", step);
-    MemestLoadSettings ls = { .batch = batch };
-    MemestModel *m = NULL;
-    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
-        CHECK(0, "%s: load: %s", label, err);
-        return;
-    }
-    MemestAnalyzeSettings as = { 0 };
-    CHECK(memest_analyze(m, &as, err, sizeof(err)) >= 0, "%s: analyze: %s", label, err);
+    MemestModel *m = load(path, batch);
+    if (!m) return;
     MemestMemorySettings ms = { .mode = mode, .optimizer = opt, .runtime = MEMEST_RUNTIME_CUDA, .step = step,
                                 .record_series = 1 };
     MePlanSettings ps = { .mode = mode, .optimizer = opt, .step = step };
@@ -305,12 +315,8 @@ static int stream_event(void *o, const MeTlEvent *e)
 static void check_stream(const char *path, const char *label, const MemestMemorySettings *ms)
 {
     char err[1024];
-    MemestLoadSettings ls = { .batch = 2 };
-    MemestModel *m = NULL;
-    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
-        CHECK(0, "%s: load: %s", path, err);
-        return;
-    }
+    MemestModel *m = load(path, 2);
+    if (!m) return;
     Stream t = { 0 };
     MemestMemory mem;
     MeTlSink sink = { .opaque = &t, .event = stream_event };
@@ -331,14 +337,8 @@ static void check_stream(const char *path, const char *label, const MemestMemory
 static void check_unsupported(const char *path, const char *want)
 {
     char err[1024];
-    MemestLoadSettings ls = { .batch = 1 };
-    MemestModel *m = NULL;
-    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
-        CHECK(0, "%s: load: %s", path, err);
-        return;
-    }
-    MemestAnalyzeSettings as = { 0 };
-    memest_analyze(m, &as, err, sizeof(err));
+    MemestModel *m = load(path, 1);
+    if (!m) return;
     MePlan p;
     MePlanSettings ps = { .mode = MEMEST_RUN_INFER, .step = 1 };
     int rc = me_plan_build(&p, m, &ps, err, sizeof(err));
