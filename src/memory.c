@@ -952,7 +952,9 @@ static void recompute(Sim *m, int s)
 
 /* A second gradient for a tensor that already has one: autograd's
  * InputBuffer (torch 1.13) computes old + new out of place, so old, new and
- * their sum are alive together for a moment; the sum replaces old. */
+ * their sum are alive together for a moment; the sum replaces old. new_id
+ * is the running node's output gradient passed through for its input
+ * `through`, or (-1) a storage made for vi. */
 static void sum_grads(Sim *m, int vi, int new_id, int through)
 {
     int old = m->vgrad[vi];
