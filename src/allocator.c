@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "allocator.h"
+#include "timeline.h"
 #include "util.h"
 
 #define MIN_BLOCK      512u
@@ -315,3 +316,11 @@ int me_allocator_release(MeAllocator *a, int handle)
 }
 
 const MeAllocStats *me_allocator_stats(const MeAllocator *a) { return &a->st; }
+
+/* Fed by the timeline (timeline.h): a storage is a handle. */
+int me_allocator_event(void *opaque, const MeTlEvent *e)
+{
+    if (e->kind == ME_TL_ALLOC) return me_allocator_malloc(opaque, e->storage, (uint64_t)e->bytes);
+    if (e->kind == ME_TL_FREE) return me_allocator_release(opaque, e->storage);
+    return 0;
+}

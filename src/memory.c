@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "allocator.h"
-#include "model.h"
+#include "timeline.h"
 
 typedef struct Storage {
     int64_t bytes;
@@ -72,17 +72,16 @@ int me_scope_holds(const MeGraph *g, int *hold_end)
     return 0;
 }
 
-typedef struct Sim {
-    MeGraph *g;
-    const MemestMemorySettings *s;
-    Storage *st;
-    int nst, cap;
-    int *vst;         /* value → storage, -1 none */
-    int *vgrad;       /* value → gradient storage, -1 none */
-    bool *rg;         /* value requires grad */
+/* The simulation's state, by concern. What is counted from the events
+ * (live bytes, peaks, series, the allocator) is in the sinks, not here. */
+
+typedef struct ScopeHolds {
     const int *hold_end; /* value → position until which its scope holds it */
     int *hold_head;   /* position → first value whose hold ends there */
     int *hold_next;
+} ScopeHolds;
+
+typedef struct Checkpointing {
     int *seg;         /* node → checkpointed segment, -1 none */
     int nseg;
     int *seg_last;    /* segment → its last node's position in the order */
@@ -91,31 +90,63 @@ typedef struct Sim {
     int **seg_held;   /* segment → storages held for its backward */
     int *n_seg_held;
     int *own_uses;    /* value → readers inside its producer's segment */
+} Checkpointing;
+
+typedef struct Layout {
     int *stride_at;   /* value → its row in strides, -1: contiguous (from its shape) */
     int64_t (*strides)[ME_MAX_RANK]; /* element strides of the values that are not contiguous */
     int nstrides, cap_strides;
     int mm_copy[2];   /* storages a batched matmul copied its operands into, -1 none */
+} Layout;
+
+typedef struct Autocast {
     uint8_t *es;      /* value → bytes per element here (autocast changes them) */
     int *wcache;      /* weight → its autocast copy's storage, -1 none */
     int cast[8];      /* storages autocast copied this node's inputs into, -1 none */
-    int ranks;        /* data-parallel ranks sharing model states (1: none) */
-    int shard;
+} Autocast;
+
+typedef struct DataParallel {
+    int ranks;        /* ranks sharing model states (1: none) */
+    int shard;        /* MemestShard */
+} DataParallel;
+
+typedef struct Fusion {
     int *absorbed;    /* node → the fused node it is part of, -1 none */
     int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
     uint8_t *fused_kind;
     int *abs_head, *abs_next; /* fused node → nodes absorbed into it */
+} Fusion;
+
+typedef struct Saved {
     int *saved_head;  /* node → first link of the storages it keeps for backward, -1 none */
     int *saved_tail;
     struct SavedLink { int id, next; } *links; /* one pool for every node's list */
     int nlinks, cap_links;
-    int64_t live[MEMEST_MEM_COUNT], total;
+} Saved;
+
+typedef struct Sim {
+    MeGraph *g;
+    const MemestMemorySettings *s;
+    Storage *st;
+    int nst, cap;
+    int *vst;         /* value → storage, -1 none */
+    int *vgrad;       /* value → gradient storage, -1 none */
+    bool *rg;         /* value requires grad */
+    ScopeHolds hold;
+    Checkpointing ckpt;
+    Layout layout;
+    Autocast amp;
+    DataParallel dp;
+    Fusion fuse;
+    Saved saved;
     MemestMemory *out;
     int node;
     MemestPhase phase;
     bool grad;        /* autograd records the forward */
-    MeAllocator *alloc; /* cuda: the caching allocator model, fed every event */
-    MemestSeriesPoint **series; /* where to record the timeline, or NULL */
-    int *n_series, *cap_series;
+    bool cuda;        /* the CUDA runtime: caching allocator, cuBLAS workspace */
+    MeTlSink sinks[3]; /* who hears the events (timeline.h) */
+    int nsinks;
+    unsigned heard;   /* kinds some sink hears: the others are not even made */
     bool workspace;   /* cuBLAS workspace made */
     bool failed;
 } Sim;
@@ -130,49 +161,25 @@ const char *memest_mem_category_name(MemestMemCategory c)
     return (int)c >= 0 && c < MEMEST_MEM_COUNT ? cat_names[c] : "?";
 }
 
-static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat);
-static void st_free(Sim *m, int id);
+/* --- the event stream (timeline.h) --- */
 
-static void note_now(Sim *m, int64_t extra);
-
-/* The peak is checked with extra bytes that exist only inside the op; the
- * allocator model sees them as a block made and freed there. */
-static void note(Sim *m, int64_t extra)
+static void emit(Sim *m, MeTlEvent *e)
 {
-    if (extra > 0 && m->alloc) {
-        int t = st_new(m, extra, MEMEST_MEM_TEMPORARY);
-        if (t < 0) return;
-        note_now(m, 0);
-        st_free(m, t);
-        return;
-    }
-    note_now(m, extra);
+    e->phase = (uint8_t)m->phase;
+    e->node = m->node;
+    for (int k = 0; k < m->nsinks; k++)
+        if ((m->sinks[k].kinds & ME_TL_BIT(e->kind)) && m->sinks[k].event(m->sinks[k].opaque, e) < 0) m->failed = true;
 }
 
-static void note_now(Sim *m, int64_t extra)
+static bool heard(const Sim *m, MeTlKind kind) { return (m->heard & ME_TL_BIT(kind)) != 0; }
+
+static MeTlEvent event(MeTlKind kind)
 {
-    int64_t t = m->total + extra;
-    m->out->events++;
-    if (m->series) {
-        if (me_grow(m->series, m->cap_series, *m->n_series + 1, sizeof(MemestSeriesPoint)) < 0) {
-            m->failed = true;
-        } else {
-            MemestSeriesPoint *p = &(*m->series)[(*m->n_series)++];
-            p->node = m->node;
-            p->phase = m->phase;
-            for (int c = 0; c < MEMEST_MEM_COUNT; c++) p->live[c] = (uint64_t)m->live[c];
-            p->live[MEMEST_MEM_TEMPORARY] += (uint64_t)extra;
-        }
-    }
-    if ((uint64_t)t <= m->out->peak) return;
-    m->out->peak = (uint64_t)t;
-    for (int c = 0; c < MEMEST_MEM_COUNT; c++) m->out->at_peak[c] = (uint64_t)m->live[c];
-    m->out->at_peak[MEMEST_MEM_TEMPORARY] += (uint64_t)extra;
-    m->out->peak_node = m->node;
-    m->out->peak_phase = m->phase;
+    return (MeTlEvent){ .kind = (uint8_t)kind, .storage = -1, .value = -1, .input = -1, .accum = -1, .gout = -1 };
 }
 
-static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat)
+/* A storage made for value (its gradient when grad), -1 none. */
+static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool grad)
 {
     if (me_grow_raw(&m->st, &m->cap, m->nst + 1, sizeof(Storage)) < 0) {
         m->failed = true;
@@ -183,21 +190,28 @@ static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat)
     s->bytes = bytes;
     s->cat = (uint8_t)cat;
     s->alive = true;
-    m->live[cat] += bytes;
-    m->total += bytes;
-    if (m->alloc && me_allocator_malloc(m->alloc, m->nst, (uint64_t)bytes) < 0) m->failed = true;
+    MeTlEvent e = event(ME_TL_ALLOC);
+    e.storage = m->nst;
+    e.bytes = bytes;
+    e.cat = (uint8_t)cat;
+    e.value = value;
+    e.grad = grad;
+    emit(m, &e);
     return m->nst++;
 }
+
+static int st_new(Sim *m, int64_t bytes, MemestMemCategory cat) { return st_make(m, bytes, cat, -1, false); }
 
 static void st_free(Sim *m, int id)
 {
     Storage *s = &m->st[id];
     if (!s->alive) return;
     s->alive = false;
-    m->live[s->cat] -= s->bytes;
-    m->total -= s->bytes;
-    m->out->events++;
-    if (m->alloc) me_allocator_release(m->alloc, id);
+    MeTlEvent e = event(ME_TL_FREE);
+    e.storage = id;
+    e.bytes = s->bytes;
+    e.cat = s->cat;
+    emit(m, &e);
 }
 
 static void st_release(Sim *m, int id)
@@ -212,10 +226,71 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
     Storage *s = &m->st[id];
     if (s->persistent || s->cat == cat) return;
     if (s->alive) {
-        m->live[s->cat] -= s->bytes;
-        m->live[cat] += s->bytes;
+        MeTlEvent e = event(ME_TL_RECAT);
+        e.storage = id;
+        e.bytes = s->bytes;
+        e.cat = s->cat;
+        e.to = (uint8_t)cat;
+        emit(m, &e);
     }
     s->cat = (uint8_t)cat;
+}
+
+/* Value v's tensor (its gradient when grad) is storage id from now on. */
+static void bind(Sim *m, int v, int id, bool grad)
+{
+    if (!heard(m, ME_TL_BIND)) return;
+    MeTlEvent e = event(ME_TL_BIND);
+    e.value = v;
+    e.storage = id;
+    e.grad = grad;
+    emit(m, &e);
+}
+
+/* A timeline point, where the peak is checked with extra bytes that exist
+ * only inside the op. On CUDA the allocator sees them as a block made
+ * before and freed after: note_open returns it (-1 none) for the runs in
+ * between, note_close frees it. */
+static int note_open(Sim *m, int64_t extra)
+{
+    int t = -1;
+    if (extra > 0 && m->cuda) {
+        if ((t = st_new(m, extra, MEMEST_MEM_TEMPORARY)) < 0) return -1;
+        extra = 0;
+    }
+    MeTlEvent e = event(ME_TL_NOTE);
+    e.bytes = extra;
+    emit(m, &e);
+    return t;
+}
+
+static void note_close(Sim *m, int t)
+{
+    if (t >= 0) st_free(m, t);
+}
+
+static void note(Sim *m, int64_t extra) { note_close(m, note_open(m, extra)); }
+
+/* Work that runs now, its result in storage (-1 none). */
+static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
+{
+    if (!heard(m, ME_TL_RUN)) return;
+    MeTlEvent e = event(ME_TL_RUN);
+    e.run = (uint8_t)what;
+    e.storage = storage;
+    e.accum = accum;
+    e.gout = gout;
+    emit(m, &e);
+}
+
+/* A note with one run inside it (the run's result in the note's temporary
+ * when storage is -2). */
+static void note_run(Sim *m, int64_t extra, MeTlEvent *r)
+{
+    int t = note_open(m, extra);
+    if (r->storage == -2) r->storage = t;
+    emit(m, r);
+    note_close(m, t);
 }
 
 /* Bytes of a value in this simulation: its element size may differ from
@@ -223,7 +298,7 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
 static int64_t vb(const Sim *m, const MeValue *v)
 {
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
-    int es = m->es ? m->es[v - m->g->v] : me_dtype_size(v->dtype);
+    int es = m->amp.es ? m->amp.es[v - m->g->v] : me_dtype_size(v->dtype);
     return n > 0 ? n * es : 0;
 }
 
@@ -297,13 +372,13 @@ static int64_t temp_forward(const Sim *m, const MeNode *n) { return temp_bytes(m
 /* ZeRO-3 / FSDP gathers a layer's full parameters while it runs */
 static int64_t gathered(const Sim *m, const MeNode *n)
 {
-    if (m->ranks < 2 || m->shard < MEMEST_SHARD_ZERO3) return 0;
+    if (m->dp.ranks < 2 || m->dp.shard < MEMEST_SHARD_ZERO3) return 0;
     int64_t b = 0;
     for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
         if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b += vb(m, &m->g->v[v]);
     }
-    return b - b / m->ranks;
+    return b - b / m->dp.ranks;
 }
 
 static int64_t temp_backward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_bwd); }
@@ -319,14 +394,14 @@ static bool requires_grad_any_out(const Sim *m, const MeNode *n)
  * million nodes would otherwise mean a million small reallocs). */
 static bool save_link(Sim *m, int ni, int id)
 {
-    if (me_grow_raw(&m->links, &m->cap_links, m->nlinks + 1, sizeof(*m->links)) < 0) {
+    if (me_grow_raw(&m->saved.links, &m->saved.cap_links, m->saved.nlinks + 1, sizeof(*m->saved.links)) < 0) {
         m->failed = true;
         return false;
     }
-    m->links[m->nlinks] = (struct SavedLink){ .id = id, .next = -1 };
-    if (m->saved_head[ni] < 0) m->saved_head[ni] = m->nlinks;
-    else m->links[m->saved_tail[ni]].next = m->nlinks;
-    m->saved_tail[ni] = m->nlinks++;
+    m->saved.links[m->saved.nlinks] = (struct SavedLink){ .id = id, .next = -1 };
+    if (m->saved.saved_head[ni] < 0) m->saved.saved_head[ni] = m->saved.nlinks;
+    else m->saved.links[m->saved.saved_tail[ni]].next = m->saved.nlinks;
+    m->saved.saved_tail[ni] = m->saved.nlinks++;
     return true;
 }
 
@@ -341,8 +416,8 @@ static void keep_for_backward(Sim *m, int ni, int vi)
 {
     if (vi < 0 || m->vst[vi] < 0) return;
     int id = m->vst[vi];
-    for (int e = m->saved_head[ni]; e >= 0; e = m->links[e].next)
-        if (m->links[e].id == id) return; /* one storage is kept once */
+    for (int e = m->saved.saved_head[ni]; e >= 0; e = m->saved.links[e].next)
+        if (m->saved.links[e].id == id) return; /* one storage is kept once */
     keep_storage(m, ni, id);
 }
 
@@ -357,14 +432,14 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
             for (int j = 0; j < n->n_in; j++)
                 if (j != i && n->in[j] >= 0 && m->rg[n->in[j]]) other = true;
             if (!other) continue;
-            if (i < 2 && m->mm_copy[i] >= 0) keep_storage(m, ni, m->mm_copy[i]); /* bmm saw the copy */
-            else if (i < 8 && m->cast[i] >= 0) keep_storage(m, ni, m->cast[i]); /* autocast's copy */
+            if (i < 2 && m->layout.mm_copy[i] >= 0) keep_storage(m, ni, m->layout.mm_copy[i]); /* bmm saw the copy */
+            else if (i < 8 && m->amp.cast[i] >= 0) keep_storage(m, ni, m->amp.cast[i]); /* autocast's copy */
             else keep_for_backward(m, ni, n->in[i]);
         }
         break;
     case ME_AG_INPUT:
         if (n->in[0] >= 0 && m->rg[n->in[0]]) {
-            if (m->cast[0] >= 0) keep_storage(m, ni, m->cast[0]);
+            if (m->amp.cast[0] >= 0) keep_storage(m, ni, m->amp.cast[0]);
             else keep_for_backward(m, ni, n->in[0]);
         }
         break;
@@ -383,7 +458,7 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     int64_t extra = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : (int64_t)me_autograd_extra(&c, train_mode(m));
     /* on a CPU, dropout is not the fused kernel with a bool mask: it
      * multiplies by a float noise tensor, which autograd keeps */
-    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->es[n->in[0]];
+    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->amp.es[n->in[0]];
     if (extra > 0) {
         int id = st_new(m, extra, MEMEST_MEM_SAVED);
         if (id < 0 || !save_link(m, ni, id)) return;
@@ -394,20 +469,20 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
 static void hold_for_segment(Sim *m, int s, int id)
 {
     if (id < 0 || m->st[id].persistent) return;
-    int *nh = me_realloc(m->seg_held[s], sizeof(int) * (size_t)(m->n_seg_held[s] + 1));
+    int *nh = me_realloc(m->ckpt.seg_held[s], sizeof(int) * (size_t)(m->ckpt.n_seg_held[s] + 1));
     if (!nh) { m->failed = true; return; }
-    m->seg_held[s] = nh;
-    nh[m->n_seg_held[s]++] = id;
+    m->ckpt.seg_held[s] = nh;
+    nh[m->ckpt.n_seg_held[s]++] = id;
     m->st[id].holds++;
 }
 
 static void release_segment(Sim *m, int s)
 {
-    for (int k = 0; k < m->n_seg_held[s]; k++) {
-        m->st[m->seg_held[s][k]].holds--;
-        st_release(m, m->seg_held[s][k]);
+    for (int k = 0; k < m->ckpt.n_seg_held[s]; k++) {
+        m->st[m->ckpt.seg_held[s][k]].holds--;
+        st_release(m, m->ckpt.seg_held[s][k]);
     }
-    m->n_seg_held[s] = 0;
+    m->ckpt.n_seg_held[s] = 0;
 }
 
 enum { FUSE_NONE = 0, FUSE_SILU, FUSE_GELU };
@@ -433,23 +508,23 @@ static int plan_fusions(Sim *m)
     if (!cons) return ME_ENOMEM;
     for (int v = 0; v < g->nv; v++) cons[v] = -1;
     for (int i = 0; i < g->nn; i++) {
-        m->absorbed[i] = m->fused_x[i] = m->abs_head[i] = m->abs_next[i] = -1;
-        m->fused_kind[i] = FUSE_NONE;
+        m->fuse.absorbed[i] = m->fuse.fused_x[i] = m->fuse.abs_head[i] = m->fuse.abs_next[i] = -1;
+        m->fuse.fused_kind[i] = FUSE_NONE;
         for (int k = 0; k < g->n[i].n_in; k++) {
             int v = g->n[i].in[k];
             if (v >= 0) cons[v] = cons[v] == -1 ? i : -2;
         }
     }
 #define ONLY(x) ((x) >= 0 && !g->v[(x)].is_output && cons[(x)] >= 0 ? cons[(x)] : -1)
-#define ABSORB(node, into) do { m->absorbed[node] = (into); m->abs_next[node] = m->abs_head[into]; m->abs_head[into] = (node); } while (0)
+#define ABSORB(node, into) do { m->fuse.absorbed[node] = (into); m->fuse.abs_next[node] = m->fuse.abs_head[into]; m->fuse.abs_head[into] = (node); } while (0)
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         if (n->desc == &me_op_sigmoid && n->n_out && n->in[0] >= 0) {
             int x = n->in[0], mul = ONLY(n->out[0]);
             if (is_op(g, mul, &me_op_mul) && g->n[mul].n_in == 2 && (g->n[mul].in[0] == x || g->n[mul].in[1] == x)) {
                 ABSORB(i, mul);
-                m->fused_x[mul] = x;
-                m->fused_kind[mul] = FUSE_SILU;
+                m->fuse.fused_x[mul] = x;
+                m->fuse.fused_kind[mul] = FUSE_SILU;
             }
         } else if (n->desc == &me_op_erf && n->in[0] >= 0) {
             int d = g->v[n->in[0]].producer;
@@ -464,8 +539,8 @@ static int plan_fusions(Sim *m)
             ABSORB(i, fin);
             ABSORB(add, fin);
             if (fin != m1) ABSORB(m1, fin);
-            m->fused_x[fin] = x;
-            m->fused_kind[fin] = FUSE_GELU;
+            m->fuse.fused_x[fin] = x;
+            m->fuse.fused_kind[fin] = FUSE_GELU;
         }
     }
 #undef ONLY
@@ -491,7 +566,7 @@ static void contiguous_strides(const MeShape *s, int64_t *st)
 /* Strides of value v (tmp holds contiguous ones, which are not stored). */
 static const int64_t *strides_of(const Sim *m, int v, int64_t *tmp)
 {
-    if (m->stride_at[v] >= 0) return m->strides[m->stride_at[v]];
+    if (m->layout.stride_at[v] >= 0) return m->layout.strides[m->layout.stride_at[v]];
     contiguous_strides(&m->g->v[v].shape, tmp);
     return tmp;
 }
@@ -503,15 +578,15 @@ static void set_strides(Sim *m, int v, const int64_t *st)
     contiguous_strides(s, c);
     bool contiguous = true;
     for (int i = 0; i < s->rank; i++) contiguous &= st[i] == c[i];
-    if (contiguous) { m->stride_at[v] = -1; return; }
-    if (m->stride_at[v] < 0) {
-        if (me_grow_raw(&m->strides, &m->cap_strides, m->nstrides + 1, sizeof(*m->strides)) < 0) {
+    if (contiguous) { m->layout.stride_at[v] = -1; return; }
+    if (m->layout.stride_at[v] < 0) {
+        if (me_grow_raw(&m->layout.strides, &m->layout.cap_strides, m->layout.nstrides + 1, sizeof(*m->layout.strides)) < 0) {
             m->failed = true;
             return;
         }
-        m->stride_at[v] = m->nstrides++;
+        m->layout.stride_at[v] = m->layout.nstrides++;
     }
-    memcpy(m->strides[m->stride_at[v]], st, sizeof(int64_t) * (size_t)s->rank);
+    memcpy(m->layout.strides[m->layout.stride_at[v]], st, sizeof(int64_t) * (size_t)s->rank);
 }
 
 /* ATen's computeStride: strides for viewing (shape, stride) as nshape, or
@@ -610,36 +685,36 @@ static bool castable(const MeGraph *g, int v)
 static void autocast_node(Sim *m, const MeNode *n)
 {
     MeGraph *g = m->g;
-    for (int i = 0; i < 8; i++) m->cast[i] = -1;
+    for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
     MeAutocast kind = n->desc->autocast;
     int oes = 0;
     if (kind == ME_AC_INPUT) {
-        oes = m->es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
+        oes = m->amp.es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
     } else if (kind == ME_AC_FOLLOW) {
         /* type promotion: the widest float tensor operand wins */
         for (int i = 0; i < n->n_in; i++)
-            if (castable(g, n->in[i]) && m->es[n->in[i]] > oes) oes = m->es[n->in[i]];
+            if (castable(g, n->in[i]) && m->amp.es[n->in[i]] > oes) oes = m->amp.es[n->in[i]];
     } else {
         oes = kind == ME_AC_LOWER ? 2 : 4;
         for (int i = 0; i < n->n_in && i < 8; i++) {
             int v = n->in[i];
-            if (!castable(g, v) || m->es[v] == oes || m->vst[v] < 0) continue;
+            if (!castable(g, v) || m->amp.es[v] == oes || m->vst[v] < 0) continue;
             int64_t bytes = me_shape_numel(&g->v[v].shape) * oes;
             if (g->v[v].kind == ME_V_INIT && oes == 2) {
-                if (m->wcache[v] < 0) {
+                if (m->amp.wcache[v] < 0) {
                     /* the cache keeps the copy until autocast exits */
-                    if ((m->wcache[v] = st_new(m, bytes, MEMEST_MEM_AMP_CACHE)) < 0) return;
-                    m->st[m->wcache[v]].holds = 1;
+                    if ((m->amp.wcache[v] = st_new(m, bytes, MEMEST_MEM_AMP_CACHE)) < 0) return;
+                    m->st[m->amp.wcache[v]].holds = 1;
                 }
-                m->cast[i] = m->wcache[v];
-            } else if ((m->cast[i] = st_new(m, bytes, MEMEST_MEM_ACTIVATIONS)) < 0) {
+                m->amp.cast[i] = m->amp.wcache[v];
+            } else if ((m->amp.cast[i] = st_new(m, bytes, MEMEST_MEM_ACTIVATIONS)) < 0) {
                 return;
             }
         }
     }
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
-        if (v >= 0 && me_dtype_is_float(g->v[v].dtype) && oes) m->es[v] = (uint8_t)oes;
+        if (v >= 0 && me_dtype_is_float(g->v[v].dtype) && oes) m->amp.es[v] = (uint8_t)oes;
     }
 }
 
@@ -652,21 +727,21 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     const MeNode *n = &g->n[ni];
     m->node = ni;
     bool rg = false;
-    int fx = m->fused_x[ni];
+    int fx = m->fuse.fused_x[ni];
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
     if (fx >= 0 && m->rg[fx]) rg = true;
-    int s = m->seg[ni];
+    int s = m->ckpt.seg[ni];
     /* SiLU(inplace=True) without autograd writes into its input when only
      * the fused pieces read it */
-    bool silu_inplace = m->fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
+    bool silu_inplace = m->fuse.fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
                         g->v[fx].n_uses == 2 && !g->v[fx].is_output;
     if (m->s->amp) autocast_node(m, n);
-    else for (int i = 0; i < 8; i++) m->cast[i] = -1;
+    else for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
-        bool leaves = redo && g->v[v].n_uses > m->own_uses[v];
+        bool leaves = redo && g->v[v].n_uses > m->ckpt.own_uses[v];
         m->rg[v] = grad && rg && me_dtype_is_float(g->v[v].dtype);
         bool out = g->v[v].is_output;
         /* extra outputs nobody reads (BatchNorm's running statistics are
@@ -674,27 +749,28 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (k > 0 && !g->v[v].n_uses) continue;
         bool alias = (k == 0 || me_node_is_view(n)) && fx < 0 && aliases_input(m, n);
         if (alias && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
-        if (!alias || !me_node_is_view(n)) m->stride_at[v] = -1;
+        if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
         int id = k == 0 && silu_inplace ? m->vst[fx]
                : alias ? m->vst[n->in[0]]
-               : st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS);
+               : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
         if (id < 0) return;
         m->vst[v] = id;
+        bind(m, v, id, false);
         if (redo) {
-            m->st[id].refs += m->own_uses[v];
+            m->st[id].refs += m->ckpt.own_uses[v];
             if (leaves || out) hold_for_segment(m, s, id);
             continue;
         }
         m->st[id].refs += g->v[v].n_uses - (out ? 1 : 0);
         if (out) m->st[id].holds++;
-        if (m->hold_end[v] > oi) {
+        if (m->hold.hold_end[v] > oi) {
             m->st[id].holds++;
-            m->hold_next[v] = m->hold_head[m->hold_end[v]];
-            m->hold_head[m->hold_end[v]] = v;
+            m->hold.hold_next[v] = m->hold.hold_head[m->hold.hold_end[v]];
+            m->hold.hold_head[m->hold.hold_end[v]] = v;
         }
     }
     MeCostClass cls = n->desc->cls;
-    if (m->alloc && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
+    if (m->cuda && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
         /* cuBLAS takes its workspace from the caching allocator at the first
          * GEMM and keeps it */
         int ws = st_new(m, (int64_t)(m->s->cublas_workspace ? m->s->cublas_workspace : 8519680), MEMEST_MEM_WORKSPACE);
@@ -704,7 +780,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     }
     /* at::matmul folds batched operands to 3-d with reshape(): a copy when
      * their strides do not allow a view */
-    m->mm_copy[0] = m->mm_copy[1] = -1;
+    m->layout.mm_copy[0] = m->layout.mm_copy[1] = -1;
     if ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && g->v[n->in[0]].shape.rank >= 3 && g->v[n->in[1]].shape.rank >= 3) {
         for (int i = 0; i < 2; i++) {
             int v = n->in[i];
@@ -712,7 +788,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
             for (int k = 0; k < xs->rank - 2; k++) f.d[0] *= xs->d[k];
             int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
-            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
+            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->layout.mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
                 return;
         }
     }
@@ -721,17 +797,18 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
         else record_saved(m, ni, n);
     }
+    run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
     for (int i = 0; i < 2; i++)
-        if (m->mm_copy[i] >= 0) st_release(m, m->mm_copy[i]);
+        if (m->layout.mm_copy[i] >= 0) st_release(m, m->layout.mm_copy[i]);
     for (int i = 0; i < 8; i++)
-        if (m->cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->wcache[n->in[i]] != m->cast[i])) st_release(m, m->cast[i]);
+        if (m->amp.cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->amp.wcache[n->in[i]] != m->amp.cast[i])) st_release(m, m->amp.cast[i]);
     /* this node's reads, and those of the pieces fused into it */
-    for (int a = ni; a >= 0; a = a == ni ? m->abs_head[ni] : m->abs_next[a]) {
+    for (int a = ni; a >= 0; a = a == ni ? m->fuse.abs_head[ni] : m->fuse.abs_next[a]) {
         const MeNode *r = &g->n[a];
         for (int i = 0; i < r->n_in; i++) {
             int v = r->in[i];
             if (v < 0 || m->vst[v] < 0) continue;
-            if (redo && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s)) continue; /* held by the segment */
+            if (redo && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s)) continue; /* held by the segment */
             m->st[m->vst[v]].refs--;
             st_release(m, m->vst[v]);
         }
@@ -740,15 +817,15 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
 }
 
-static bool absorbed(const Sim *m, int ni) { return m->absorbed[ni] >= 0; }
+static bool absorbed(const Sim *m, int ni) { return m->fuse.absorbed[ni] >= 0; }
 
 static void drop_autocast_cache(Sim *m)
 {
-    for (int v = 0; m->wcache && v < m->g->nv; v++) {
-        if (m->wcache[v] < 0) continue;
-        m->st[m->wcache[v]].holds--;
-        st_release(m, m->wcache[v]);
-        m->wcache[v] = -1;
+    for (int v = 0; m->amp.wcache && v < m->g->nv; v++) {
+        if (m->amp.wcache[v] < 0) continue;
+        m->st[m->amp.wcache[v]].holds--;
+        st_release(m, m->amp.wcache[v]);
+        m->amp.wcache[v] = -1;
     }
 }
 
@@ -770,37 +847,37 @@ static void forward(Sim *m)
             }
             continue;
         }
-        int s = m->seg[ni];
-        if (s >= 0 && m->seg_first[s] == oi) {
+        int s = m->ckpt.seg[ni];
+        if (s >= 0 && m->ckpt.seg_first[s] == oi) {
             /* checkpoint() keeps the segment's inputs for the recompute */
-            for (int pj = oi; pj <= m->seg_last[s]; pj++) {
+            for (int pj = oi; pj <= m->ckpt.seg_last[s]; pj++) {
                 const MeNode *x = &g->n[g->order[pj]];
                 for (int i = 0; i < x->n_in; i++) {
                     int v = x->in[i];
-                    if (v >= 0 && m->vst[v] >= 0 && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s))
+                    if (v >= 0 && m->vst[v] >= 0 && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s))
                         hold_for_segment(m, s, m->vst[v]);
                 }
             }
         }
         forward_node(m, ni, oi, m->grad && s < 0, false);
-        if (s >= 0 && m->seg_last[s] == oi && m->grad) {
+        if (s >= 0 && m->ckpt.seg_last[s] == oi && m->grad) {
             /* the segment's outputs require grad when one of its inputs does */
             bool any = false;
-            for (int pj = m->seg_first[s]; pj <= oi; pj++) {
+            for (int pj = m->ckpt.seg_first[s]; pj <= oi; pj++) {
                 const MeNode *x = &g->n[g->order[pj]];
                 for (int i = 0; i < x->n_in; i++) {
                     int v = x->in[i];
-                    if (v >= 0 && (g->v[v].producer < 0 || m->seg[g->v[v].producer] != s) && m->rg[v]) any = true;
+                    if (v >= 0 && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s) && m->rg[v]) any = true;
                 }
             }
-            for (int pj = m->seg_first[s]; pj <= oi; pj++) {
+            for (int pj = m->ckpt.seg_first[s]; pj <= oi; pj++) {
                 const MeNode *x = &g->n[g->order[pj]];
                 for (int k = 0; k < x->n_out; k++)
-                    if (x->out[k] >= 0 && g->v[x->out[k]].n_uses > m->own_uses[x->out[k]])
+                    if (x->out[k] >= 0 && g->v[x->out[k]].n_uses > m->ckpt.own_uses[x->out[k]])
                         m->rg[x->out[k]] = any && me_dtype_is_float(g->v[x->out[k]].dtype);
             }
         }
-        for (int v = m->hold_head[oi]; v >= 0; v = m->hold_next[v]) {
+        for (int v = m->hold.hold_head[oi]; v >= 0; v = m->hold.hold_next[v]) {
             m->st[m->vst[v]].holds--;
             st_release(m, m->vst[v]);
         }
@@ -812,8 +889,8 @@ static void forward(Sim *m)
 static void recompute(Sim *m, int s)
 {
     MeGraph *g = m->g;
-    m->seg_redone[s] = true;
-    for (int oi = m->seg_first[s]; oi <= m->seg_last[s] && !m->failed; oi++) {
+    m->ckpt.seg_redone[s] = true;
+    for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
         if (me_node_skipped(g, &g->n[ni]) || absorbed(m, ni)) continue;
         forward_node(m, ni, oi, true, true);
@@ -826,31 +903,49 @@ static void recompute(Sim *m, int s)
 
 /* A second gradient for a tensor that already has one: autograd's
  * InputBuffer (torch 1.13) computes old + new out of place, so old, new and
- * their sum are alive together for a moment; the sum replaces old. */
-static void sum_grads(Sim *m, int vi, int new_id)
+ * their sum are alive together for a moment; the sum replaces old. new_id
+ * is the running node's output gradient passed through for its input
+ * `through`, or (-1) a storage made for vi. */
+static void sum_grads(Sim *m, int vi, int new_id, int through)
 {
     int old = m->vgrad[vi];
     /* the sum has the tensor's size, whatever storage old is a view of
      * (Concat's backward hands out slices of one big gradient) */
-    int sum = st_new(m, vb(m, &m->g->v[vi]), MEMEST_MEM_ACT_GRADS);
+    int sum = st_make(m, vb(m, &m->g->v[vi]), MEMEST_MEM_ACT_GRADS, vi, true);
     if (sum < 0) return;
-    note(m, 0);
+    MeTlEvent r = event(ME_TL_RUN);
+    r.run = ME_TL_RUN_GRAD_SUM;
+    r.storage = sum;
+    r.accum = old;
+    r.gout = new_id;
+    r.value = vi;
+    r.through = through >= 0;
+    r.input = through;
+    note_run(m, 0, &r);
     m->st[sum].holds = 1;
     m->vgrad[vi] = sum;
+    bind(m, vi, sum, true);
     m->st[old].holds--;
     st_release(m, old);
     st_release(m, new_id);
 }
 
-/* Links value vi's gradient to storage id (shared by pass-through ops). */
-static void give_grad(Sim *m, int vi, int id)
+/* Links value vi's gradient to storage id, the gradient of the running
+ * node's output passed through for its input i. */
+static void give_grad(Sim *m, int vi, int id, int i)
 {
     if (m->vgrad[vi] < 0) {
         m->vgrad[vi] = id;
         m->st[id].holds++;
+        MeTlEvent e = event(ME_TL_BIND);
+        e.value = vi;
+        e.storage = id;
+        e.grad = e.through = true;
+        e.input = i;
+        emit(m, &e);
         return;
     }
-    sum_grads(m, vi, id);
+    sum_grads(m, vi, id, i);
 }
 
 bool me_passes_grad_through(const MeGraph *g, const MeNode *n, int i, bool train)
@@ -882,8 +977,8 @@ static void backward(Sim *m, int *param_grad_st)
         const MeNode *n = &g->n[ni];
         m->node = ni;
         if (me_node_skipped(g, n) || absorbed(m, ni)) continue;
-        int s = m->seg[ni];
-        if (s >= 0 && !m->seg_redone[s]) {
+        int s = m->ckpt.seg[ni];
+        if (s >= 0 && !m->ckpt.seg_redone[s]) {
             recompute(m, s);
             m->node = ni;
         }
@@ -893,7 +988,7 @@ static void backward(Sim *m, int *param_grad_st)
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
             int64_t tmp = temp_backward(m, n) + gathered(m, n);
-            int fx = m->fused_x[ni];
+            int fx = m->fuse.fused_x[ni];
             int n_in = fx >= 0 ? 1 : n->n_in;
             for (int i = 0; i < n_in; i++) {
                 int v = fx >= 0 ? fx : n->in[i];
@@ -901,36 +996,48 @@ static void backward(Sim *m, int *param_grad_st)
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v]) continue;
                 const MeValue *val = &g->v[v];
+                /* input i's gradient computed (fused: the whole op's input) */
+                MeTlEvent r = event(ME_TL_RUN);
+                r.run = ME_TL_RUN_BACKWARD;
+                r.input = fx >= 0 ? -1 : i;
+                r.value = v;
+                r.gout = gout;
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
                         int64_t gb = vb(m, val);
-                        if (m->ranks > 1 && m->shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->ranks - 1) / m->ranks; /* reduce-scattered */
-                        int id = st_new(m, gb, MEMEST_MEM_GRADIENTS);
+                        if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
+                        int id = st_make(m, gb, MEMEST_MEM_GRADIENTS, v, true);
                         if (id < 0) return;
                         m->st[id].persistent = true;
                         param_grad_st[v] = id;
-                        note(m, tmp);
+                        r.storage = id;
+                        note_run(m, tmp, &r);
                     } else {
                         /* a shared (tied) parameter: its gradients meet in
-                         * the InputBuffer as old + new before .grad */
+                         * the InputBuffer as old + new before .grad: made in
+                         * the first temporary, added into .grad */
                         int64_t gb = m->st[param_grad_st[v]].bytes;
-                        note(m, tmp + gb);
+                        r.storage = -2;
+                        r.accum = param_grad_st[v];
+                        note_run(m, tmp + gb, &r);
                         note(m, 2 * gb);
                     }
                     continue;
                 }
                 if (gout >= 0 && fx < 0 && me_passes_grad_through(g, n, i, train_mode(m))) {
-                    give_grad(m, v, gout);
+                    give_grad(m, v, gout, i);
                     continue;
                 }
-                int id = st_new(m, vb(m, val), MEMEST_MEM_ACT_GRADS);
+                int id = st_make(m, vb(m, val), MEMEST_MEM_ACT_GRADS, v, true);
                 if (id < 0) return;
-                note(m, tmp);
+                r.storage = id;
+                note_run(m, tmp, &r);
                 if (m->vgrad[v] >= 0) {
-                    sum_grads(m, v, id);
+                    sum_grads(m, v, id, -1);
                 } else {
                     m->vgrad[v] = id;
                     m->st[id].holds = 1;
+                    bind(m, v, id, true);
                 }
             }
         }
@@ -942,13 +1049,13 @@ static void backward(Sim *m, int *param_grad_st)
             m->st[id].holds--;
             st_release(m, id);
         }
-        for (int e = m->saved_head[ni]; e >= 0; e = m->links[e].next) {
-            int id = m->links[e].id;
+        for (int e = m->saved.saved_head[ni]; e >= 0; e = m->saved.links[e].next) {
+            int id = m->saved.links[e].id;
             m->st[id].holds--;
             st_release(m, id);
         }
-        m->saved_head[ni] = -1;
-        if (s >= 0 && m->seg_first[s] == oi) release_segment(m, s);
+        m->saved.saved_head[ni] = -1;
+        if (s >= 0 && m->ckpt.seg_first[s] == oi) release_segment(m, s);
     }
 }
 
@@ -958,7 +1065,7 @@ static void backward(Sim *m, int *param_grad_st)
 static int plan_segments(Sim *m)
 {
     MeGraph *g = m->g;
-    for (int i = 0; i < g->nn; i++) m->seg[i] = -1;
+    for (int i = 0; i < g->nn; i++) m->ckpt.seg[i] = -1;
     int *rt = me_malloc(sizeof(int) * (size_t)(g->nn + 1)); /* runtime index → order position */
     int *ri = me_malloc(sizeof(int) * (size_t)(g->nn + 1)); /* node → runtime index */
     int *cross = me_calloc((size_t)g->nn + 2, sizeof(int));
@@ -978,20 +1085,20 @@ static int plan_segments(Sim *m)
             if (p < 0 || ri[p] < 0) continue;
             int last = g->v[v].is_output ? n : ri[p];
             cross[ri[p] + 1]++;
-            m->own_uses[v] = last; /* reused below as scratch: last reader */
+            m->ckpt.own_uses[v] = last; /* reused below as scratch: last reader */
         }
         for (int i = 0; i < g->nn; i++) {
             const MeNode *x = &g->n[i];
             if (ri[i] < 0) continue;
             for (int k = 0; k < x->n_in; k++) {
                 int v = x->in[k];
-                if (v >= 0 && g->v[v].producer >= 0 && ri[g->v[v].producer] >= 0 && ri[i] > m->own_uses[v]) m->own_uses[v] = ri[i];
+                if (v >= 0 && g->v[v].producer >= 0 && ri[g->v[v].producer] >= 0 && ri[i] > m->ckpt.own_uses[v]) m->ckpt.own_uses[v] = ri[i];
             }
         }
         for (int v = 0; v < g->nv; v++) {
             int p = g->v[v].producer;
             if (p < 0 || ri[p] < 0) continue;
-            cross[m->own_uses[v] + 1]--;
+            cross[m->ckpt.own_uses[v] + 1]--;
         }
         for (int p = 1; p <= n; p++) cross[p] += cross[p - 1];
         if (want == -1) {
@@ -1017,10 +1124,10 @@ static int plan_segments(Sim *m)
         /* the last segment runs normally */
         int start = 0;
         for (int k = 0; k < nc; k++) {
-            for (int r = start; r < cuts[k]; r++) m->seg[g->order[rt[r]]] = m->nseg;
-            m->seg_first[m->nseg] = rt[start];
-            m->seg_last[m->nseg] = rt[cuts[k] - 1];
-            m->nseg++;
+            for (int r = start; r < cuts[k]; r++) m->ckpt.seg[g->order[rt[r]]] = m->ckpt.nseg;
+            m->ckpt.seg_first[m->ckpt.nseg] = rt[start];
+            m->ckpt.seg_last[m->ckpt.nseg] = rt[cuts[k] - 1];
+            m->ckpt.nseg++;
             start = cuts[k];
         }
     } else if (m->s->checkpoint == 0) {
@@ -1029,23 +1136,23 @@ static int plan_segments(Sim *m)
             int ni = g->order[rt[r]];
             if (!(g->n[ni].flags & ME_N_CHECKPOINT)) continue;
             bool cont = r > 0 && (g->n[g->order[rt[r - 1]]].flags & ME_N_CHECKPOINT);
-            if (!cont) m->seg_first[m->nseg++] = rt[r];
-            m->seg[ni] = m->nseg - 1;
-            m->seg_last[m->nseg - 1] = rt[r];
+            if (!cont) m->ckpt.seg_first[m->ckpt.nseg++] = rt[r];
+            m->ckpt.seg[ni] = m->ckpt.nseg - 1;
+            m->ckpt.seg_last[m->ckpt.nseg - 1] = rt[r];
         }
     }
 count:
     /* readers inside the producer's own segment */
-    for (int v = 0; v < g->nv; v++) m->own_uses[v] = 0;
+    for (int v = 0; v < g->nv; v++) m->ckpt.own_uses[v] = 0;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *x = &g->n[i];
-        if (m->seg[i] < 0) continue;
+        if (m->ckpt.seg[i] < 0) continue;
         for (int k = 0; k < x->n_in; k++) {
             int v = x->in[k];
-            if (v >= 0 && g->v[v].producer >= 0 && m->seg[g->v[v].producer] == m->seg[i]) m->own_uses[v]++;
+            if (v >= 0 && g->v[v].producer >= 0 && m->ckpt.seg[g->v[v].producer] == m->ckpt.seg[i]) m->ckpt.own_uses[v]++;
         }
     }
-    m->out->segments = m->nseg;
+    m->out->segments = m->ckpt.nseg;
 end:
     me_free(rt);
     me_free(ri);
@@ -1066,6 +1173,8 @@ static int state_factor(MemestOptimizer o)
 }
 
 static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot);
+static int run_step_events(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot,
+                           const MeTlSink *extra);
 
 /* The graph does not change between steps: the holds are worked out once. */
 static int ensure_holds(MemestModel *model)
@@ -1085,17 +1194,33 @@ int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemor
     return simulate(model, s, out, err, errlen, -1);
 }
 
+int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, const MeTlSink *sink, MemestMemory *out, char *err,
+                         size_t errlen)
+{
+    return run_step_events(model, s, out, err, errlen, -1, sink);
+}
+
 static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot)
+{
+    return run_step_events(model, s, out, err, errlen, series_slot, NULL);
+}
+
+/* The step, told to the statistics (out, and the series of series_slot
+ * when >= 0), on CUDA the caching-allocator model, and extra when given. */
+static int run_step_events(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot,
+                           const MeTlSink *extra)
 {
     MeGraph *g = &model->g;
     Sim m = { .g = g, .s = s, .out = out };
     bool *frozen_w = NULL;
     uint8_t *es = NULL;
+    MeAllocator *alloc = NULL;
+    MeTlStats stats = { .out = out };
     if (series_slot >= 0) {
         model->n_series[series_slot] = 0;
-        m.series = &model->series[series_slot];
-        m.n_series = &model->n_series[series_slot];
-        m.cap_series = &model->cap_series[series_slot];
+        stats.series = &model->series[series_slot];
+        stats.n_series = &model->n_series[series_slot];
+        stats.cap_series = &model->cap_series[series_slot];
     }
     memset(out, 0, sizeof(*out));
     out->peak_node = -1;
@@ -1111,61 +1236,69 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
             return ME_EUNSUPPORTED;
         }
     m.grad = s->mode != MEMEST_RUN_INFER;
-    m.ranks = s->gpus > 1 ? s->gpus : 1;
-    m.shard = s->shard;
-    if (s->runtime == MEMEST_RUNTIME_CUDA && me_allocator_new(&m.alloc) < 0) return ME_ENOMEM;
+    m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
+    m.dp.shard = s->shard;
+    m.cuda = s->runtime == MEMEST_RUNTIME_CUDA;
+    if (m.cuda && me_allocator_new(&alloc) < 0) return ME_ENOMEM;
+    m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = me_tl_stats_event, .kinds = ME_TL_STATS_KINDS };
+    if (alloc) m.sinks[m.nsinks++] = (MeTlSink){ .opaque = alloc, .event = me_allocator_event, .kinds = ME_ALLOCATOR_KINDS };
+    if (extra) m.sinks[m.nsinks++] = *extra;
+    for (int k = 0; k < m.nsinks; k++) {
+        if (!m.sinks[k].kinds) m.sinks[k].kinds = ~0u;
+        m.heard |= m.sinks[k].kinds;
+    }
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
-    m.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.saved.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.saved.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int *pgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    m.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    m.hold_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg_first = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg_last = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.seg_redone = me_calloc((size_t)g->nn + 1, sizeof(bool));
-    m.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
-    m.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
-    m.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
-    m.stride_at = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    m.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.hold.hold_next = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.hold.hold_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg_first = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg_last = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.ckpt.seg_redone = me_calloc((size_t)g->nn + 1, sizeof(bool));
+    m.ckpt.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
+    m.ckpt.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
+    m.ckpt.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
+    m.layout.stride_at = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.amp.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     es = me_malloc((size_t)g->nv + 1);
-    m.mm_copy[0] = m.mm_copy[1] = -1;
-    m.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.fused_kind = me_malloc((size_t)g->nn + 1);
-    m.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.layout.mm_copy[0] = m.layout.mm_copy[1] = -1;
+    m.fuse.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fuse.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fuse.fused_kind = me_malloc((size_t)g->nn + 1);
+    m.fuse.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m.fuse.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int rc = 0;
-    if (!m.absorbed || !m.fused_x || !m.fused_kind || !m.abs_head || !m.abs_next || !m.stride_at || !m.wcache || !es) {
+    if (!m.fuse.absorbed || !m.fuse.fused_x || !m.fuse.fused_kind || !m.fuse.abs_head || !m.fuse.abs_next || !m.layout.stride_at || !m.amp.wcache || !es) {
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.seg || !m.seg_first || !m.seg_last || !m.seg_redone || !m.seg_held || !m.n_seg_held || !m.own_uses) {
+    if (!m.ckpt.seg || !m.ckpt.seg_first || !m.ckpt.seg_last || !m.ckpt.seg_redone || !m.ckpt.seg_held || !m.ckpt.n_seg_held || !m.ckpt.own_uses) {
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.vst || !m.vgrad || !m.rg || !m.saved_head || !m.saved_tail || !pgrad || !m.hold_next || !m.hold_head) {
+    if (!m.vst || !m.vgrad || !m.rg || !m.saved.saved_head || !m.saved.saved_tail || !pgrad || !m.hold.hold_next || !m.hold.hold_head) {
         rc = ME_ENOMEM;
         goto end;
     }
     for (int i = 0; i < g->nv; i++) {
         m.vst[i] = m.vgrad[i] = -1;
         pgrad[i] = -1;
-        m.stride_at[i] = -1;
-        m.wcache[i] = -1;
+        m.layout.stride_at[i] = -1;
+        m.amp.wcache[i] = -1;
         es[i] = (uint8_t)me_dtype_size(g->v[i].dtype);
     }
-    m.es = es;
-    for (int i = 0; i <= g->nn; i++) m.hold_head[i] = m.saved_head[i] = -1;
+    m.amp.es = es;
+    for (int i = 0; i <= g->nn; i++) m.hold.hold_head[i] = m.saved.saved_head[i] = -1;
     if ((rc = ensure_holds(model)) < 0) goto end;
-    m.hold_end = model->hold_end; /* read only: shared by the two steps */
+    m.hold.hold_end = model->hold_end; /* read only: shared by the two steps */
     if ((rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
     if (s->mode != MEMEST_RUN_TRAIN)
-        for (int i = 0; i < g->nn; i++) m.seg[i] = -1;
+        for (int i = 0; i < g->nn; i++) m.ckpt.seg[i] = -1;
 
     /* Alive before the step: weights, inputs, and state from an earlier step.
      * A weight is frozen when a frozen layer reads it (one pass over the edges). */
@@ -1180,11 +1313,12 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
             int64_t wb = vb(&m, v);
-            if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.ranks - 1) / m.ranks;
-            int id = st_new(&m, wb, MEMEST_MEM_WEIGHTS);
+            if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.dp.ranks - 1) / m.dp.ranks;
+            int id = st_make(&m, wb, MEMEST_MEM_WEIGHTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
+            bind(&m, i, id, false);
             m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen_w[i];
             if (m.rg[i]) {
                 param_bytes += vb(&m, v);
@@ -1192,25 +1326,24 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
                 if (vb(&m, v) > max_param) max_param = vb(&m, v);
             }
         } else if (v->kind == ME_V_INPUT) {
-            int id = st_new(&m, vb(&m, v), MEMEST_MEM_INPUTS);
+            int id = st_make(&m, vb(&m, v), MEMEST_MEM_INPUTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
             m.vst[i] = id;
+            bind(&m, i, id, false);
             m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);
         }
     }
     bool train = s->mode == MEMEST_RUN_TRAIN;
-    int factor = train ? state_factor(s->optimizer) : 0;
+    int factor = train ? state_factor(s->optimizer) : 0, opt_state = -1;
     /* Adam keeps a float32 step counter per tensor too */
     int64_t opt_bytes = param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0);
-    if (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.ranks - 1) / m.ranks;
+    if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.dp.ranks - 1) / m.dp.ranks;
     if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
-        int id = st_new(&m, opt_bytes,
-                        MEMEST_MEM_OPTIMIZER);
-        if (id < 0) { rc = ME_ENOMEM; goto end; }
-        m.st[id].persistent = true;
+        if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
+        m.st[opt_state].persistent = true;
     }
-    out->baseline = (uint64_t)m.total;
+    out->baseline = (uint64_t)stats.total;
     note(&m, 0);
 
     forward(&m);
@@ -1232,24 +1365,31 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
             /* no loss op */
         } else if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
             logsm = st_new(&m, ob32, MEMEST_MEM_SAVED);
-            note(&m, ob32 != ob ? ob32 : 0);
+            MeTlEvent r = event(ME_TL_RUN);
+            r.run = ME_TL_RUN_LOSS;
+            r.storage = logsm;
+            note_run(&m, ob32 != ob ? ob32 : 0, &r);
         } else {
             note(&m, ob);
         }
         if (m.rg[ov] && scalar) {
-            int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* ones_like(loss) */
+            int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* ones_like(loss) */
             if (g2 < 0) { rc = ME_ENOMEM; goto end; }
+            run(&m, ME_TL_RUN_SEED_GRAD, g2, -1, -1);
             m.vgrad[ov] = g2;
+            bind(&m, ov, g2, true);
             m.st[g2].holds = 1;
             backward(&m, pgrad);
         } else if (m.rg[ov]) {
             int g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
-            int g2 = st_new(&m, ob, MEMEST_MEM_ACT_GRADS); /* gradient of the model output */
+            int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* gradient of the model output */
             if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
-            note(&m, 0);
+            note_run(&m, 0, &(MeTlEvent){ .kind = ME_TL_RUN, .run = ME_TL_RUN_LOSS_GRAD, .storage = g1, .value = -1, .input = -1,
+                                         .accum = g2, .gout = logsm });
             st_free(&m, g1);
             if (logsm >= 0) st_free(&m, logsm);
             m.vgrad[ov] = g2;
+            bind(&m, ov, g2, true);
             m.st[g2].holds = 1;
             backward(&m, pgrad);
         } else if (logsm >= 0) {
@@ -1258,18 +1398,29 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
         m.phase = MEMEST_PHASE_OPTIMIZER;
         m.node = -1;
         if (factor && s->step < 2 && s->optimizer != MEMEST_OPT_ADAGRAD) {
-            int id = st_new(&m, opt_bytes,
-                            MEMEST_MEM_OPTIMIZER);
-            if (id < 0) { rc = ME_ENOMEM; goto end; }
-            m.st[id].persistent = true;
+            if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
+            m.st[opt_state].persistent = true;
         }
         /* the update's temporaries, one parameter at a time (PyTorch's
          * single-tensor path): Adam's sqrt(exp_avg_sq) / bias_correction,
          * Adagrad's and RMSprop's sqrt */
         int temps = s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 2
                   : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
-        /* the update runs on this rank's shard of the state */
-        note(&m, temps * (m.ranks > 1 && m.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.ranks - 1) / m.ranks : max_param));
+        /* the update runs on this rank's shard of the state, one
+         * parameter with a gradient after the other */
+        int t = note_open(&m, temps * (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.dp.ranks - 1) / m.dp.ranks : max_param));
+        for (int i = 0, k = 0; heard(&m, ME_TL_RUN) && s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
+            if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
+                MeTlEvent r = event(ME_TL_RUN);
+                r.run = ME_TL_RUN_OPTIMIZER;
+                r.storage = t;
+                r.value = i;
+                r.input = k++;
+                r.accum = pgrad[i];
+                r.gout = opt_state;
+                emit(&m, &r);
+            }
+        note_close(&m, t);
         /* zero_grad(set_to_none=True) unless only backward ran; then the
          * step's locals go, except outputs the caller keeps */
         if (s->optimizer != MEMEST_OPT_NONE)
@@ -1280,10 +1431,10 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
                 if (!m.st[i].persistent) st_free(&m, i);
     }
     if (m.failed) rc = ME_ENOMEM;
-    out->end = (uint64_t)m.total;
+    out->end = (uint64_t)stats.total;
     out->peak_allocated = out->peak;
-    if (m.alloc) {
-        const MeAllocStats *as = me_allocator_stats(m.alloc);
+    if (alloc) {
+        const MeAllocStats *as = me_allocator_stats(alloc);
         out->peak_allocated = as->peak_allocated;
         out->peak_reserved = as->peak_reserved;
         /* lazy module loading (CUDA >= 11.7, default from 12.2): a few
@@ -1296,35 +1447,35 @@ static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMem
                    : out->peak_phase == MEMEST_PHASE_OPTIMIZER ? "(optimizer step)"
                    : out->peak_phase == MEMEST_PHASE_BACKWARD ? "(loss)" : "(before the first op)";
 end:
-    me_free(m.saved_head);
-    me_free(m.saved_tail);
-    me_free(m.links);
+    me_free(m.saved.saved_head);
+    me_free(m.saved.saved_tail);
+    me_free(m.saved.links);
     me_free(m.st);
     me_free(m.vst);
     me_free(m.vgrad);
     me_free(m.rg);
     me_free(pgrad);
-    for (int i = 0; m.seg_held && i < g->nn; i++) me_free(m.seg_held[i]);
-    me_free(m.seg_held);
-    me_free(m.n_seg_held);
-    me_free(m.seg);
-    me_free(m.seg_first);
-    me_free(m.seg_last);
-    me_free(m.seg_redone);
-    me_free(m.own_uses);
-    me_free(m.strides);
-    me_free(m.stride_at);
-    me_free(m.wcache);
+    for (int i = 0; m.ckpt.seg_held && i < g->nn; i++) me_free(m.ckpt.seg_held[i]);
+    me_free(m.ckpt.seg_held);
+    me_free(m.ckpt.n_seg_held);
+    me_free(m.ckpt.seg);
+    me_free(m.ckpt.seg_first);
+    me_free(m.ckpt.seg_last);
+    me_free(m.ckpt.seg_redone);
+    me_free(m.ckpt.own_uses);
+    me_free(m.layout.strides);
+    me_free(m.layout.stride_at);
+    me_free(m.amp.wcache);
     me_free(es);
     me_free(frozen_w);
-    me_free(m.absorbed);
-    me_free(m.fused_x);
-    me_free(m.fused_kind);
-    me_free(m.abs_head);
-    me_free(m.abs_next);
-    me_allocator_free(m.alloc);
-    me_free(m.hold_next);
-    me_free(m.hold_head);
+    me_free(m.fuse.absorbed);
+    me_free(m.fuse.fused_x);
+    me_free(m.fuse.fused_kind);
+    me_free(m.fuse.abs_head);
+    me_free(m.fuse.abs_next);
+    me_allocator_free(alloc);
+    me_free(m.hold.hold_next);
+    me_free(m.hold.hold_head);
     if (rc == ME_ENOMEM && err && errlen) snprintf(err, errlen, "out of memory");
     return rc;
 }

@@ -42,7 +42,7 @@ static bool measured_live(const MePlan *p, const MeStepMeasure *s, int ni, Memes
     int k = 0;
     for (int i = 0; i < p->n_sim; i++) {
         const MePlanEvent *e = &p->ev[i];
-        if (e->kind != ME_EV_NOTE) continue;
+        if (e->kind != ME_TL_NOTE) continue;
         if (e->node == ni && e->phase == ph && k < s->n_notes) {
             if (!any || (double)s->note_live[k] > *out) *out = (double)s->note_live[k];
             any = true;
@@ -55,7 +55,7 @@ static bool measured_live(const MePlan *p, const MeStepMeasure *s, int ni, Memes
 static bool has_run(const MePlan *p, int ni, int run)
 {
     for (int i = 0; i < p->n_sim; i++)
-        if (p->ev[i].kind == ME_EV_RUN && p->ev[i].node == ni && p->ev[i].run == run) return true;
+        if (p->ev[i].kind == ME_TL_RUN && p->ev[i].node == ni && p->ev[i].run == run) return true;
     return false;
 }
 
@@ -121,7 +121,7 @@ int me_measure_compose(MemestModel *model, MePlan *const *plans, int n_plans, co
             double pl = 0, ml = 0;
             bool hp = pts && series_live(pts, np, ni, phase, &pl);
             bool hm = k >= 0 && r->step[k].measured && measured_live(p, &r->step[k], ni, phase, &ml);
-            bool run = has_run(p, ni, ph == 0 ? ME_RUN_FORWARD : ME_RUN_BACKWARD) && !(ph == 0 && me_plan_is_alias(p, ni));
+            bool run = has_run(p, ni, ph == 0 ? ME_TL_RUN_FORWARD : ME_TL_RUN_BACKWARD) && !(ph == 0 && me_plan_is_alias(p, ni));
             if (ph == 1 && !run && !hp) continue; /* no backward here */
             l->name = n->module;
             l->op = n->op;

@@ -16,14 +16,10 @@
 #include "gemm.h"
 #include "gpu_internal.h"
 #include "kernels.h"
-
-typedef enum Kind {
-    K_NONE = 0, K_CONV, K_GEMM, K_MATMUL, K_CLIP, K_RELU, K_BN, K_MAXPOOL, K_AVGPOOL, K_ADAPTIVE, K_GLOBAL, K_ADD, K_CONCAT,
-    K_DROPOUT,
-} Kind;
+#include "runnable.h"
 
 typedef struct NodeInfo {
-    Kind kind;
+    MeKernel kind;           /* ME_K_ALIAS: nothing launches */
     int64_t numel;           /* output 0 */
     MeConvShape conv;
     bool asym;               /* pads differ at the two ends: direct kernels only */
@@ -194,15 +190,15 @@ static int node_info(Exec *x, const MePlan *p, int ni, NodeInfo *f)
     const MeGraph *g = p->g;
     const MeNode *n = &g->n[ni];
     memset(f, 0, sizeof(*f));
-    if (me_node_skipped(g, n) || me_plan_is_alias(p, ni)) return 0;
+    if (me_node_skipped(g, n) || me_plan_is_alias(p, ni)) return 0; /* ME_K_ALIAS: nothing runs */
     const MeValue *x0 = &g->v[n->in[0]], *y0 = &g->v[n->out[0]];
     const MeShape *xs = &x0->shape, *ys = &y0->shape;
-    const char *op = n->op;
+    f->kind = me_kernel_of(n);
     f->numel = numel(y0);
-    if (!strcmp(op, "Conv")) {
+    switch (f->kind) {
+    case ME_K_CONV: {
         const MeShape *ws = &g->v[n->in[1]].shape;
         MeConvShape *c = &f->conv;
-        f->kind = K_CONV;
         c->n = xs->d[0], c->c = xs->d[1], c->h = xs->d[2], c->w = xs->d[3];
         c->k = ys->d[1], c->oh = ys->d[2], c->ow = ys->d[3];
         c->kh = ws->d[2], c->kw = ws->d[3];
@@ -216,9 +212,10 @@ static int node_info(Exec *x, const MePlan *p, int ni, NodeInfo *f)
             c->pw = pads->ints[1];
             f->asym = pads->ints[2] != pads->ints[0] || pads->ints[3] != pads->ints[1];
         }
-    } else if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") || !strcmp(op, "AdaptiveAvgPool")) {
+        break;
+    }
+    case ME_K_MAXPOOL: case ME_K_AVGPOOL: case ME_K_ADAPTIVE: {
         MePoolShape *s = &f->pool;
-        f->kind = op[0] == 'M' ? K_MAXPOOL : op[0] == 'A' && op[1] == 'v' ? K_AVGPOOL : K_ADAPTIVE;
         s->n = xs->d[0], s->c = xs->d[1], s->h = xs->d[2], s->w = xs->d[3], s->oh = ys->d[2], s->ow = ys->d[3];
         attr_pair(n, "kernel_shape", &s->kh, &s->kw, 1);
         attr_pair(n, "strides", &s->sh, &s->sw, 1);
@@ -229,16 +226,17 @@ static int node_info(Exec *x, const MePlan *p, int ni, NodeInfo *f)
             s->pw = pads->ints[1];
         }
         s->count_include_pad = (int)me_attr_i(n, "count_include_pad", 0);
-    } else if (!strcmp(op, "GlobalAveragePool")) {
-        f->kind = K_GLOBAL;
+        break;
+    }
+    case ME_K_GLOBAL:
         f->n = xs->d[0] * xs->d[1];
         f->spatial = numel(x0) / (f->n ? f->n : 1);
-    } else if (!strcmp(op, "Relu")) {
-        f->kind = K_RELU;
+        break;
+    case ME_K_RELU:
         f->lo = 0;
         f->hi = INFINITY;
-    } else if (!strcmp(op, "Clip")) {
-        f->kind = K_CLIP;
+        break;
+    case ME_K_CLIP:
         f->lo = (float)me_attr_f(n, "min", -INFINITY);
         f->hi = (float)me_attr_f(n, "max", INFINITY);
         f->lo = const_float(g, n, 1, f->lo);
@@ -246,17 +244,17 @@ static int node_info(Exec *x, const MePlan *p, int ni, NodeInfo *f)
         /* an initializer whose bytes are not at hand: ReLU6, torchvision's only Clip */
         if (n->n_in > 1 && n->in[1] >= 0 && !g->v[n->in[1]].has_val) f->lo = 0;
         if (n->n_in > 2 && n->in[2] >= 0 && !g->v[n->in[2]].has_val) f->hi = 6;
-    } else if (!strcmp(op, "BatchNormalization")) {
-        f->kind = K_BN;
+        break;
+    case ME_K_BN:
         f->n = xs->d[0];
         f->ch = xs->d[1];
         f->spatial = numel(x0) / (f->n * f->ch > 0 ? f->n * f->ch : 1);
         f->eps = (float)me_attr_f(n, "epsilon", 1e-5);
         f->momentum = (float)me_attr_f(n, "momentum", 0.9);
-    } else if (!strcmp(op, "Gemm") || !strcmp(op, "Linear")) {
-        f->kind = K_GEMM;
+        break;
+    case ME_K_GEMM: case ME_K_LINEAR: {
         const MeShape *bs = &g->v[n->in[1]].shape;
-        bool lin = !strcmp(op, "Linear");
+        bool lin = f->kind == ME_K_LINEAR;
         f->ta = lin ? 0 : me_attr_i(n, "transA", 0) != 0;
         f->tb = lin ? 1 : me_attr_i(n, "transB", 0) != 0;
         f->alpha = lin ? 1.0f : (float)me_attr_f(n, "alpha", 1.0);
@@ -270,8 +268,9 @@ static int node_info(Exec *x, const MePlan *p, int ni, NodeInfo *f)
             const MeShape *cs = &g->v[n->in[2]].shape;
             f->crow = !(cs->rank == 2 && cs->d[0] == f->M && f->M != 1);
         }
-    } else if (!strcmp(op, "MatMul")) {
-        f->kind = K_MATMUL;
+        break;
+    }
+    case ME_K_MATMUL: {
         const MeShape *bs = &g->v[n->in[1]].shape;
         f->K = xs->d[xs->rank - 1];
         f->N = bs->d[bs->rank - 1];
@@ -283,19 +282,22 @@ static int node_info(Exec *x, const MePlan *p, int ni, NodeInfo *f)
             f->batch = numel(x0) / (f->M * f->K > 0 ? f->M * f->K : 1);
         }
         f->alpha = 1.0f;
-    } else if (!strcmp(op, "Add")) {
-        f->kind = K_ADD;
-    } else if (!strcmp(op, "Concat")) {
-        f->kind = K_CONCAT;
+        break;
+    }
+    case ME_K_ADD:
+        break;
+    case ME_K_CONCAT: {
         int64_t a = me_attr_i(n, "axis", 1);
         f->axis = (int)(a < 0 ? a + ys->rank : a);
-    } else if (!strcmp(op, "Dropout")) {
-        f->kind = K_DROPOUT;
+        break;
+    }
+    case ME_K_DROPOUT:
         f->p = (float)me_attr_f(n, "ratio", 0.5);
         f->p = const_float(g, n, 1, f->p);
         if (!(f->p >= 0 && f->p < 1)) f->p = 0.5f;
-    } else {
-        FAILF("node '%s': op %s has no kernel here", n->name, op);
+        break;
+    case ME_K_ALIAS: case ME_K_COUNT:
+        FAILF("node '%s': op %s has no kernel here", n->name, n->op);
     }
     return 0;
 }
@@ -480,7 +482,7 @@ static int64_t view_ld(MeView v, int64_t cols)
 static int gemm_forward(Exec *x, int node, const NodeInfo *f, const MeNode *n, float *y)
 {
     const float *a = vptr(x, n->in[0]), *b = vptr(x, n->in[1]);
-    if (f->kind == K_MATMUL)
+    if (f->kind == ME_K_MATMUL)
         return gemm(x, node, 0, 0, f->M, f->N, f->K, 1.0f, a, f->K, b, f->N, 0.0f, y, f->N, f->batch, f->M * f->K,
                     f->batch > 1 ? f->K * f->N : 0, f->M * f->N);
     float beta = 0.0f;
@@ -512,7 +514,7 @@ static int gemm_backward(Exec *x, int node, const NodeInfo *f, const MeNode *n, 
         ld = N;
     }
     int rc;
-    if (f->kind == K_MATMUL) {
+    if (f->kind == ME_K_MATMUL) {
         int64_t sa = M * K, sb = f->batch > 1 ? K * N : 0, sy = M * N;
         if (i == 0) /* dA = dY · Bᵀ */
             rc = gemm(x, node, 0, 1, M, K, N, 1.0f, dy, ld, b, N, 0.0f, dst, K, f->batch, sy, sb, sa);
@@ -546,16 +548,16 @@ static int run_forward(Exec *x, const MePlanEvent *e)
     void *extra = bptr(x, p->extra[node]);
     bool train = p->s.mode == MEMEST_RUN_TRAIN;
     switch (f->kind) {
-    case K_NONE:
+    case ME_K_ALIAS: case ME_K_COUNT:
         return 0;
-    case K_CONV:
+    case ME_K_CONV:
         return conv_forward(x, node, f, in, vptr(x, n->in[1]), n->n_in > 2 ? vptr(x, n->in[2]) : NULL, y);
-    case K_GEMM: case K_MATMUL:
+    case ME_K_GEMM: case ME_K_LINEAR: case ME_K_MATMUL:
         return gemm_forward(x, node, f, n, y);
-    case K_RELU: case K_CLIP:
+    case ME_K_RELU: case ME_K_CLIP:
         CK(me_k_clip_fwd(in, f->lo, f->hi, y, f->numel, x->st));
         return 0;
-    case K_BN: {
+    case ME_K_BN: {
         const float *gam = vptr(x, n->in[1]), *bet = vptr(x, n->in[2]);
         float *rm = vptr(x, n->in[3]), *rv = vptr(x, n->in[4]);
         if (!train) {
@@ -568,22 +570,22 @@ static int run_forward(Exec *x, const MePlanEvent *e)
         CK(me_k_bn_running(rm, rv, mean, invstd, f->momentum, f->eps, f->n * f->spatial, f->ch, x->st));
         return 0;
     }
-    case K_MAXPOOL:
+    case ME_K_MAXPOOL:
         CK(me_k_maxpool_fwd(&f->pool, in, y, (int64_t *)extra, x->st));
         return 0;
-    case K_AVGPOOL:
+    case ME_K_AVGPOOL:
         CK(me_k_avgpool_fwd(&f->pool, in, y, x->st));
         return 0;
-    case K_ADAPTIVE:
+    case ME_K_ADAPTIVE:
         CK(me_k_adaptive_fwd(&f->pool, in, y, x->st));
         return 0;
-    case K_GLOBAL:
+    case ME_K_GLOBAL:
         CK(me_k_global_avg_fwd(in, f->n, f->spatial, y, x->st));
         return 0;
-    case K_ADD:
+    case ME_K_ADD:
         CK(me_k_add(in, vptr(x, n->in[1]), y, f->numel, x->st));
         return 0;
-    case K_CONCAT: {
+    case ME_K_CONCAT: {
         const MeShape *ys = &p->g->v[n->out[0]].shape;
         int64_t outer = 1, inner = 1, before = 0;
         for (int k = 0; k < f->axis; k++) outer *= ys->d[k];
@@ -597,7 +599,7 @@ static int run_forward(Exec *x, const MePlanEvent *e)
         }
         return 0;
     }
-    case K_DROPOUT:
+    case ME_K_DROPOUT:
         CK(me_k_dropout_fwd(in, (unsigned char *)extra, y, f->p, x->o->seed + (uint64_t)node * 7919u + (uint64_t)x->opt_step, f->numel, x->st));
         return 0;
     }
@@ -619,19 +621,19 @@ static int run_backward(Exec *x, const MePlanEvent *e)
     int rc = 0;
     if (!dst || !g) FAILF("node '%s': backward without its buffers", n->name);
     switch (f->kind) {
-    case K_CONV:
+    case ME_K_CONV:
         rc = conv_backward(x, node, f, i, g, gv, in, vptr(x, n->in[1]), dst);
         break;
-    case K_GEMM: case K_MATMUL:
+    case ME_K_GEMM: case ME_K_LINEAR: case ME_K_MATMUL:
         rc = gemm_backward(x, node, f, n, i, g, gv, dst);
         break;
-    case K_RELU:
+    case ME_K_RELU:
         CK(me_k_clip_bwd(vptr(x, n->out[0]), 0, INFINITY, g, gv, dst, nin, x->st));
         break;
-    case K_CLIP:
+    case ME_K_CLIP:
         CK(me_k_clip_bwd(in, f->lo, f->hi, g, gv, dst, nin, x->st));
         break;
-    case K_BN: {
+    case ME_K_BN: {
         if (!extra) FAILF("node '%s': batch statistics were not kept", n->name);
         const float *mean = extra, *invstd = mean + f->ch;
         float *sdy = x->scr, *sdyx = x->scr + f->ch;
@@ -644,20 +646,20 @@ static int run_backward(Exec *x, const MePlanEvent *e)
         else if (i == 2) CK(cudaMemcpyAsync(dst, sdy, sizeof(float) * (size_t)f->ch, cudaMemcpyDeviceToDevice, x->st));
         break;
     }
-    case K_MAXPOOL:
+    case ME_K_MAXPOOL:
         if (!extra) FAILF("node '%s': max-pool indices were not kept", n->name);
         CK(me_k_maxpool_bwd(&f->pool, (const int64_t *)extra, g, gv, dst, x->st));
         break;
-    case K_AVGPOOL:
+    case ME_K_AVGPOOL:
         CK(me_k_avgpool_bwd(&f->pool, g, gv, dst, x->st));
         break;
-    case K_ADAPTIVE:
+    case ME_K_ADAPTIVE:
         CK(me_k_adaptive_bwd(&f->pool, g, gv, dst, x->st));
         break;
-    case K_GLOBAL:
+    case ME_K_GLOBAL:
         CK(me_k_global_avg_bwd(g, gv, f->n, f->spatial, dst, x->st));
         break;
-    case K_DROPOUT:
+    case ME_K_DROPOUT:
         if (!extra) FAILF("node '%s': the dropout mask was not kept", n->name);
         CK(me_k_dropout_bwd((const unsigned char *)extra, f->p, g, gv, dst, nin, x->st));
         break;
@@ -670,33 +672,29 @@ static int run_backward(Exec *x, const MePlanEvent *e)
     return 0;
 }
 
+/* one parameter's update; its moments lie at aview.off (elements) in the
+ * state, Adam's second one a parameter block further */
 static int run_optimizer(Exec *x, const MePlanEvent *e)
 {
     const MePlan *p = x->plans[x->cur];
-    int node = -1;
-    (void)e;
-    x->opt_step++;
-    char *state = bptr(x, p->opt_state);
-    uint64_t off = 0;
-    for (int k = 0; k < p->n_params; k++) {
-        int v = p->params[k];
-        float *w = vptr(x, v), *gr = (float *)bptr(x, p->pgrad[v]);
-        int64_t cnt = numel(&p->g->v[v]);
-        uint64_t bytes = (uint64_t)cnt * 4;
-        if (!gr) continue; /* no gradient reached it */
-        switch (p->s.optimizer) {
-        case MEMEST_OPT_MOMENTUM:
-            CK(me_k_momentum(w, gr, (float *)(state + off), x->o->lr, 0.9f, x->opt_step == 1, cnt, x->st));
-            break;
-        case MEMEST_OPT_ADAM: case MEMEST_OPT_ADAMW:
-            CK(me_k_adam(w, gr, (float *)(state + off), (float *)(state + p->param_bytes + off), x->o->lr, 0.9f, 0.999f, 1e-8f,
-                         p->s.optimizer == MEMEST_OPT_ADAMW ? 0.01f : 0.0f, x->opt_step, cnt, x->st));
-            break;
-        default:
-            CK(me_k_sgd(w, gr, x->o->lr, cnt, x->st));
-            break;
-        }
-        off += bytes;
+    int node = -1, v = e->value;
+    if (e->input == 0) x->opt_step++;
+    char *state = bptr(x, e->gout);
+    uint64_t off = (uint64_t)e->aview.off * 4;
+    float *w = vptr(x, v), *gr = (float *)bptr(x, e->accum);
+    int64_t cnt = numel(&p->g->v[v]);
+    if (!w || !gr) FAILF("the update of a parameter without its buffers");
+    switch (p->s.optimizer) {
+    case MEMEST_OPT_MOMENTUM:
+        CK(me_k_momentum(w, gr, (float *)(state + off), x->o->lr, 0.9f, x->opt_step == 1, cnt, x->st));
+        break;
+    case MEMEST_OPT_ADAM: case MEMEST_OPT_ADAMW:
+        CK(me_k_adam(w, gr, (float *)(state + off), (float *)(state + p->param_bytes + off), x->o->lr, 0.9f, 0.999f, 1e-8f,
+                     p->s.optimizer == MEMEST_OPT_ADAMW ? 0.01f : 0.0f, x->opt_step, cnt, x->st));
+        break;
+    default:
+        CK(me_k_sgd(w, gr, x->o->lr, cnt, x->st));
+        break;
     }
     return 0;
 }
@@ -706,27 +704,27 @@ static int run_event(Exec *x, const MePlanEvent *e)
     const MePlan *p = x->plans[x->cur];
     int node = e->node;
     switch (e->run) {
-    case ME_RUN_FORWARD:
+    case ME_TL_RUN_FORWARD:
         return run_forward(x, e);
-    case ME_RUN_BACKWARD:
+    case ME_TL_RUN_BACKWARD:
         return run_backward(x, e);
-    case ME_RUN_GRAD_SUM: {
+    case ME_TL_RUN_GRAD_SUM: {
         int64_t cnt = p->buf[e->buf].bytes / 4;
         float *dst = bptr(x, e->buf);
         CK(me_k_copy_view(dst, bptr(x, e->accum), e->aview, cnt, x->st));
         CK(me_k_accumulate(dst, CONTIG, bptr(x, e->gout), e->gview, cnt, x->st));
         return 0;
     }
-    case ME_RUN_LOSS: case ME_RUN_LOSS_GRAD: case ME_RUN_SEED_GRAD: {
+    case ME_TL_RUN_LOSS: case ME_TL_RUN_LOSS_GRAD: case ME_TL_RUN_SEED_GRAD: {
         const MeShape *os = &p->g->v[p->g->outputs[0]].shape;
         int64_t cols = os->rank ? os->d[os->rank - 1] : 1, rows = me_shape_numel(os) / (cols ? cols : 1);
-        if (e->run == ME_RUN_LOSS) CK(me_k_log_softmax(vptr(x, p->g->outputs[0]), bptr(x, e->buf), rows, cols, x->st));
-        else if (e->run == ME_RUN_LOSS_GRAD)
+        if (e->run == ME_TL_RUN_LOSS) CK(me_k_log_softmax(vptr(x, p->g->outputs[0]), bptr(x, e->buf), rows, cols, x->st));
+        else if (e->run == ME_TL_RUN_LOSS_GRAD)
             CK(me_k_ce_grad(bptr(x, e->gout), bptr(x, e->buf), bptr(x, e->accum), rows, cols, x->o->seed, x->st));
         else CK(me_k_fill(bptr(x, e->buf), rows * cols, 0, 1.0f, 1.0f, x->st));
         return 0;
     }
-    case ME_RUN_OPTIMIZER:
+    case ME_TL_RUN_OPTIMIZER:
         return run_optimizer(x, e);
     default:
         return 0;
@@ -752,7 +750,7 @@ static int init_value(Exec *x, int buf)
     /* BatchNorm: scale near 1, variance positive */
     for (int k = 0; k < p->g->nn; k++) {
         const MeNode *n = &p->g->n[k];
-        if (strcmp(n->op, "BatchNormalization")) continue;
+        if (me_kernel_of(n) != ME_K_BN) continue;
         if (n->n_in > 1 && n->in[1] == v) lo = 0.9f, hi = 1.1f;
         if (n->n_in > 4 && n->in[4] == v) lo = 0.9f, hi = 1.1f;
     }
@@ -802,9 +800,9 @@ static int prepare(Exec *x, const MePlanEvent *e)
 {
 #ifdef ME_HAVE_CUDNN
     int node = e->node;
-    if (node < 0 || x->ni[node].kind != K_CONV || (e->run != ME_RUN_FORWARD && e->run != ME_RUN_BACKWARD)) return 0;
+    if (node < 0 || x->ni[node].kind != ME_K_CONV || (e->run != ME_TL_RUN_FORWARD && e->run != ME_TL_RUN_BACKWARD)) return 0;
     NodeInfo *f = &x->ni[node];
-    bool bwd = e->run == ME_RUN_BACKWARD;
+    bool bwd = e->run == ME_TL_RUN_BACKWARD;
     if (bwd && e->input == 2) return 0;
     if (!dnn_setup(x, f, node, bwd)) return 0;
     size_t need = !bwd ? f->fwd_ws : e->input == 0 ? f->data_ws : f->filt_ws;
@@ -820,7 +818,7 @@ static int h_run(void *o, const MePlanEvent *e)
 {
     Exec *x = o;
     int node = e->node;
-    if (e->run == ME_RUN_FORWARD && node >= 0 && me_plan_is_alias(x->plans[x->cur], node)) return 0;
+    if (e->run == ME_TL_RUN_FORWARD && node >= 0 && me_plan_is_alias(x->plans[x->cur], node)) return 0;
     int prc = prepare(x, e);
     if (prc < 0) return prc;
     int slot = -1;
@@ -828,9 +826,9 @@ static int h_run(void *o, const MePlanEvent *e)
         slot = x->ev_used++;
         if (slot >= x->n_ev) FAILF("more launches than timing events");
         x->ev_node[slot] = node;
-        x->ev_kind[slot] = e->run == ME_RUN_FORWARD ? 0
-                         : e->run == ME_RUN_BACKWARD || (e->run == ME_RUN_GRAD_SUM && node >= 0) ? 1
-                         : e->run == ME_RUN_OPTIMIZER ? 3 : 2;
+        x->ev_kind[slot] = e->run == ME_TL_RUN_FORWARD ? 0
+                         : e->run == ME_TL_RUN_BACKWARD || (e->run == ME_TL_RUN_GRAD_SUM && node >= 0) ? 1
+                         : e->run == ME_TL_RUN_OPTIMIZER ? 3 : 2;
         CK(cudaEventRecord(x->ev_a[slot], x->st));
     }
     int rc = run_event(x, e);
@@ -1008,7 +1006,7 @@ int me_gpu_measure(MePlan *const *plans, int n_plans, const MeMeasureOptions *o,
     int64_t max_ch = 1;
     for (int i = 0; i < g->nn && rc >= 0; i++) {
         rc = node_info(x, p0, i, &x->ni[i]);
-        if (x->ni[i].kind == K_BN && x->ni[i].ch > max_ch) max_ch = x->ni[i].ch;
+        if (x->ni[i].kind == ME_K_BN && x->ni[i].ch > max_ch) max_ch = x->ni[i].ch;
     }
     if (rc < 0) goto end;
     /* scratch: two floats per channel (statistics without a saved buffer,
@@ -1039,7 +1037,7 @@ int me_gpu_measure(MePlan *const *plans, int n_plans, const MeMeasureOptions *o,
 
     /* timed steps: an event pair around every launch */
     int runs = 0;
-    for (int i = plans[last]->n_base; i < plans[last]->n_sim; i++) runs += plans[last]->ev[i].kind == ME_EV_RUN;
+    for (int i = plans[last]->n_base; i < plans[last]->n_sim; i++) runs += plans[last]->ev[i].kind == ME_TL_RUN;
     x->n_ev = runs;
     x->ev_a = calloc((size_t)runs + 1, sizeof(cudaEvent_t));
     x->ev_b = calloc((size_t)runs + 1, sizeof(cudaEvent_t));

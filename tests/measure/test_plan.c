@@ -1,9 +1,10 @@
-/* Plan replay order: the allocations and frees memest-measure's executor
- * issues for a step (src/measure/plan.c, walked through the same hooks the
- * GPU executor uses, with a host backend standing in for cudaMalloc) are
- * exactly the ones memest's simulation makes (captured from the allocator
- * model it feeds), and replaying them reproduces memest's peaks and its
- * timeline point by point. No GPU needed.
+/* The plan memest-measure's executor follows (src/measure/plan.c) is
+ * memest's simulated timeline: event for event the allocations, frees,
+ * points and runs a trace sink of our own hears from the simulation
+ * (src/timeline.h), and walking it through the same hooks the GPU executor
+ * uses, with a host backend standing in for cudaMalloc, reproduces memest's
+ * peaks and its timeline point by point, every launch finding its buffers
+ * alive. No GPU needed.
  *
  * usage: test_plan ROOT */
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #include "allocator.h"
 #include "devalloc.h"
 #include "plan.h"
-#include "simtrace.h"
+#include "runnable.h"
 
 #include "../check.h"
 
@@ -58,26 +59,70 @@ static int r_note(void *o, const MePlanEvent *e, int index)
 
 static bool live_buf(const Replay *r, int b) { return b < 0 || (b < r->p->n_buf && r->blk[b]); }
 
+/* The simulation's events, as a sink hears them (binds and category
+ * changes are where things live, not what the executor does). */
+typedef struct Trace {
+    MeTlEvent *ev;
+    int n, cap;
+} Trace;
+
+static int trace_event(void *o, const MeTlEvent *e)
+{
+    Trace *t = o;
+    if (e->kind == ME_TL_BIND || e->kind == ME_TL_RECAT) return 0;
+    if (me_grow(&t->ev, &t->cap, t->n + 1, sizeof(MeTlEvent)) < 0) return ME_ENOMEM;
+    t->ev[t->n++] = *e;
+    return 0;
+}
+
+/* Index of the first plan event in [0, n_sim) that is not the trace's, -1
+ * when they are the same sequence. */
+static int compare(const MePlan *p, const Trace *t, char *msg, size_t len)
+{
+    for (int i = 0; i < p->n_sim || i < t->n; i++) {
+        if (i >= p->n_sim || i >= t->n) {
+            snprintf(msg, len, "event %d: %s has ended, the other goes on (%s)", i, i >= t->n ? "the simulation" : "the plan",
+                     me_tl_kind_name(i >= t->n ? p->ev[i].kind : t->ev[i].kind));
+            return i;
+        }
+        const MePlanEvent *e = &p->ev[i];
+        const MeTlEvent *s = &t->ev[i];
+        bool same = e->kind == s->kind && e->node == s->node && e->phase == s->phase;
+        if (same && (e->kind == ME_TL_ALLOC || e->kind == ME_TL_FREE)) same = e->buf == s->storage;
+        if (same && e->kind == ME_TL_ALLOC) same = e->bytes == (uint64_t)s->bytes && e->cat == s->cat;
+        if (same && e->kind == ME_TL_RUN)
+            same = e->run == s->run && e->buf == s->storage && e->accum == s->accum && e->gout == s->gout && e->input == s->input &&
+                   e->value == s->value;
+        if (!same) {
+            snprintf(msg, len, "event %d at node %d: the plan has %s %s of buffer %d, the simulation %s %s of storage %d", i, s->node,
+                     me_tl_kind_name(e->kind), e->kind == ME_TL_RUN ? me_tl_run_name(e->run) : "", e->buf, me_tl_kind_name(s->kind),
+                     s->kind == ME_TL_RUN ? me_tl_run_name(s->run) : "", s->storage);
+            return i;
+        }
+    }
+    return -1;
+}
+
 static int r_run(void *o, const MePlanEvent *e)
 {
     Replay *r = o;
     r->runs++;
     /* whatever a launch writes or reads must exist at that moment */
     bool ok = live_buf(r, e->buf) && live_buf(r, e->accum) && live_buf(r, e->gout);
-    if (e->run == ME_RUN_FORWARD) {
+    if (e->run == ME_TL_RUN_FORWARD) {
         const MeNode *n = &r->p->g->n[e->node];
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && !live_buf(r, r->p->vbuf[n->in[i]])) ok = false;
     }
-    if (e->run == ME_RUN_BACKWARD) {
+    if (e->run == ME_TL_RUN_BACKWARD) {
         int need[8];
-        int k = me_plan_backward_needs(r->p, e->node, e->input, need, 8);
+        int k = me_kernel_backward_needs(&r->p->g->n[e->node], e->input, need, 8);
         for (int i = 0; i < k; i++)
             if (!live_buf(r, r->p->vbuf[need[i]])) ok = false;
         if (r->p->extra[e->node] >= 0 && !live_buf(r, r->p->extra[e->node])) ok = false;
         if (e->gout < 0) ok = false;
     }
-    if (e->run == ME_RUN_OPTIMIZER && r->p->opt_state >= 0 && !live_buf(r, r->p->opt_state)) ok = false;
+    if (e->run == ME_TL_RUN_OPTIMIZER && (e->accum < 0 || !live_buf(r, r->p->vbuf[e->value]) || e->gout != r->p->opt_state)) ok = false;
     if (!ok) r->bad_runs++;
     return 0;
 }
@@ -102,6 +147,22 @@ static void host_raw_free(void *o, void *ptr)
     raw_live--;
 }
 
+/* The model at path with batch, analyzed; NULL (a failed check) when it
+ * does not load. */
+static MemestModel *load(const char *path, int64_t batch)
+{
+    char err[1024];
+    MemestLoadSettings ls = { .batch = batch };
+    MemestModel *m = NULL;
+    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
+        CHECK(0, "%s: load: %s", path, err);
+        return NULL;
+    }
+    MemestAnalyzeSettings as = { 0 };
+    CHECK(memest_analyze(m, &as, err, sizeof(err)) >= 0, "%s: analyze: %s", path, err);
+    return m;
+}
+
 static const char *mode_name(MemestRunMode m) { return m == MEMEST_RUN_TRAIN ? "train" : "infer"; }
 
 static void check_case(const char *path, int64_t batch, MemestRunMode mode, MemestOptimizer opt, int step)
@@ -109,14 +170,8 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     char err[1024], label[512];
     snprintf(label, sizeof(label), "%.300s batch %lld %s %s step %d", path, (long long)batch, mode_name(mode),
              mode == MEMEST_RUN_TRAIN ? (opt == MEMEST_OPT_SGD ? "sgd" : opt == MEMEST_OPT_MOMENTUM ? "momentum" : "adam") : "-", step);
-    MemestLoadSettings ls = { .batch = batch };
-    MemestModel *m = NULL;
-    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
-        CHECK(0, "%s: load: %s", label, err);
-        return;
-    }
-    MemestAnalyzeSettings as = { 0 };
-    CHECK(memest_analyze(m, &as, err, sizeof(err)) >= 0, "%s: analyze: %s", label, err);
+    MemestModel *m = load(path, batch);
+    if (!m) return;
     MemestMemorySettings ms = { .mode = mode, .optimizer = opt, .runtime = MEMEST_RUNTIME_CUDA, .step = step,
                                 .record_series = 1 };
     MePlanSettings ps = { .mode = mode, .optimizer = opt, .step = step };
@@ -127,15 +182,17 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
         memest_model_free(&m);
         return;
     }
-    /* 1. the same allocations and frees as memest's simulation */
-    MeSimTrace t = { 0 };
+    /* 1. the same events as memest's simulation */
+    Trace t = { 0 };
     MemestMemory mem;
-    rc = me_simtrace_capture(m, &ms, &t, &mem, err, sizeof(err));
-    CHECK(rc >= 0, "%s: capture: %s", label, err);
+    MeTlSink sink = { .opaque = &t, .event = trace_event };
+    rc = me_timeline_simulate(m, &ms, &sink, &mem, err, sizeof(err));
+    CHECK(rc >= 0, "%s: simulate: %s", label, err);
     if (rc >= 0) {
         char msg[1024];
-        int d = me_simtrace_compare(&p, &t, msg, sizeof(msg));
+        int d = compare(&p, &t, msg, sizeof(msg));
         CHECK(d < 0, "%s: plan and memest differ: %s", label, msg);
+        CHECK(p.n_base > 0 && p.ev[p.n_base].kind == ME_TL_NOTE, "%s: the baseline does not end at the first point", label);
     }
     /* 2. walked through the executor's allocator: memest's peaks */
     Replay r = { .p = &p };
@@ -187,22 +244,101 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     me_allocator_free(r.model);
     free(r.blk);
     me_free(r.note_live);
-    me_simtrace_free(&t);
+    me_free(t.ev);
     me_plan_free(&p);
+    memest_model_free(&m);
+}
+
+/* The stream itself, under every kind of setting (also those the plan
+ * refuses: autocast, checkpointing, sharding, the CPU runtime): storages
+ * are numbered in order, freed, re-categorized and bound only while alive,
+ * runs touch live storages, and the live bytes recounted from the events
+ * give memest's peak, event count and end. */
+typedef struct Stream {
+    int64_t *bytes;
+    uint8_t *cat;
+    bool *alive;
+    int n, cap;
+    int64_t live, peak;
+    int events;
+    int bad;          /* events that break a rule */
+    char first[256];  /* the first of them */
+} Stream;
+
+static bool stream_live(const Stream *t, int id) { return id >= 0 && id < t->n && t->alive[id]; }
+
+static int stream_event(void *o, const MeTlEvent *e)
+{
+    Stream *t = o;
+    bool ok = true;
+    switch (e->kind) {
+    case ME_TL_ALLOC:
+        ok = e->storage == t->n && e->bytes >= 0;
+        if (me_grow(&t->bytes, &t->cap, t->n + 1, sizeof(int64_t)) < 0 || !(t->cat = me_realloc(t->cat, (size_t)t->cap)) ||
+            !(t->alive = me_realloc(t->alive, (size_t)t->cap * sizeof(bool))))
+            return ME_ENOMEM;
+        t->bytes[t->n] = e->bytes;
+        t->cat[t->n] = e->cat;
+        t->alive[t->n++] = true;
+        t->live += e->bytes;
+        break;
+    case ME_TL_FREE:
+        ok = stream_live(t, e->storage) && t->bytes[e->storage] == e->bytes && t->cat[e->storage] == e->cat;
+        if (ok) t->alive[e->storage] = false;
+        t->live -= e->bytes;
+        t->events++;
+        break;
+    case ME_TL_RECAT:
+        ok = stream_live(t, e->storage) && t->cat[e->storage] == e->cat && e->to != e->cat;
+        if (ok) t->cat[e->storage] = e->to;
+        break;
+    case ME_TL_BIND:
+        ok = stream_live(t, e->storage) && e->value >= 0;
+        break;
+    case ME_TL_NOTE:
+        if (t->live + e->bytes > t->peak) t->peak = t->live + e->bytes;
+        t->events++;
+        break;
+    case ME_TL_RUN:
+        ok = e->run < ME_TL_RUN_COUNT && (e->storage < 0 || stream_live(t, e->storage)) && (e->accum < 0 || stream_live(t, e->accum)) &&
+             (e->gout < 0 || stream_live(t, e->gout));
+        break;
+    default:
+        ok = false;
+    }
+    if (!ok && !t->bad++)
+        snprintf(t->first, sizeof(t->first), "%s %s of storage %d at node %d", me_tl_kind_name(e->kind),
+                 e->kind == ME_TL_RUN ? me_tl_run_name(e->run) : "", e->storage, e->node);
+    return 0;
+}
+
+static void check_stream(const char *path, const char *label, const MemestMemorySettings *ms)
+{
+    char err[1024];
+    MemestModel *m = load(path, 2);
+    if (!m) return;
+    Stream t = { 0 };
+    MemestMemory mem;
+    MeTlSink sink = { .opaque = &t, .event = stream_event };
+    int rc = me_timeline_simulate(m, ms, &sink, &mem, err, sizeof(err));
+    CHECK(rc >= 0, "%s %s: simulate: %s", path, label, err);
+    if (rc >= 0) {
+        CHECK(t.n > 0 && !t.bad, "%s %s: %d events break the stream's rules, the first: %s", path, label, t.bad, t.first);
+        CHECK((uint64_t)t.peak == mem.peak && t.events == mem.events && (uint64_t)t.live == mem.end,
+              "%s %s: recounted peak %lld, events %d, end %lld; memest %llu, %d, %llu", path, label, (long long)t.peak, t.events,
+              (long long)t.live, (unsigned long long)mem.peak, mem.events, (unsigned long long)mem.end);
+    }
+    me_free(t.bytes);
+    me_free(t.cat);
+    me_free(t.alive);
     memest_model_free(&m);
 }
 
 static void check_unsupported(const char *path, const char *want)
 {
     char err[1024];
-    MemestLoadSettings ls = { .batch = 1 };
-    MemestModel *m = NULL;
-    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
-        CHECK(0, "%s: load: %s", path, err);
-        return;
-    }
-    MemestAnalyzeSettings as = { 0 };
-    memest_analyze(m, &as, err, sizeof(err));
+    MemestModel *m = load(path, 1);
+    if (!m) return;
     MePlan p;
     MePlanSettings ps = { .mode = MEMEST_RUN_INFER, .step = 1 };
     int rc = me_plan_build(&p, m, &ps, err, sizeof(err));
@@ -216,10 +352,6 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr, "usage: test_plan ROOT\n");
         return 2;
-    }
-    if (!me_simtrace_available()) {
-        printf("SKIP: built without the linker's --wrap, memest's allocation sequence cannot be captured\n");
-        return 77;
     }
     static const char *const models[] = {
         "models/resnet18.json", "models/resnet50.json", "tests/measure/models/mini.json", "tests/measure/models/matmul.onnx",
@@ -245,6 +377,34 @@ int main(int argc, char **argv)
     }
     snprintf(path, sizeof(path), "%s/models/onnx/zoo/bert_like.onnx", argv[1]);
     check_unsupported(path, "no GPU kernel");
+
+    static const char *const any[] = { "models/resnet18.json", "models/onnx/zoo/bert_like.onnx", "models/onnx/zoo/squeezenet1_0.onnx",
+                                       "models/onnx/zoo/mobilenet_v2.onnx", "models/onnx/resnet18_op17_train.onnx" };
+    const MemestMemorySettings T = { .mode = MEMEST_RUN_TRAIN, .optimizer = MEMEST_OPT_ADAM, .runtime = MEMEST_RUNTIME_CUDA, .step = 1 };
+    struct { const char *label; MemestMemorySettings s; } modes[] = {
+        { "infer", { .mode = MEMEST_RUN_INFER, .runtime = MEMEST_RUNTIME_CUDA, .step = 1 } },
+        { "grad cpu", { .mode = MEMEST_RUN_INFER_GRAD, .runtime = MEMEST_RUNTIME_CPU, .step = 1 } },
+        { "adam", T },
+        { "adam step 2 fp16", T },
+        { "sgd cpu mse input_grad", T },
+        { "adam checkpoint sqrt", T },
+        { "adagrad zero3 x4 bf16", T },
+    };
+    modes[3].s.step = 2;
+    modes[3].s.amp = 1;
+    modes[4].s.optimizer = MEMEST_OPT_SGD;
+    modes[4].s.runtime = MEMEST_RUNTIME_CPU;
+    modes[4].s.loss = MEMEST_LOSS_MSE;
+    modes[4].s.input_grad = 1;
+    modes[5].s.checkpoint = -1;
+    modes[6].s.optimizer = MEMEST_OPT_ADAGRAD;
+    modes[6].s.gpus = 4;
+    modes[6].s.shard = MEMEST_SHARD_ZERO3;
+    modes[6].s.amp = 2;
+    for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", argv[1], any[i]);
+        for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) check_stream(path, modes[k].label, &modes[k].s);
+    }
     printf("%d checks, %d failed\n", checks, fails);
     return fails ? 1 : 0;
 }
