@@ -116,7 +116,8 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
         return;
     }
     MemestAnalyzeSettings as = { 0 };
-    CHECK(memest_analyze(m, &as, err, sizeof(err)) >= 0, "%s: analyze: %s", label, err);
+    MemestAnalysis *a = NULL;
+    CHECK(memest_analyze(m, &as, &a, err, sizeof(err)) >= 0, "%s: analyze: %s", label, err);
     MemestMemorySettings ms = { .mode = mode, .optimizer = opt, .runtime = MEMEST_RUNTIME_CUDA, .step = step,
                                 .record_series = 1 };
     MePlanSettings ps = { .mode = mode, .optimizer = opt, .step = step };
@@ -124,6 +125,7 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     int rc = me_plan_build(&p, m, &ps, err, sizeof(err));
     CHECK(rc >= 0, "%s: plan: %s", label, err);
     if (rc < 0) {
+        memest_analysis_free(&a);
         memest_model_free(&m);
         return;
     }
@@ -157,10 +159,10 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     CHECK(r.bad_runs == 0, "%s: %d launches touch buffers that are not allocated", label, r.bad_runs);
     CHECK(r.runs > 0, "%s: no launches", label);
     /* 3. the timeline, point by point (memest_set_memory's series) */
-    if (memest_set_memory(m, &ms, err, sizeof(err)) >= 0) {
+    if (a && memest_set_memory(a, &ms, err, sizeof(err)) >= 0) {
         const MemestSeriesPoint *pts;
         int np;
-        if (memest_memory_series(m, step - 1, &pts, &np) >= 0) {
+        if (memest_memory_series(a, step - 1, &pts, &np) >= 0) {
             CHECK(np == r.n_notes && np == p.n_notes, "%s: %d timeline points in memest, %d in the plan", label, np, r.n_notes);
             int bad = -1;
             for (int i = 0; i < np && i < r.n_notes; i++) {
@@ -189,6 +191,7 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     me_free(r.note_live);
     me_simtrace_free(&t);
     me_plan_free(&p);
+    memest_analysis_free(&a);
     memest_model_free(&m);
 }
 
@@ -201,8 +204,6 @@ static void check_unsupported(const char *path, const char *want)
         CHECK(0, "%s: load: %s", path, err);
         return;
     }
-    MemestAnalyzeSettings as = { 0 };
-    memest_analyze(m, &as, err, sizeof(err));
     MePlan p;
     MePlanSettings ps = { .mode = MEMEST_RUN_INFER, .step = 1 };
     int rc = me_plan_build(&p, m, &ps, err, sizeof(err));
