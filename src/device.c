@@ -167,7 +167,8 @@ end:
  * over the memory bandwidth. */
 int memest_set_device(MemestAnalysis *a, const MemestGpu *gpu, int low_precision)
 {
-    if (!a || !gpu || me_analysis_current(a) < 0) return ME_EINVAL;
+    if (!a || !gpu) return ME_EINVAL;
+    if (me_analysis_current(a) < 0) return ME_ESTALE;
     const MeGraph *g = a->g;
     const MeCost *dc = a->model->dcost;
     if (!a->time_s && !(a->time_s = me_malloc(sizeof(double) * (size_t)(g->nn ? g->nn : 1)))) return ME_ENOMEM;

@@ -93,8 +93,9 @@ typedef struct MemestLoadSettings {
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
 
 /* Loads an ONNX (.onnx) or JSON (.json) model, binds its input shapes and
- * runs shape inference. Weight bytes are never read. The file stays mapped
- * while the model lives. */
+ * runs shape inference. Weight bytes are never read. An ONNX file stays
+ * open while the model lives: the few initializers whose contents shape
+ * inference needs (a Reshape target) are read when it asks. */
 MEMEST_API int memest_model_load(MemestModel **out, const char *path,
                                  const MemestLoadSettings *settings,
                                  char *err, size_t errlen);
@@ -102,7 +103,9 @@ MEMEST_API int memest_model_load(MemestModel **out, const char *path,
  * the model, and picks the format: a name ending in ".json", or data whose
  * first non-blank byte is '{', is JSON; anything else ONNX. data is read
  * during the call only (an ONNX model's weight bytes not at all), so the
- * caller may free it on return. */
+ * caller may free it on return; a later re-binding that needs an
+ * initializer's contents the first binding did not read fails
+ * (MEMEST_ERR_IO, naming it). */
 MEMEST_API int memest_model_load_memory(MemestModel **out, const void *data, size_t len, const char *name,
                                         const MemestLoadSettings *settings,
                                         char *err, size_t errlen);
@@ -275,7 +278,8 @@ MEMEST_API int memest_memory(const MemestModel *model, const MemestMemorySetting
 
 /* Adds the memory simulation the reports show to the analysis (replacing an
  * earlier one): the chosen mode, and for training both step 1 and step 2.
- * An unknown op leaves it out (the reports say why); that is not an error. */
+ * An unknown op leaves it out (the reports say why); that is not an error.
+ * MEMEST_ERR_STALE when the model was re-bound since the analysis. */
 MEMEST_API int memest_set_memory(MemestAnalysis *analysis, const MemestMemorySettings *s, char *err, size_t errlen);
 
 /* The simulated steps of the analysis' memory: copies up to max of them to
@@ -352,7 +356,8 @@ typedef struct MemestTiming {
 
 /* Roofline time per node on gpu (max of FLOPs at the dtype's peak and bytes
  * over bandwidth, default-convention figures) for the report's duration[%]
- * column and the step time; the analysis keeps the GPU for its reports. */
+ * column and the step time; the analysis keeps the GPU for its reports.
+ * MEMEST_ERR_STALE when the model was re-bound since the analysis. */
 MEMEST_API int memest_set_device(MemestAnalysis *analysis, const MemestGpu *gpu, int low_precision);
 /* MEMEST_ERR_INVALID without memest_set_device. */
 MEMEST_API int memest_timing(const MemestAnalysis *analysis, MemestTiming *out);
