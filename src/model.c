@@ -15,28 +15,26 @@ static void copy_err(const MeDiag *d, char *err, size_t errlen)
 void memest_load_default_settings(MemestLoadSettings *s) { *s = (MemestLoadSettings){ .batch = 1 }; }
 void memest_analyze_default_settings(MemestAnalyzeSettings *s) { *s = (MemestAnalyzeSettings){ 0 }; }
 
-/* A name ending in .json, or text starting with '{' (after blanks). */
-static bool looks_like_json(const char *name, const uint8_t *head, size_t n)
+static bool blank(int ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
+
+/* JSON: a name ending in .json, or text whose first non-blank byte is '{'
+ * (data, or the file at path when data is NULL). */
+static bool looks_like_json(const char *name, const uint8_t *data, size_t n, const char *path)
 {
     size_t l = strlen(name);
     if (l >= 5 && !strcmp(name + l - 5, ".json")) return true;
-    size_t i = 0;
-    while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')) i++;
-    return i < n && head[i] == '{';
-}
-
-static bool file_looks_like_json(const char *path)
-{
-    uint8_t head[4096];
-    size_t n = 0;
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        n = fread(head, 1, sizeof(head), f);
-        /* a file of blanks longer than the head: read on until something else */
-        while (n == sizeof(head) && strspn((const char *)head, " \n\r\t") >= n) n = fread(head, 1, sizeof(head), f);
+    int ch = EOF;
+    if (data) {
+        size_t i = 0;
+        while (i < n && blank(data[i])) i++;
+        ch = i < n ? data[i] : EOF;
+    } else {
+        FILE *f = fopen(path, "rb");
+        if (!f) return false;
+        while (blank(ch = fgetc(f))) {}
         fclose(f);
     }
-    return looks_like_json(path, head, n);
+    return ch == '{';
 }
 
 /* n strings copied into the graph's arena (NULL for none) */
@@ -117,7 +115,7 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     m->threads = s && s->threads;
     int rc = me_graph_init(&m->g, name);
     if (rc >= 0) {
-        bool json = src->data ? looks_like_json(name, src->data, src->len) : file_looks_like_json(src->path);
+        bool json = looks_like_json(name, src->data, src->len, src->path);
         rc = json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
     if (rc >= 0) rc = keep_binding(m, s);

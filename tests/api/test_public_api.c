@@ -29,7 +29,7 @@ static int refuse(void *opaque, const char *data, size_t len)
 }
 
 /* resnet18 read into a buffer of our own, loaded from it, the buffer freed */
-static MemestModel *load(const char *path, int64_t batch)
+static MemestModel *load(const char *path, int64_t batch, int n_inputs)
 {
     size_t n;
     char *bytes = slurp(path, &n);
@@ -39,7 +39,7 @@ static MemestModel *load(const char *path, int64_t batch)
     MemestLoadSettings ls;
     memest_load_default_settings(&ls);
     ls.inputs = inputs;
-    ls.n_inputs = 1;
+    ls.n_inputs = n_inputs;
     ls.batch = batch;
     MemestModel *m = NULL;
     char err[1024] = "";
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     int rc = memest_model_load_memory(&bad, "\x08\x07garbage", 9, "junk.onnx", NULL, err, sizeof(err));
     CHECK(rc == MEMEST_ERR_INVALID && !bad && strstr(err, "junk.onnx"), "garbage: %d '%s'", rc, err);
 
-    MemestModel *m = load(path, 1);
+    MemestModel *m = load(path, 1, 1);
     if (!m) return 1;
     MemestAnalysis *a1 = analyze(m, MEMEST_CONVENTION_DEFAULT);
     MemestTotals t1 = { 0 }, t4 = { 0 };
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
     }
 
     /* a fresh load at batch 4 reports exactly what the re-bound model does */
-    MemestModel *fresh = load(path, 4);
+    MemestModel *fresh = load(path, 4, 1);
     MemestAnalysis *af = fresh ? analyze(fresh, MEMEST_CONVENTION_DEFAULT) : NULL;
     char *ftext = NULL;
     CHECK(af && memest_report_string(af, MEMEST_FORMAT_JSON, &ftext, NULL) == 0 && text && !strcmp(text, ftext),
@@ -175,6 +175,28 @@ int main(int argc, char **argv)
               "after max_batch the model is not back at batch 4, or its analysis went stale");
         memest_free(text);
     }
+
+    /* the symbolic batch dim ("batch" in the file) bound by name: the same
+     * figures; a bad binding is refused and the model keeps its own */
+    MemestModel *byname = load(path, 1, 0);
+    MemestAnalysis *ad = NULL;
+    if (byname) {
+        static const char *const dims[] = { "batch=4" }, *const bad_dims[] = { "batch=four" };
+        rc = memest_model_set_dims(byname, dims, 1, err, sizeof(err));
+        CHECK(rc == 0, "set_dims batch=4: %s", err);
+        ad = analyze(byname, MEMEST_CONVENTION_DEFAULT);
+        MemestTotals td = { 0 };
+        CHECK(ad && memest_totals(ad, &td) == 0 && td.macs == t4.macs, "batch=4 by name: %llu MACs, batch 4: %llu",
+              (unsigned long long)td.macs, (unsigned long long)t4.macs);
+        rc = memest_model_set_dims(byname, bad_dims, 1, err, sizeof(err));
+        CHECK(rc == MEMEST_ERR_INVALID && strstr(err, "batch=four"), "set_dims batch=four: %d '%s'", rc, err);
+        text = NULL;
+        CHECK(ad && memest_report_string(ad, MEMEST_FORMAT_JSON, &text, NULL) == 0 && strstr(text, "\"shape\":\t[4, 3, 224, 224]"),
+              "a refused binding changed the model");
+        memest_free(text);
+    }
+    memest_analysis_free(&ad);
+    memest_model_free(&byname);
 
     memest_analysis_free(&ts);
     memest_analysis_free(&a4);
