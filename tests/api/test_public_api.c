@@ -198,6 +198,30 @@ int main(int argc, char **argv)
     memest_analysis_free(&ad);
     memest_model_free(&byname);
 
+    /* a JSON model from memory reports what the same file loaded by path does */
+    char jpath[4096];
+    snprintf(jpath, sizeof(jpath), "%s/models/resnet18.json", argc > 1 ? argv[1] : ".");
+    size_t jn;
+    char *jbytes = slurp(jpath, &jn), *from_mem = NULL, *from_path = NULL;
+    MemestModel *jm = NULL, *jp = NULL;
+    MemestAnalysis *ja = NULL, *jb = NULL;
+    CHECK(jbytes && memest_model_load_memory(&jm, jbytes, jn, jpath, NULL, err, sizeof(err)) == 0, "JSON from memory: %s", err);
+    free(jbytes);
+    CHECK(memest_model_load(&jp, jpath, NULL, err, sizeof(err)) == 0, "JSON from its path: %s", err);
+    if (jm && jp) {
+        ja = analyze(jm, MEMEST_CONVENTION_FVCORE);
+        jb = analyze(jp, MEMEST_CONVENTION_FVCORE);
+        CHECK(ja && jb && memest_report_string(ja, MEMEST_FORMAT_TABLE, &from_mem, NULL) == 0 &&
+                  memest_report_string(jb, MEMEST_FORMAT_TABLE, &from_path, NULL) == 0 && !strcmp(from_mem, from_path),
+              "resnet18.json: the report from memory differs from the one from its path");
+    }
+    memest_free(from_mem);
+    memest_free(from_path);
+    memest_analysis_free(&ja);
+    memest_analysis_free(&jb);
+    memest_model_free(&jm);
+    memest_model_free(&jp);
+
     memest_analysis_free(&ts);
     memest_analysis_free(&a4);
     memest_analysis_free(&a1);
