@@ -1117,6 +1117,10 @@ void memest_memory_default_settings(MemestMemorySettings *s)
 
 int memest_memory(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen)
 {
+    if (!model || !model->bound) {
+        if (err && errlen) snprintf(err, errlen, "no model with a valid binding");
+        return ME_EINVAL;
+    }
     return simulate(model, s, out, err, errlen, NULL, 0);
 }
 
@@ -1124,7 +1128,7 @@ int memest_memory(const MemestModel *model, const MemestMemorySettings *s, Memes
 static int simulate(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                     MeMemResult *rec, int slot)
 {
-    MeGraph *g = (MeGraph *)&model->g; /* read only; Sim's graph is not const for the fusion plans' sake */
+    MeGraph *g = (MeGraph *)&model->g; /* only read here; Sim keeps a plain pointer */
     Sim m = { .g = g, .s = s, .out = out };
     bool *frozen_w = NULL;
     uint8_t *es = NULL;
