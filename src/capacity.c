@@ -4,52 +4,55 @@
 
 #include "model.h"
 
-uint64_t memest_memory_needed(const MemestModel *m)
+uint64_t me_memory_needed(const MeMemResult *r)
 {
     uint64_t need = 0;
-    for (int k = 0; k < m->n_mem; k++) {
-        const MemestMemory *r = &m->mem[k];
+    for (int k = 0; k < r->n_mem; k++) {
+        const MemestMemory *m = &r->mem[k];
         /* On a failed cudaMalloc the caching allocator frees its cached
          * segments and retries before raising OOM, so what must fit is the
          * allocated peak (512 B blocks) plus the context, not the reserved
          * figure */
-        uint64_t n = m->mem_settings.runtime == MEMEST_RUNTIME_CUDA ? r->peak_allocated + r->cuda_context : r->peak_allocated;
+        uint64_t n = r->settings.runtime == MEMEST_RUNTIME_CUDA ? m->peak_allocated + m->cuda_context : m->peak_allocated;
         if (n > need) need = n;
     }
     return need;
 }
 
-/* memory needed at batch b; 0 with an error */
-static int needed_at(const char *path, const MemestLoadSettings *load, const MemestMemorySettings *mem, int64_t b,
-                     uint64_t *need, char *err, size_t errlen)
+uint64_t memest_memory_needed(const MemestAnalysis *a)
 {
-    MemestLoadSettings ls = *load;
+    return a && a->has_memory ? me_memory_needed(&a->memory) : 0;
+}
+
+/* Memory needed at batch b: the model re-bound to b (frozen layers and the
+ * rest of its binding kept), then its timeline. */
+static int needed_at(MemestModel *m, const MemestMemorySettings *mem, int64_t b, uint64_t *need, char *err, size_t errlen)
+{
+    MemestLoadSettings ls = m->bind;
     ls.batch = b;
-    MemestModel *m = NULL;
-    int rc = memest_model_load(&m, path, &ls, err, errlen);
-    if (rc >= 0) {
-        MemestMemorySettings ms = *mem;
-        ms.record_series = 0;
-        rc = memest_set_memory(m, &ms, err, errlen);
-        if (rc >= 0 && !m->n_mem) {
-            snprintf(err, errlen, "%s", m->mem_skipped);
-            rc = ME_EUNSUPPORTED;
-        }
-        if (rc >= 0) *need = memest_memory_needed(m);
+    int rc = me_model_rebind(m, &ls, err, errlen);
+    if (rc < 0) return rc;
+    MemestMemorySettings ms = *mem;
+    ms.record_series = 0;
+    MeMemResult r = { 0 };
+    rc = me_memory_run(m, &ms, &r, err, errlen);
+    if (rc >= 0 && !r.n_mem) {
+        snprintf(err, errlen, "%s", r.skipped);
+        rc = ME_EUNSUPPORTED;
     }
-    memest_model_free(&m);
+    if (rc >= 0) *need = me_memory_needed(&r);
+    me_memory_result_free(&r);
     return rc;
 }
 
-int memest_max_batch(const char *path, const MemestLoadSettings *load, const MemestMemorySettings *mem, uint64_t capacity,
-                     MemestMaxBatch *out, void (*progress)(void *, int64_t, uint64_t), void *opaque, char *err, size_t errlen)
+static int search(MemestModel *m, const MemestMemorySettings *mem, uint64_t capacity, MemestMaxBatch *out,
+                  void (*progress)(void *, int64_t, uint64_t), void *opaque, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof(*out));
     uint64_t n1, n8;
     int rc;
 #define AT(b, var)                                                            \
     do {                                                                      \
-        if ((rc = needed_at(path, load, mem, (b), &(var), err, errlen)) < 0) return rc; \
+        if ((rc = needed_at(m, mem, (b), &(var), err, errlen)) < 0) return rc; \
         out->simulations++;                                                   \
         if (progress) progress(opaque, (b), (var));                           \
     } while (0)
@@ -109,8 +112,30 @@ int memest_max_batch(const char *path, const MemestLoadSettings *load, const Mem
     return 0;
 }
 
-void memest_note_max_batch(MemestModel *m, const MemestMaxBatch *mb)
+int memest_max_batch(MemestModel *m, const MemestMemorySettings *mem, uint64_t capacity, MemestMaxBatch *out,
+                     void (*progress)(void *, int64_t, uint64_t), void *opaque, char *err, size_t errlen)
 {
-    m->max_batch = *mb;
-    m->has_max_batch = true;
+    memset(out, 0, sizeof(*out));
+    if (!m || !mem || !m->bound) {
+        if (err && errlen) snprintf(err, errlen, "no model with a valid binding");
+        return ME_EINVAL;
+    }
+    MemestLoadSettings own = m->bind;
+    uint64_t gen = m->generation;
+    int rc = search(m, mem, capacity, out, progress, opaque, err, errlen);
+    /* the model's own batch back: the same shapes as before, so analyses
+     * made of it stay current */
+    char e2[256];
+    if (me_model_rebind(m, &own, e2, sizeof(e2)) >= 0) m->generation = gen;
+    else if (rc >= 0) {
+        if (err && errlen) snprintf(err, errlen, "%s", e2);
+        rc = ME_EINVAL;
+    }
+    return rc;
+}
+
+void memest_note_max_batch(MemestAnalysis *a, const MemestMaxBatch *mb)
+{
+    a->max_batch = *mb;
+    a->has_max_batch = true;
 }

@@ -35,9 +35,6 @@ static const MemestGpu builtin[] = {
 };
 #define N_BUILTIN ((int)(sizeof(builtin) / sizeof(builtin[0])))
 
-static MemestGpu *user_gpus;
-static int n_user;
-
 const MemestGpu *memest_gpu_table(int *count)
 {
     *count = N_BUILTIN;
@@ -53,17 +50,17 @@ static void canon(const char *s, char *out, size_t n)
     out[o] = 0;
 }
 
-const MemestGpu *memest_gpu_find(const char *name)
+int memest_gpu_find(const char *name, const MemestGpu *extra, int n_extra, MemestGpu *out)
 {
     char want[64], have[64];
     canon(name, want, sizeof(want));
-    for (int i = 0; i < n_user; i++) {
-        canon(user_gpus[i].name, have, sizeof(have));
-        if (!strcmp(want, have)) return &user_gpus[i];
+    for (int i = 0; extra && i < n_extra; i++) {
+        canon(extra[i].name, have, sizeof(have));
+        if (!strcmp(want, have)) { *out = extra[i]; return 0; }
     }
     for (int i = 0; i < N_BUILTIN; i++) {
         canon(builtin[i].name, have, sizeof(have));
-        if (!strcmp(want, have)) return &builtin[i];
+        if (!strcmp(want, have)) { *out = builtin[i]; return 0; }
     }
     /* short forms: "h100" → h100-sxm, "a100" → a100-80gb, "v100" → v100-32gb */
     static const struct { const char *a, *b; } alias[] = {
@@ -75,10 +72,10 @@ const MemestGpu *memest_gpu_find(const char *name)
         canon(alias[k].b, target, sizeof(target));
         for (int i = 0; i < N_BUILTIN; i++) {
             canon(builtin[i].name, have, sizeof(have));
-            if (!strcmp(target, have)) return &builtin[i];
+            if (!strcmp(target, have)) { *out = builtin[i]; return 0; }
         }
     }
-    return NULL;
+    return ME_EINVAL;
 }
 
 uint64_t memest_parse_size(const char *s)
@@ -106,8 +103,9 @@ uint64_t memest_gpu_context(const MemestGpu *gpu)
     return 250 * MIB + (uint64_t)(gpu && gpu->sms > 0 ? gpu->sms : 80) * (3 * MIB / 2);
 }
 
-int memest_gpu_load_file(const char *path, char *err, size_t errlen)
+int memest_gpu_load_file(const char *path, MemestGpu **gpus, int *count, char *err, size_t errlen)
 {
+    MemestGpu *list = NULL; /* the new list, *gpus once every entry is good */
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -126,7 +124,12 @@ int memest_gpu_load_file(const char *path, char *err, size_t errlen)
         rc = ME_EINVAL;
         goto end;
     }
-    int k = 0;
+    int k = 0, n_old = *count;
+    if (!(list = me_malloc(sizeof(MemestGpu) * (size_t)(n_old + cJSON_GetArraySize(root) + 1)))) {
+        rc = ME_ENOMEM;
+        goto end;
+    }
+    if (n_old) memcpy(list, *gpus, sizeof(MemestGpu) * (size_t)n_old);
     for (const cJSON *e = root->child; e; e = e->next, k++) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
         const cJSON *mem = cJSON_GetObjectItemCaseSensitive(e, "memory_mib");
@@ -140,10 +143,7 @@ int memest_gpu_load_file(const char *path, char *err, size_t errlen)
             rc = ME_EINVAL;
             goto end;
         }
-        MemestGpu *ng = me_realloc(user_gpus, sizeof(MemestGpu) * (size_t)(n_user + 1));
-        if (!ng) { rc = ME_ENOMEM; goto end; }
-        user_gpus = ng;
-        MemestGpu *g = &user_gpus[n_user++];
+        MemestGpu *g = &list[n_old + k];
         memset(g, 0, sizeof(*g));
         snprintf(g->name, sizeof(g->name), "%s", name->valuestring);
         g->memory = (uint64_t)(mem->valuedouble * (double)MIB);
@@ -152,7 +152,12 @@ int memest_gpu_load_file(const char *path, char *err, size_t errlen)
         g->fp16_flops = cJSON_IsNumber(f16) ? f16->valuedouble * TF : 0;
         g->sms = cJSON_IsNumber(sms) ? (int)sms->valuedouble : 0;
     }
+    me_free(*gpus);
+    *gpus = list;
+    *count = n_old + k;
+    list = NULL;
 end:
+    me_free(list);
     cJSON_Delete(root);
     return rc;
 }
@@ -160,42 +165,46 @@ end:
 /* Roofline: a node takes as long as the slower of its arithmetic at the
  * dtype's peak (tensor cores for contractions in 16 bits) and its bytes
  * over the memory bandwidth. */
-int memest_set_device(MemestModel *m, const MemestGpu *gpu, int low_precision)
+int memest_set_device(MemestAnalysis *a, const MemestGpu *gpu, int low_precision)
 {
-    if (!m->analyzed || !gpu) return ME_EINVAL;
-    m->gpu = *gpu;
-    m->has_gpu = true;
-    m->low_precision = low_precision;
-    for (int i = 0; i < m->g.nn; i++) {
-        MeCtx c = { .g = &m->g, .n = &m->g.n[i] };
-        MeCost d;
-        me_convention_cost(MEMEST_CONVENTION_DEFAULT, &c, &d);
-        bool contraction = d.macs > 0;
+    if (!a || !gpu) return ME_EINVAL;
+    if (me_analysis_current(a) < 0) return ME_ESTALE;
+    const MeGraph *g = a->g;
+    const MeCost *dc = a->model->dcost;
+    if (!a->time_s && !(a->time_s = me_malloc(sizeof(double) * (size_t)(g->nn ? g->nn : 1)))) return ME_ENOMEM;
+    a->gpu = *gpu;
+    a->has_gpu = true;
+    a->low_precision = low_precision;
+    for (int i = 0; i < g->nn; i++) {
+        const MeCost *d = &dc[i];
+        bool contraction = d->macs > 0;
         double peak = low_precision && contraction && gpu->fp16_flops > 0 ? gpu->fp16_flops : gpu->fp32_flops;
-        double bytes = (double)(d.read + d.write);
+        double bytes = (double)(d->read + d->write);
         if (low_precision) bytes *= 0.5; /* 16-bit activations and weight copies */
-        double tc = (double)d.flops / peak, tm = bytes / gpu->bandwidth;
-        m->cost[i].time_s = tc > tm ? tc : tm;
+        double tc = (double)d->flops / peak, tm = bytes / gpu->bandwidth;
+        a->time_s[i] = tc > tm ? tc : tm;
     }
     return 0;
 }
 
-int memest_timing(const MemestModel *m, MemestTiming *out)
+int memest_timing(const MemestAnalysis *a, MemestTiming *out)
 {
     memset(out, 0, sizeof(*out));
-    if (!m->has_gpu) return ME_EINVAL;
-    for (int i = 0; i < m->g.nn; i++) out->forward_s += m->cost[i].time_s;
-    out->batch = m->g.n_inputs && m->g.v[m->g.inputs[0]].shape.rank ? (int)m->g.v[m->g.inputs[0]].shape.d[0] : 1;
-    if (m->has_memory && m->mem_settings.mode == MEMEST_RUN_TRAIN) {
+    if (!a || !a->has_gpu) return ME_EINVAL;
+    const MeGraph *g = a->g;
+    for (int i = 0; i < g->nn; i++) out->forward_s += a->time_s[i];
+    out->batch = g->n_inputs && g->v[g->inputs[0]].shape.rank ? (int)g->v[g->inputs[0]].shape.d[0] : 1;
+    const MeMemResult *r = &a->memory;
+    if (a->has_memory && r->settings.mode == MEMEST_RUN_TRAIN) {
         /* backward: about twice the forward (a gradient for the input and
          * one for the weights of every contraction) */
         out->backward_s = 2 * out->forward_s;
-        if (m->n_mem && m->mem[0].recompute_macs && m->totals.macs)
-            out->recompute_s = out->forward_s * (double)m->mem[0].recompute_macs / (double)m->totals.macs;
+        if (r->n_mem && r->mem[0].recompute_macs && a->totals.macs)
+            out->recompute_s = out->forward_s * (double)r->mem[0].recompute_macs / (double)a->totals.macs;
         /* the optimizer streams parameters, gradients and state */
         static const int bytes_per_param[] = { 12, 20, 28, 28, 20, 20, 0 };
-        int o = m->mem_settings.optimizer;
-        out->optimizer_s = (double)m->totals.params * bytes_per_param[o >= 0 && o < MEMEST_OPT_COUNT ? o : 0] / m->gpu.bandwidth;
+        int o = r->settings.optimizer;
+        out->optimizer_s = (double)a->totals.params * bytes_per_param[o >= 0 && o < MEMEST_OPT_COUNT ? o : 0] / a->gpu.bandwidth;
     }
     out->step_s = out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s;
     out->samples_per_s = out->step_s > 0 ? out->batch / out->step_s : 0;

@@ -1172,55 +1172,55 @@ static int state_factor(MemestOptimizer o)
     }
 }
 
-static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot);
-static int run_step_events(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot,
-                           const MeTlSink *extra);
+static int simulate(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
+                    MeMemResult *rec, int slot);
+static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
+                           MeMemResult *rec, int slot, const MeTlSink *extra);
 
-/* The graph does not change between steps: the holds are worked out once. */
-static int ensure_holds(MemestModel *model)
+void memest_memory_default_settings(MemestMemorySettings *s)
 {
-    if (model->hold_end) return 0;
-    if (!(model->hold_end = me_malloc(sizeof(int) * (size_t)(model->g.nv + 1)))) return ME_ENOMEM;
-    int rc = me_scope_holds(&model->g, model->hold_end);
-    if (rc < 0) {
-        me_free(model->hold_end);
-        model->hold_end = NULL;
-    }
-    return rc;
+    *s = (MemestMemorySettings){ .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD, .runtime = MEMEST_RUNTIME_CUDA, .step = 1 };
 }
 
-int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen)
+int memest_memory(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen)
 {
-    return simulate(model, s, out, err, errlen, -1);
+    if (!model || !model->bound) {
+        if (err && errlen) snprintf(err, errlen, "no model with a valid binding");
+        return ME_EINVAL;
+    }
+    return simulate(model, s, out, err, errlen, NULL, 0);
+}
+
+/* rec: when not NULL, the timeline is recorded into its series[slot] */
+static int simulate(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
+                    MeMemResult *rec, int slot)
+{
+    return run_step_events(model, s, out, err, errlen, rec, slot, NULL);
 }
 
 int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, const MeTlSink *sink, MemestMemory *out, char *err,
                          size_t errlen)
 {
-    return run_step_events(model, s, out, err, errlen, -1, sink);
+    return run_step_events(model, s, out, err, errlen, NULL, 0, sink);
 }
 
-static int simulate(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot)
+/* The step, told to the statistics (out, and the series rec->series[slot]
+ * when rec is given), on CUDA the caching-allocator model, and extra when
+ * given. */
+static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
+                           MeMemResult *rec, int slot, const MeTlSink *extra)
 {
-    return run_step_events(model, s, out, err, errlen, series_slot, NULL);
-}
-
-/* The step, told to the statistics (out, and the series of series_slot
- * when >= 0), on CUDA the caching-allocator model, and extra when given. */
-static int run_step_events(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen, int series_slot,
-                           const MeTlSink *extra)
-{
-    MeGraph *g = &model->g;
+    MeGraph *g = (MeGraph *)&model->g; /* only read here; Sim keeps a plain pointer */
     Sim m = { .g = g, .s = s, .out = out };
     bool *frozen_w = NULL;
     uint8_t *es = NULL;
     MeAllocator *alloc = NULL;
     MeTlStats stats = { .out = out };
-    if (series_slot >= 0) {
-        model->n_series[series_slot] = 0;
-        stats.series = &model->series[series_slot];
-        stats.n_series = &model->n_series[series_slot];
-        stats.cap_series = &model->cap_series[series_slot];
+    if (rec) {
+        rec->n_series[slot] = 0;
+        stats.series = &rec->series[slot];
+        stats.n_series = &rec->n_series[slot];
+        stats.cap_series = &rec->cap_series[slot];
     }
     memset(out, 0, sizeof(*out));
     out->peak_node = -1;
@@ -1293,7 +1293,6 @@ static int run_step_events(MemestModel *model, const MemestMemorySettings *s, Me
     }
     m.amp.es = es;
     for (int i = 0; i <= g->nn; i++) m.hold.hold_head[i] = m.saved.saved_head[i] = -1;
-    if ((rc = ensure_holds(model)) < 0) goto end;
     m.hold.hold_end = model->hold_end; /* read only: shared by the two steps */
     if ((rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
@@ -1481,76 +1480,94 @@ end:
 }
 
 typedef struct StepJob {
-    MemestModel *model;
+    const MemestModel *model;
     MemestMemorySettings s;
+    MeMemResult *r;
     int rc;
-    char err[sizeof(((MemestModel *)0)->mem_skipped)];
+    char err[sizeof(((MeMemResult *)0)->skipped)];
 } StepJob;
 
 static void *run_step(void *p)
 {
     StepJob *j = p;
     int k = j->s.step - 1;
-    j->rc = simulate(j->model, &j->s, &j->model->mem[k], j->err, sizeof(j->err), j->s.record_series ? k : -1);
+    j->rc = simulate(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k);
     return NULL;
 }
 
-int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *err, size_t errlen)
+int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)
 {
-    model->has_memory = true;
-    model->mem_settings = *s;
-    model->n_mem = 0;
-    model->mem_skipped[0] = 0;
+    me_memory_result_free(r);
+    r->settings = *s;
+    r->n_mem = 0;
+    r->skipped[0] = 0;
     int steps = s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE ? 2 : 1;
     StepJob job[2];
     for (int k = 0; k < steps; k++) {
-        job[k] = (StepJob){ .model = model, .s = *s, .rc = 0 };
+        job[k] = (StepJob){ .model = model, .s = *s, .r = r, .rc = 0 };
         job[k].s.step = k + 1;
         job[k].err[0] = 0;
     }
     /* Step 2 is independent of step 1 (the state it starts from is
      * modelled, not carried over), so on a huge graph the two run side by
-     * side. The shared, lazily built holds are made first. Allocation
-     * hooks set by the caller need not be thread-safe: then one thread. */
-    int rc = ensure_holds(model);
-    if (rc < 0) {
-        if (err && errlen) snprintf(err, errlen, "out of memory");
-        return rc;
-    }
+     * side when the caller allows a thread. Allocation hooks set by the
+     * caller need not be thread-safe: then one thread. */
     pthread_t th;
-    bool two = steps == 2 && !me_alloc_hooked() &&
+    bool two = steps == 2 && model->threads && !me_alloc_hooked() &&
                pthread_create(&th, NULL, run_step, &job[1]) == 0;
     run_step(&job[0]);
     if (two) pthread_join(th, NULL);
     else if (steps == 2 && job[0].rc >= 0) run_step(&job[1]);
     for (int k = 0; k < steps; k++) {
         if (job[k].rc == ME_EUNSUPPORTED) {
-            snprintf(model->mem_skipped, sizeof(model->mem_skipped), "%s", job[k].err);
-            model->n_mem = 0;
+            snprintf(r->skipped, sizeof(r->skipped), "%s", job[k].err);
+            r->n_mem = 0;
             return 0; /* reported, not fatal: the cost table still stands */
         }
         if (job[k].rc < 0) {
             if (err && errlen) snprintf(err, errlen, "%s", job[k].err);
             return job[k].rc;
         }
-        model->n_mem = k + 1;
+        r->n_mem = k + 1;
     }
     return 0;
 }
 
-int memest_memory_series(const MemestModel *model, int step, const MemestSeriesPoint **points, int *count)
+void me_memory_result_free(MeMemResult *r)
 {
-    if (!model || step < 0 || step >= model->n_mem || !model->series[step]) {
+    for (int k = 0; k < 2; k++) {
+        me_free(r->series[k]);
+        r->series[k] = NULL;
+        r->n_series[k] = r->cap_series[k] = 0;
+    }
+}
+
+int memest_set_memory(MemestAnalysis *a, const MemestMemorySettings *s, char *err, size_t errlen)
+{
+    if (!a || !s) return ME_EINVAL;
+    if (me_analysis_current(a) < 0) {
+        if (err && errlen) snprintf(err, errlen, "%s: %s", a->g->path, memest_strerror(ME_ESTALE));
+        return ME_ESTALE;
+    }
+    a->has_memory = true;
+    return me_memory_run(a->model, s, &a->memory, err, errlen);
+}
+
+int memest_memory_steps(const MemestAnalysis *a, MemestMemory *out, int max)
+{
+    int n = a && a->has_memory ? a->memory.n_mem : 0;
+    for (int k = 0; k < n && k < max; k++) out[k] = a->memory.mem[k];
+    return n;
+}
+
+int memest_memory_series(const MemestAnalysis *a, int step, const MemestSeriesPoint **points, int *count)
+{
+    if (!a || !a->has_memory || step < 0 || step >= a->memory.n_mem || !a->memory.series[step]) {
         *points = NULL;
         *count = 0;
         return ME_EINVAL;
     }
-    *points = model->series[step];
-    *count = model->n_series[step];
+    *points = a->memory.series[step];
+    *count = a->memory.n_series[step];
     return 0;
-}
-
-const char *memest_node_name(const MemestModel *model, int node)
-{
-    return node >= 0 && node < model->g.nn ? model->g.n[node].module : NULL;
 }

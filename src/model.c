@@ -7,38 +7,130 @@
 #include "load/load.h"
 #include "model.h"
 
-const char *memest_version(void) { return "0.1.0"; }
-
 static void copy_err(const MeDiag *d, char *err, size_t errlen)
 {
     if (err && errlen) snprintf(err, errlen, "%s", d->msg[0] ? d->msg : "out of memory");
 }
 
-static bool looks_like_json(const char *path)
+void memest_load_default_settings(MemestLoadSettings *s) { *s = (MemestLoadSettings){ .batch = 1 }; }
+void memest_analyze_default_settings(MemestAnalyzeSettings *s) { *s = (MemestAnalyzeSettings){ 0 }; }
+
+static bool blank(int ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
+
+/* JSON: a name ending in .json, or text whose first non-blank byte is '{'
+ * (data, or the file at path when data is NULL). */
+static bool looks_like_json(const char *name, const uint8_t *data, size_t n, const char *path)
 {
-    size_t n = strlen(path);
-    if (n >= 5 && !strcmp(path + n - 5, ".json")) return true;
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    int ch;
-    while ((ch = fgetc(f)) == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {}
-    fclose(f);
+    size_t l = strlen(name);
+    if (l >= 5 && !strcmp(name + l - 5, ".json")) return true;
+    int ch = EOF;
+    if (data) {
+        size_t i = 0;
+        while (i < n && blank(data[i])) i++;
+        ch = i < n ? data[i] : EOF;
+    } else {
+        FILE *f = fopen(path, "rb");
+        if (!f) return false;
+        while (blank(ch = fgetc(f))) {}
+        fclose(f);
+    }
     return ch == '{';
 }
 
-int memest_model_load(MemestModel **out, const char *path, const MemestLoadSettings *s, char *err, size_t errlen)
+/* n strings copied into the graph's arena (NULL for none) */
+static int arena_strs(MeArena *a, const char *const *src, int n, const char *const **out)
+{
+    *out = NULL;
+    if (n <= 0) return 0;
+    const char **p = me_arena_alloc(a, sizeof(char *) * (size_t)n);
+    if (!p) return ME_ENOMEM;
+    for (int i = 0; i < n; i++)
+        if (!(p[i] = me_arena_strdup(a, src[i]))) return ME_ENOMEM;
+    *out = p;
+    return 0;
+}
+
+/* The binding's strings, copied into the graph's arena: the caller's may be
+ * gone by the time the model is re-bound. */
+static int keep_binding(MemestModel *m, const MemestLoadSettings *s)
+{
+    MeArena *a = &m->g.arena;
+    MemestLoadSettings b = { 0 };
+    if (s) {
+        b = *s;
+        if (arena_strs(a, s->inputs, s->n_inputs, &b.inputs) < 0 || arena_strs(a, s->dims, s->n_dims, &b.dims) < 0 ||
+            (s->dtype && !(b.dtype = me_arena_strdup(a, s->dtype))))
+            return ME_ENOMEM;
+    }
+    m->bind = b;
+    return 0;
+}
+
+/* Default-convention cost of every node: the roofline and the default
+ * analysis read it; computed once per binding. */
+static int default_costs(MemestModel *m, MeDiag *d)
+{
+    MeGraph *g = &m->g;
+    if (!m->dcost && !(m->dcost = me_calloc((size_t)(g->nn ? g->nn : 1), sizeof(MeCost)))) return ME_ENOMEM;
+    void *region = m->dcost;
+    size_t len = sizeof(MeCost) * (size_t)g->nn;
+    MePrefault *pf = m->threads && g->nn > 100000 ? me_prefault_start(&region, &len, 1) : NULL;
+    for (int ni = 0; ni < g->nn; ni++) {
+        MeCtx c = { .g = g, .d = d, .n = &g->n[ni] };
+        me_convention_cost(MEMEST_CONVENTION_DEFAULT, &c, &m->dcost[ni]);
+    }
+    me_prefault_join(pf);
+    return 0;
+}
+
+/* Binds the inputs with s, starting from the loader's state, and infers
+ * shapes; the first binding also finalizes the freshly loaded graph. */
+static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag *d)
+{
+    MeGraph *g = &m->g;
+    for (int k = 0; k < g->n_inputs; k++) {
+        MeValue *v = &g->v[g->inputs[k]];
+        v->shape = m->unbound[k].shape;
+        v->dtype = m->unbound[k].dtype;
+        v->known = m->unbound[k].known;
+    }
+    m->bound = false;
+    m->generation++;
+    int rc = me_bind_inputs(g, s, d);
+    if (rc >= 0 && first) rc = me_graph_finalize(g, d);
+    if (rc >= 0 && !first) me_shapes_reset(g);
+    if (rc >= 0) rc = me_infer_shapes(g, d);
+    if (rc >= 0) rc = default_costs(m, d);
+    if (rc >= 0) m->bound = true;
+    return rc;
+}
+
+static int model_load(MemestModel **out, const char *name, const MeSource *src, const MemestLoadSettings *s,
+                      char *err, size_t errlen)
 {
     MeDiag d = { 0 };
     *out = NULL;
     MemestModel *m = me_calloc(1, sizeof(*m));
     if (!m) { copy_err(&d, err, errlen); return ME_ENOMEM; }
-    int rc = me_graph_init(&m->g, path);
-    if (rc >= 0) rc = looks_like_json(path) ? me_load_json(&m->g, path, &d) : me_load_onnx(&m->g, path, &d);
-    if (rc >= 0) rc = me_bind_inputs(&m->g, s, &d);
-    if (rc >= 0) rc = me_graph_finalize(&m->g, &d);
-    if (rc >= 0) rc = me_infer_shapes(&m->g, &d);
+    m->threads = s && s->threads;
+    int rc = me_graph_init(&m->g, name);
+    if (rc >= 0) {
+        bool json = looks_like_json(name, src->data, src->len, src->path);
+        rc = json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
+    }
+    if (rc >= 0) rc = keep_binding(m, s);
+    if (rc >= 0 && !(m->unbound = me_malloc(sizeof(MeInputState) * (size_t)(m->g.n_inputs + 1)))) rc = ME_ENOMEM;
+    for (int k = 0; rc >= 0 && k < m->g.n_inputs; k++) {
+        const MeValue *v = &m->g.v[m->g.inputs[k]];
+        m->unbound[k] = (MeInputState){ v->shape, v->dtype, v->known };
+    }
+    if (rc >= 0) rc = bind(m, &m->bind, true, &d);
+    /* the module scopes' holds depend on the graph alone */
+    if (rc >= 0 && !(m->hold_end = me_malloc(sizeof(int) * (size_t)(m->g.nv + 1)))) rc = ME_ENOMEM;
+    if (rc >= 0) rc = me_scope_holds(&m->g, m->hold_end);
+    if (src->data) me_onnx_detach(&m->g);
     if (rc < 0) {
-        if (rc == ME_ENOMEM && !d.msg[0]) snprintf(d.msg, sizeof(d.msg), "%s: out of memory", path);
+        if (rc == ME_ENOMEM && !d.msg[0]) snprintf(d.msg, sizeof(d.msg), "%s: out of memory", name);
         copy_err(&d, err, errlen);
         memest_model_free(&m);
         return rc;
@@ -47,26 +139,78 @@ int memest_model_load(MemestModel **out, const char *path, const MemestLoadSetti
     return 0;
 }
 
+int memest_model_load(MemestModel **out, const char *path, const MemestLoadSettings *s, char *err, size_t errlen)
+{
+    MeSource src = { .path = path, .threads = s && s->threads };
+    return model_load(out, path, &src, s, err, errlen);
+}
+
+int memest_model_load_memory(MemestModel **out, const void *data, size_t len, const char *name,
+                             const MemestLoadSettings *s, char *err, size_t errlen)
+{
+    MeSource src = { .data = data ? data : "", .len = data ? len : 0, .threads = s && s->threads };
+    return model_load(out, name ? name : "<memory>", &src, s, err, errlen);
+}
+
+int me_model_rebind(MemestModel *m, const MemestLoadSettings *s, char *err, size_t errlen)
+{
+    MeDiag d = { 0 };
+    MemestLoadSettings old = m->bind;
+    uint64_t gen = m->generation;
+    int rc = bind(m, s, false, &d);
+    if (rc >= 0) {
+        m->bind = *s;
+        return 0;
+    }
+    copy_err(&d, err, errlen);
+    /* back to the binding that worked; it is what the model's analyses
+     * read, so they stay current */
+    MeDiag d2 = { 0 };
+    if (bind(m, &old, false, &d2) >= 0) m->generation = gen;
+    return rc;
+}
+
+int memest_model_set_batch(MemestModel *m, int64_t batch, char *err, size_t errlen)
+{
+    MemestLoadSettings s = m->bind;
+    s.batch = batch;
+    return me_model_rebind(m, &s, err, errlen);
+}
+
+int memest_model_set_dims(MemestModel *m, const char *const *dims, int n_dims, char *err, size_t errlen)
+{
+    MemestLoadSettings s = m->bind;
+    if (arena_strs(&m->g.arena, dims, n_dims, &s.dims) < 0) {
+        if (err && errlen) snprintf(err, errlen, "out of memory");
+        return ME_ENOMEM;
+    }
+    s.n_dims = n_dims > 0 ? n_dims : 0;
+    return me_model_rebind(m, &s, err, errlen);
+}
+
 void memest_model_free(MemestModel **pm)
 {
     if (!pm || !*pm) return;
     me_graph_free(&(*pm)->g);
-    me_free((*pm)->cost);
-    me_free((*pm)->rows);
+    me_free((*pm)->unbound);
+    me_free((*pm)->dcost);
     me_free((*pm)->hold_end);
-    me_free((*pm)->series[0]);
-    me_free((*pm)->series[1]);
     me_free(*pm);
     *pm = NULL;
+}
+
+const char *memest_node_name(const MemestModel *model, int node)
+{
+    return model && node >= 0 && node < model->g.nn ? model->g.n[node].module : NULL;
 }
 
 /* Report rows. Default: one per node in execution order (Constant nodes,
  * which only hold data, are left out). torchstat: one per nn.Module, as its
  * hooks see them: functional calls are invisible, a module called twice is
  * one row at its first position holding its last call's figures. */
-static int build_rows(MemestModel *m, MemestConvention conv)
+static int build_rows(MemestAnalysis *m, MemestConvention conv)
 {
-    MeGraph *g = &m->g;
+    const MeGraph *g = m->g;
     me_free(m->rows);
     m->n_rows = 0;
     if (!(m->rows = me_malloc(sizeof(int) * (size_t)(g->nn ? g->nn : 1)))) return ME_ENOMEM;
@@ -90,29 +234,44 @@ static int build_rows(MemestModel *m, MemestConvention conv)
     return 0;
 }
 
-int memest_analyze(MemestModel *m, const MemestAnalyzeSettings *s, char *err, size_t errlen)
+int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, MemestAnalysis **out, char *err,
+                   size_t errlen)
 {
     MeDiag d = { 0 };
-    MeGraph *g = &m->g;
+    *out = NULL;
+    if (!model || !model->bound) {
+        me_error(&d, ME_EINVAL, "%s: the model has no valid binding (a re-binding failed)", model ? model->g.path : "?");
+        copy_err(&d, err, errlen);
+        return ME_EINVAL;
+    }
+    const MeGraph *g = &model->g;
     MemestConvention conv = s ? s->convention : MEMEST_CONVENTION_DEFAULT;
     if ((int)conv < 0 || conv >= MEMEST_CONVENTION_COUNT) {
         me_error(&d, ME_EINVAL, "unknown convention %d", (int)conv);
         copy_err(&d, err, errlen);
         return ME_EINVAL;
     }
-    me_free(m->cost);
-    m->cost = me_calloc((size_t)(g->nn ? g->nn : 1), sizeof(MeCost));
-    if (!m->cost) { copy_err(&d, err, errlen); return ME_ENOMEM; }
-    MemestTotals t = { .nodes = g->nn };
-    void *region = m->cost;
-    size_t len = sizeof(MeCost) * (size_t)g->nn;
-    MePrefault *pf = g->nn > 100000 ? me_prefault_start(&region, &len, 1) : NULL;
-    for (int ni = 0; ni < g->nn; ni++) {
-        MeCtx c = { .g = g, .d = &d, .n = &g->n[ni] };
-        me_convention_cost(conv, &c, &m->cost[ni]);
+    MemestAnalysis *m = me_calloc(1, sizeof(*m));
+    if (!m) { copy_err(&d, err, errlen); return ME_ENOMEM; }
+    m->model = model;
+    m->g = g;
+    m->generation = model->generation;
+    m->conv = conv;
+    m->cost = model->dcost;
+    if (conv != MEMEST_CONVENTION_DEFAULT) {
+        if (!(m->own_cost = me_calloc((size_t)(g->nn ? g->nn : 1), sizeof(MeCost)))) goto nomem;
+        void *region = m->own_cost;
+        size_t len = sizeof(MeCost) * (size_t)g->nn;
+        MePrefault *pf = model->threads && g->nn > 100000 ? me_prefault_start(&region, &len, 1) : NULL;
+        for (int ni = 0; ni < g->nn; ni++) {
+            MeCtx c = { .g = (MeGraph *)g, .d = &d, .n = &g->n[ni] };
+            me_convention_cost(conv, &c, &m->own_cost[ni]);
+        }
+        me_prefault_join(pf);
+        m->cost = m->own_cost;
     }
-    me_prefault_join(pf);
-    if (build_rows(m, conv) < 0) { copy_err(&d, err, errlen); return ME_ENOMEM; }
+    MemestTotals t = { .nodes = g->nn };
+    if (build_rows(m, conv) < 0) goto nomem;
     for (int r = 0; r < m->n_rows; r++) {
         int ni = m->rows[r];
         const MeCost *co = &m->cost[ni];
@@ -152,13 +311,35 @@ int memest_analyze(MemestModel *m, const MemestAnalyzeSettings *s, char *err, si
                 break;
             }
         copy_err(&d, err, errlen);
+        memest_analysis_free(&m);
         return ME_EUNSUPPORTED;
     }
-    m->conv = conv;
     m->totals = t;
-    m->analyzed = true;
+    *out = m;
     return 0;
+nomem:
+    copy_err(&d, err, errlen);
+    memest_analysis_free(&m);
+    return ME_ENOMEM;
 }
+
+void memest_analysis_free(MemestAnalysis **pa)
+{
+    if (!pa || !*pa) return;
+    MemestAnalysis *a = *pa;
+    me_free(a->own_cost);
+    me_free(a->rows);
+    me_free(a->time_s);
+    me_memory_result_free(&a->memory);
+    me_free(a);
+    *pa = NULL;
+}
+
+int me_analysis_current(const MemestAnalysis *a)
+{
+    return a->model->bound && a->generation == a->model->generation ? 0 : ME_ESTALE;
+}
+
 
 int memest_freeze(MemestModel *m, const char *pattern)
 {
@@ -175,9 +356,9 @@ int memest_freeze(MemestModel *m, const char *pattern)
     return hits;
 }
 
-int memest_totals(const MemestModel *m, MemestTotals *out)
+int memest_totals(const MemestAnalysis *a, MemestTotals *out)
 {
-    if (!m || !m->analyzed) return ME_EINVAL;
-    *out = m->totals;
+    if (!a) return ME_EINVAL;
+    *out = a->totals;
     return 0;
 }

@@ -1,4 +1,5 @@
-/* The public MemestModel: a graph plus the results of the last analysis. */
+/* The public MemestModel (a graph bound to input shapes) and MemestAnalysis
+ * (what one memest_analyze found, owned by the caller). */
 #ifndef MEMEST_MODEL_H
 #define MEMEST_MODEL_H
 
@@ -17,31 +18,58 @@ typedef struct MeCost {
     uint64_t macs, flops;/* convention's two work columns */
     uint64_t read, write;/* bytes */
     uint64_t out_bytes;  /* bytes of the outputs */
-    double time_s;       /* roofline time on the chosen GPU (memest_set_device) */
     uint8_t status;      /* MeCostStatus */
 } MeCost;
 
+/* A graph input as the loader left it, before any binding: re-binding
+ * starts from here. */
+typedef struct MeInputState {
+    MeShape shape;
+    MeDType dtype;
+    bool known;
+} MeInputState;
+
 struct MemestModel {
     MeGraph g;
-    MeCost *cost;        /* per node, after memest_analyze */
+    /* The binding: the load settings' strings live in the graph's arena. */
+    MemestLoadSettings bind;
+    MeInputState *unbound; /* per graph input */
+    bool bound;          /* false after a failed re-binding that could not be undone */
+    uint64_t generation; /* changes with every binding; analyses remember theirs */
+    MeCost *dcost;       /* default-convention cost per node, once per binding */
+    int *hold_end;       /* memory.c's scope holds (structure only: once per model) */
+    bool threads;        /* MemestLoadSettings.threads */
+};
+
+/* The memory timeline of one set of settings: training runs step 1 and
+ * step 2 (steady state). */
+typedef struct MeMemResult {
+    MemestMemorySettings settings;
+    MemestMemory mem[2];
+    int n_mem;
+    char skipped[256];   /* why no timeline, when an unknown op prevents it */
+    MemestSeriesPoint *series[2];
+    int n_series[2], cap_series[2];
+} MeMemResult;
+
+struct MemestAnalysis {
+    const MemestModel *model;
+    const MeGraph *g;
+    uint64_t generation; /* the model's binding this analysis read */
     MemestConvention conv;
+    const MeCost *cost;  /* per node: the model's dcost (default) or own_cost */
+    MeCost *own_cost;
     MemestTotals totals;
     int *rows;           /* report rows: node index per row (see build_rows) */
-    bool has_memory;     /* memest_set_memory ran */
+    int n_rows;
+    bool has_memory;
+    MeMemResult memory;
     bool has_gpu;
     MemestGpu gpu;
     int low_precision;
+    double *time_s;      /* roofline seconds per node on gpu */
     bool has_max_batch;
     MemestMaxBatch max_batch;
-    MemestMemorySettings mem_settings;
-    MemestMemory mem[2]; /* the simulated step; training: step 1 and step 2 */
-    int n_mem;
-    char mem_skipped[256]; /* why no timeline, when it could not run */
-    int *hold_end;       /* memory.c's scope holds, computed once per model */
-    MemestSeriesPoint *series[2];
-    int n_series[2], cap_series[2];
-    int n_rows;
-    bool analyzed;
 };
 
 /* Cost of one node under a convention (conventions.c). */
@@ -50,6 +78,20 @@ void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *out);
 bool me_convention_covers(MemestConvention conv, MeCostClass cls);
 /* Positions until which Python's module scopes hold each value (memory.c). */
 int me_scope_holds(const MeGraph *g, int *hold_end);
+/* Runs the timeline for s into r (memory.c). An unknown op leaves it out
+ * (r->n_mem 0, r->skipped says why) and is not an error. */
+int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen);
+void me_memory_result_free(MeMemResult *r);
+/* What a step needs on a GPU (capacity.c): the largest of the steps. */
+uint64_t me_memory_needed(const MeMemResult *r);
+/* Whether a's figures still describe its model's binding; else a message. */
+int me_analysis_current(const MemestAnalysis *a);
+/* Forgets what an earlier shape inference folded (contents computed from
+ * shapes), before inferring again for another binding (shape.c). */
+void me_shapes_reset(MeGraph *g);
+/* Re-binds the model's inputs with s and runs shape inference again on the
+ * same IR (model.c). */
+int me_model_rebind(MemestModel *m, const MemestLoadSettings *s, char *err, size_t errlen);
 /* How nodes behave at run time (memory.c), shared with memest-measure's
  * plan so both issue the same allocations. */
 bool me_node_skipped(const MeGraph *g, const MeNode *n);      /* nothing runs: shape arithmetic, folded constants */

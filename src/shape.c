@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "model.h"
 
 int me_fail(const MeCtx *c, const char *fmt, ...)
 {
@@ -209,6 +209,21 @@ static void assign_roles(MeGraph *g)
             if (role == ME_R_PARAM || (role == ME_R_BUFFER && v->role != ME_R_PARAM) || v->role == ME_R_NONE)
                 v->role = role;
         }
+    }
+}
+
+void me_shapes_reset(MeGraph *g)
+{
+    for (int i = 0; i < g->nv; i++) {
+        MeValue *v = &g->v[i];
+        if (v->producer < 0 || v->kind != ME_V_CONST) continue;
+        me_free(v->ival);
+        me_free(v->fval);
+        v->ival = NULL;
+        v->fval = NULL;
+        v->nval = 0;
+        v->has_val = false;
+        v->kind = ME_V_ACT;
     }
 }
 

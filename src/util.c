@@ -23,6 +23,23 @@ void memest_set_allocator(const MemestAllocator *a)
 
 bool me_alloc_hooked(void) { return g_alloc.malloc_fn || g_alloc.realloc_fn || g_alloc.free_fn; }
 
+void memest_free(void *p) { me_free(p); }
+
+const char *memest_strerror(int code)
+{
+    switch ((MemestError)code) {
+    case MEMEST_OK: return "success";
+    case MEMEST_ERR_IO: return "input/output error";
+    case MEMEST_ERR_NOMEM: return "out of memory";
+    case MEMEST_ERR_INVALID: return "invalid input or usage";
+    case MEMEST_ERR_UNSUPPORTED: return "unsupported operator";
+    case MEMEST_ERR_STALE: return "the analysis is of an earlier binding of its model";
+    }
+    return "unknown error";
+}
+
+const char *memest_version(void) { return MEMEST_VERSION_STRING; }
+
 /* Arrays of a million-node graph run to hundreds of MB, first touched
  * one 4 KiB page fault at a time; transparent huge pages (where the
  * system leaves them to madvise) cut the faults 512-fold. */

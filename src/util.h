@@ -10,13 +10,15 @@
 
 #include "memest/memest.h"
 
-/* Error codes used everywhere inside the library (negative errno style). */
+/* Error codes used everywhere inside the library: the public MemestError
+ * values under short names, so the two can never disagree. */
 enum {
-    ME_OK = 0,
-    ME_EINVAL = -22,       /* bad input: file, shape, attribute, option */
-    ME_ENOMEM = -12,
-    ME_EIO = -5,
-    ME_EUNSUPPORTED = -95, /* an op the registry does not know (strict mode) */
+    ME_OK = MEMEST_OK,
+    ME_EINVAL = MEMEST_ERR_INVALID,         /* bad input: file, shape, attribute, option */
+    ME_ENOMEM = MEMEST_ERR_NOMEM,
+    ME_EIO = MEMEST_ERR_IO,
+    ME_EUNSUPPORTED = MEMEST_ERR_UNSUPPORTED, /* an op the registry does not know (strict mode) */
+    ME_ESTALE = MEMEST_ERR_STALE,           /* an analysis of an earlier binding */
 };
 
 void *me_malloc(size_t size);

@@ -1,17 +1,30 @@
 /* memest: predict what a neural network costs (parameters, MACs/FLOPs,
  * memory) from an ONNX file or a JSON layer graph.
  *
+ * Use: load a model (memest_model_load, memest_model_load_memory), analyze
+ * it (memest_analyze gives a MemestAnalysis the caller owns; add the memory
+ * timeline and a GPU to it), render reports from the analysis. A model can
+ * be analyzed any number of times, and re-bound to another batch size
+ * without reloading (memest_model_set_batch).
+ *
  * Ownership: every object returned through an out-parameter belongs to the
  * caller and is released with its matching *_free function, which also takes
- * NULL. The library never prints except to a FILE* the caller hands to a
- * report function. Functions return 0 on success or a negative error code;
- * a message naming file, node and field is written to the caller's buffer. */
+ * NULL; buffers (char *, GPU lists) with memest_free. The library never
+ * prints except to a FILE* or write callback the caller hands to a report
+ * function, and starts no thread unless MemestLoadSettings.threads allows it.
+ * Functions return 0 on success or a negative MemestError; a message naming
+ * file, node and field is written to the caller's buffer (err, errlen).
+ *
+ * Settings structs are filled by their *_default_settings() function (all
+ * zero is the same) and then changed field by field. */
 #ifndef MEMEST_MEMEST_H
 #define MEMEST_MEMEST_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "memest/version.h" /* MEMEST_VERSION_MAJOR, _MINOR, _PATCH, MEMEST_VERSION_STRING */
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,15 +36,27 @@ extern "C" {
 #define MEMEST_API
 #endif
 
-#define MEMEST_ERR_INVALID     (-22) /* bad input or usage */
-#define MEMEST_ERR_NOMEM       (-12)
-#define MEMEST_ERR_IO          (-5)
-#define MEMEST_ERR_UNSUPPORTED (-95) /* unknown op under strict mode */
+/* Every error the library returns (negative errno values). */
+typedef enum MemestError {
+    MEMEST_OK = 0,
+    MEMEST_ERR_IO = -5,            /* a file could not be read or written */
+    MEMEST_ERR_NOMEM = -12,
+    MEMEST_ERR_INVALID = -22,      /* bad input or usage */
+    MEMEST_ERR_UNSUPPORTED = -95,  /* unknown op under strict mode */
+    MEMEST_ERR_STALE = -116,       /* the analysis' model was re-bound since */
+} MemestError;
+
+/* A short English description of code ("out of memory"); never NULL. */
+MEMEST_API const char *memest_strerror(int code);
+
+/* MEMEST_VERSION_STRING of the library that runs (which may be newer than
+ * the header a program was built with). */
+MEMEST_API const char *memest_version(void);
 
 /* Replaceable allocator (NULL restores malloc/realloc/free). Not thread-safe:
- * set it before any other call. With hooks installed memest stays on the
- * calling thread (the hooks need not be thread-safe); without them a big
- * graph uses a helper thread or two (memest_set_memory, loading). */
+ * set it before any other call, and release everything allocated under one
+ * allocator before installing another. With hooks installed memest stays on
+ * the calling thread (the hooks need not be thread-safe). */
 typedef struct MemestAllocator {
     void *opaque;
     void *(*malloc_fn)(void *opaque, size_t size);
@@ -39,38 +64,73 @@ typedef struct MemestAllocator {
     void (*free_fn)(void *opaque, void *ptr);
 } MemestAllocator;
 MEMEST_API void memest_set_allocator(const MemestAllocator *a);
-
-MEMEST_API const char *memest_version(void);
+/* Frees a buffer the library returned (report text, GPU lists). */
+MEMEST_API void memest_free(void *p);
 
 typedef struct MemestModel MemestModel;
 
 typedef struct MemestLoadSettings {
     /* Input shapes, "[name=]D0xD1x...[:dtype]". Without a name the spec
      * applies to the first graph input. A shape one rank short of the
-     * model's input is one sample: the batch is prepended. */
+     * model's input is one sample: the batch is prepended. The strings are
+     * copied. */
     const char *const *inputs;
     int n_inputs;
-    /* Symbolic dimension bindings, "name=N". */
+    /* Symbolic dimension bindings, "name=N" (copied). */
     const char *const *dims;
     int n_dims;
     int64_t batch; /* 0 means 1 */
     /* Converts float weights and inputs (model.half(), model.bfloat16()):
      * "float16", "bfloat16" or NULL to keep the file's types. */
     const char *dtype;
+    /* Whether the library may start helper threads for this model: one
+     * while loading or analyzing a big graph, one to simulate training's
+     * two steps side by side. 0 (default): everything runs on the calling
+     * thread. */
+    int threads;
 } MemestLoadSettings;
 
+MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
+
 /* Loads an ONNX (.onnx) or JSON (.json) model, binds its input shapes and
- * runs shape inference. Weight bytes are never read. */
+ * runs shape inference. Weight bytes are never read. An ONNX file stays
+ * open while the model lives: the few initializers whose contents shape
+ * inference needs (a Reshape target) are read when it asks. */
 MEMEST_API int memest_model_load(MemestModel **out, const char *path,
                                  const MemestLoadSettings *settings,
                                  char *err, size_t errlen);
+/* The same from len bytes at data. name is what messages and reports call
+ * the model, and picks the format: a name ending in ".json", or data whose
+ * first non-blank byte is '{', is JSON; anything else ONNX. data is read
+ * during the call only (an ONNX model's weight bytes not at all), so the
+ * caller may free it on return; a later re-binding that needs an
+ * initializer's contents the first binding did not read fails
+ * (MEMEST_ERR_IO, naming it). */
+MEMEST_API int memest_model_load_memory(MemestModel **out, const void *data, size_t len, const char *name,
+                                        const MemestLoadSettings *settings,
+                                        char *err, size_t errlen);
 MEMEST_API void memest_model_free(MemestModel **model);
+
+/* Re-binds the model's inputs to batch size batch (as the load setting)
+ * and runs shape inference again on the same graph: no reload, frozen
+ * layers stay frozen. Analyses made before then become stale (their
+ * reports return MEMEST_ERR_STALE). On an error the model keeps its earlier
+ * binding. */
+MEMEST_API int memest_model_set_batch(MemestModel *model, int64_t batch, char *err, size_t errlen);
+/* The same for the symbolic dimension bindings ("name=N", replacing the
+ * load settings' dims; the batch and input specs stay). */
+MEMEST_API int memest_model_set_dims(MemestModel *model, const char *const *dims, int n_dims,
+                                     char *err, size_t errlen);
 
 /* Marks the layers whose module name matches pattern (fnmatch, or a dotted
  * prefix: "layer1" freezes layer1.0.conv1...) as frozen: their parameters
  * get no gradients and no optimizer state. Returns the number of layers
  * matched (0 is an error for the CLI to report). */
 MEMEST_API int memest_freeze(MemestModel *model, const char *pattern);
+
+/* Name of node i as the reports show it ("layer1.0.conv1"), NULL if out of
+ * range. Owned by the model. */
+MEMEST_API const char *memest_node_name(const MemestModel *model, int node);
 
 typedef enum MemestConvention {
     MEMEST_CONVENTION_DEFAULT = 0,
@@ -92,10 +152,17 @@ typedef struct MemestAnalyzeSettings {
     int strict; /* unknown ops are an error (MEMEST_ERR_UNSUPPORTED) */
 } MemestAnalyzeSettings;
 
-/* Computes per-node cost under a convention; may be called again with
- * other settings. */
-MEMEST_API int memest_analyze(MemestModel *model, const MemestAnalyzeSettings *s,
+MEMEST_API void memest_analyze_default_settings(MemestAnalyzeSettings *s);
+
+/* What one memest_analyze found: per-node cost and totals, and what was
+ * added to it since (memory timeline, GPU, max batch). It reads the model,
+ * which must outlive it, and describes the model's binding at the time. */
+typedef struct MemestAnalysis MemestAnalysis;
+
+/* Computes per-node cost under a convention into a new analysis. */
+MEMEST_API int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, MemestAnalysis **out,
                               char *err, size_t errlen);
+MEMEST_API void memest_analysis_free(MemestAnalysis **analysis);
 
 typedef struct MemestTotals {
     uint64_t params;        /* trainable parameters, shared ones once */
@@ -112,7 +179,7 @@ typedef struct MemestTotals {
     int uncounted_nodes;    /* nodes the convention counts as zero */
 } MemestTotals;
 
-MEMEST_API int memest_totals(const MemestModel *model, MemestTotals *out);
+MEMEST_API int memest_totals(const MemestAnalysis *analysis, MemestTotals *out);
 
 /* --- memory: a simulated timeline of what PyTorch allocates and frees --- */
 
@@ -160,7 +227,7 @@ typedef struct MemestMemorySettings {
     MemestOptimizer optimizer;
     MemestRuntime runtime;
     MemestLoss loss;
-    int step;              /* training step: 1 (creates optimizer state) or 2 (steady state) */
+    int step;              /* memest_memory's training step: 1 (creates optimizer state) or 2 (steady state); 0 is 1 */
     /* Activation checkpointing (torch.utils.checkpoint, reentrant): 0 none
      * (or the JSON model's checkpoint flags), N > 1 segments over the
      * execution order, -1 about √N segments (Chen et al. 2016). As
@@ -174,6 +241,9 @@ typedef struct MemestMemorySettings {
     int gpus;              /* data-parallel ranks (0 or 1: one GPU) */
     int shard;             /* MemestShard, with gpus > 1 */
 } MemestMemorySettings;
+
+/* Inference under no_grad on CUDA; for training set mode and optimizer. */
+MEMEST_API void memest_memory_default_settings(MemestMemorySettings *s);
 
 typedef enum MemestShard {
     MEMEST_SHARD_DDP = 0,  /* every rank keeps everything */
@@ -201,9 +271,21 @@ typedef struct MemestMemory {
     uint64_t recompute_macs;/* MACs run again in backward by checkpointing */
 } MemestMemory;
 
-/* Simulates one step (see MemestMemorySettings) and fills out. */
-MEMEST_API int memest_memory(MemestModel *model, const MemestMemorySettings *s, MemestMemory *out,
+/* Simulates one step (see MemestMemorySettings) of the model as bound now
+ * and fills out; stores nothing. */
+MEMEST_API int memest_memory(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out,
                              char *err, size_t errlen);
+
+/* Adds the memory simulation the reports show to the analysis (replacing an
+ * earlier one): the chosen mode, and for training both step 1 and step 2.
+ * An unknown op leaves it out (the reports say why); that is not an error.
+ * MEMEST_ERR_STALE when the model was re-bound since the analysis. */
+MEMEST_API int memest_set_memory(MemestAnalysis *analysis, const MemestMemorySettings *s, char *err, size_t errlen);
+
+/* The simulated steps of the analysis' memory: copies up to max of them to
+ * out and returns how many there are (training 2: step 1 and the steady
+ * state; 0 without memest_set_memory or when it was left out). */
+MEMEST_API int memest_memory_steps(const MemestAnalysis *analysis, MemestMemory *out, int max);
 
 /* One point of the simulated timeline: live bytes by category just after
  * an allocation or inside an op (op temporaries counted as "temporary"). */
@@ -213,28 +295,11 @@ typedef struct MemestSeriesPoint {
     uint64_t live[MEMEST_MEM_COUNT];
 } MemestSeriesPoint;
 
-/* The timeline of step (0: first; training 1: steady state) of the last
- * memest_set_memory, recorded when settings->record_series was set. The
- * array belongs to the model. */
-MEMEST_API int memest_memory_series(const MemestModel *model, int step, const MemestSeriesPoint **points, int *count);
-/* Name of node i as the reports show it ("layer1.0.conv1"), NULL if out of range. */
-MEMEST_API const char *memest_node_name(const MemestModel *model, int node);
-
-/* Runs the memory simulation the reports show: the chosen mode, and for
- * training both step 1 and step 2. An unknown op leaves it out (reported). */
-MEMEST_API int memest_set_memory(MemestModel *model, const MemestMemorySettings *s, char *err, size_t errlen);
-
-typedef enum MemestFormat {
-    MEMEST_FORMAT_TABLE = 0,
-    MEMEST_FORMAT_JSON,
-    MEMEST_FORMAT_CSV,
-    MEMEST_FORMAT_MARKDOWN,
-} MemestFormat;
-
-MEMEST_API int memest_format_from_name(const char *name);
-
-/* Writes the report of the last memest_analyze to f. */
-MEMEST_API int memest_report(const MemestModel *model, MemestFormat format, FILE *f);
+/* The timeline of step (0: first; training 1: steady state) of the
+ * analysis' memest_set_memory, recorded when settings->record_series was
+ * set. The array belongs to the analysis. */
+MEMEST_API int memest_memory_series(const MemestAnalysis *analysis, int step, const MemestSeriesPoint **points,
+                                    int *count);
 
 /* --- devices: capacity and time (src/device.c) --- */
 
@@ -247,18 +312,41 @@ typedef struct MemestGpu {
     int sms;               /* streaming multiprocessors (CUs), for the context estimate */
 } MemestGpu;
 
-/* The built-in table (REFERENCE.md's GPUs). */
+/* The built-in table (REFERENCE.md's GPUs), constant. */
 MEMEST_API const MemestGpu *memest_gpu_table(int *count);
-/* By name, case-insensitive ("rtx3090", "a100-80gb", "h100"); NULL if unknown. */
-MEMEST_API const MemestGpu *memest_gpu_find(const char *name);
-/* Adds GPUs from a JSON file: [{"name", "memory_mib", "bandwidth_gbs",
- * "fp32_tflops", "fp16_tflops", "sms"}]; they shadow built-ins. */
-MEMEST_API int memest_gpu_load_file(const char *path, char *err, size_t errlen);
+/* By name, case-insensitive ("rtx3090", "a100-80gb", "h100"): first among
+ * the n_extra GPUs at extra (may be NULL), which shadow the built-in table,
+ * then the built-ins. Copies it to out; MEMEST_ERR_INVALID if unknown. */
+MEMEST_API int memest_gpu_find(const char *name, const MemestGpu *extra, int n_extra, MemestGpu *out);
+/* Reads GPUs from a JSON file: [{"name", "memory_mib", "bandwidth_gbs",
+ * "fp32_tflops", "fp16_tflops", "sms"}], appended to the caller's list
+ * *gpus of *count entries (NULL and 0 for a new one), which is reallocated;
+ * free it with memest_free. On an error the list is unchanged. */
+MEMEST_API int memest_gpu_load_file(const char *path, MemestGpu **gpus, int *count, char *err, size_t errlen);
 /* "24GiB", "16GB", "81920MiB", "24" (GiB) → bytes; 0 on error. */
 MEMEST_API uint64_t memest_parse_size(const char *s);
 /* CUDA context estimate with lazy module loading: 250 MiB + 1.5 MiB per SM
  * (REFERENCE.md: 250-500 MB, growing with the SM count). */
 MEMEST_API uint64_t memest_gpu_context(const MemestGpu *gpu);
+
+/* What `memest-measure --calibrate` measured on a GPU (doc/device-profile.md). */
+#define MEMEST_DEVICE_PROFILE_FORMAT "memest-device-profile"
+#define MEMEST_DEVICE_PROFILE_VERSION 1
+typedef struct MemestDeviceProfile {
+    MemestGpu gpu;                   /* name, memory, bandwidth, fp32/fp16 FLOP/s, SMs */
+    uint64_t cuda_context_bytes;     /* device memory the CUDA context takes (MemestMemorySettings.cuda_context) */
+    uint64_t allocation_granularity; /* device memory one cudaMalloc(1) takes */
+    uint64_t cublas_workspace_bytes; /* what cuBLAS allocates at the first GEMM (.cublas_workspace) */
+    char measured[256];              /* "<date>, driver ..., CUDA ...", may be empty */
+} MemestDeviceProfile;
+
+/* Reads a device profile file. MEMEST_ERR_IO: cannot read; MEMEST_ERR_INVALID:
+ * not a profile (the message names the file and the field: missing, wrong
+ * type, not a positive number...). */
+MEMEST_API int memest_device_profile_load(const char *path, MemestDeviceProfile *out, char *err, size_t errlen);
+/* The same from text (NUL-terminated); name is used in messages. */
+MEMEST_API int memest_device_profile_parse(const char *text, const char *name, MemestDeviceProfile *out,
+                                           char *err, size_t errlen);
 
 typedef struct MemestTiming {
     double forward_s, backward_s, optimizer_s, recompute_s, step_s;
@@ -267,16 +355,18 @@ typedef struct MemestTiming {
 } MemestTiming;
 
 /* Roofline time per node on gpu (max of FLOPs at the dtype's peak and bytes
- * over bandwidth) for the report's duration[%] column, and the step time.
- * Call after memest_analyze (default convention figures are used). */
-MEMEST_API int memest_set_device(MemestModel *model, const MemestGpu *gpu, int low_precision);
-MEMEST_API int memest_timing(const MemestModel *model, MemestTiming *out);
+ * over bandwidth, default-convention figures) for the report's duration[%]
+ * column and the step time; the analysis keeps the GPU for its reports.
+ * MEMEST_ERR_STALE when the model was re-bound since the analysis. */
+MEMEST_API int memest_set_device(MemestAnalysis *analysis, const MemestGpu *gpu, int low_precision);
+/* MEMEST_ERR_INVALID without memest_set_device. */
+MEMEST_API int memest_timing(const MemestAnalysis *analysis, MemestTiming *out);
 
-/* What one step needs on a GPU of that size: with the cuda runtime the
- * allocated peak plus the CUDA context (cached segments are given back and
- * the allocation retried before PyTorch raises OOM), with the cpu runtime
- * the allocated peak. */
-MEMEST_API uint64_t memest_memory_needed(const MemestModel *model);
+/* What one step of the analysis' memory needs on a GPU: with the cuda
+ * runtime the allocated peak plus the CUDA context (cached segments are
+ * given back and the allocation retried before PyTorch raises OOM), with
+ * the cpu runtime the allocated peak; 0 without memory. */
+MEMEST_API uint64_t memest_memory_needed(const MemestAnalysis *analysis);
 
 typedef struct MemestMaxBatch {
     int64_t batch;          /* the largest batch that fits, 0 if even 1 does not */
@@ -285,40 +375,69 @@ typedef struct MemestMaxBatch {
     int simulations;        /* full timelines run to find it */
 } MemestMaxBatch;
 
-/* The largest batch whose step fits in capacity bytes. Memory is close to
- * linear in the batch: solved from batches 1 and 8, then confirmed (and
- * corrected) with full timelines at the answer and the answer + 1.
- * progress, when given, is called after each simulation. */
-MEMEST_API int memest_max_batch(const char *path, const MemestLoadSettings *load, const MemestMemorySettings *mem,
+/* The largest batch whose step fits in capacity bytes, for the model as it
+ * is (frozen layers, input specs, dims): each batch tried re-binds the same
+ * model, which gets its own batch back at the end (its analyses stay
+ * current). Memory is close to linear in the batch: solved from batches 1
+ * and 8, then confirmed (and corrected) with full timelines at the answer
+ * and the answer + 1. progress, when given, is called after each
+ * simulation. */
+MEMEST_API int memest_max_batch(MemestModel *model, const MemestMemorySettings *mem,
                                 uint64_t capacity, MemestMaxBatch *out,
                                 void (*progress)(void *opaque, int64_t batch, uint64_t needed), void *opaque,
                                 char *err, size_t errlen);
 
-/* Keeps a max-batch answer with the model so the reports show it. */
-MEMEST_API void memest_note_max_batch(MemestModel *model, const MemestMaxBatch *mb);
+/* Keeps a max-batch answer with the analysis so its reports show it. */
+MEMEST_API void memest_note_max_batch(MemestAnalysis *analysis, const MemestMaxBatch *mb);
 
-/* --- reports beyond the table (src/report/svg.c, check.c, netron.c) --- */
+/* --- reports (src/report/) --- */
 
-/* SVG of the memory timeline of the last memest_set_memory (which must have
- * run with record_series): live bytes over the op sequence, stacked by
- * category, forward/backward/optimizer phases shaded, the peak marked with
- * its op's name, and a capacity line at gpu_bytes when not 0 (labelled
- * gpu_name). Training plots the steady-state step. */
-MEMEST_API int memest_plot_svg(const MemestModel *model, FILE *f, uint64_t gpu_bytes, const char *gpu_name);
+typedef enum MemestFormat {
+    MEMEST_FORMAT_TABLE = 0,
+    MEMEST_FORMAT_JSON,
+    MEMEST_FORMAT_CSV,
+    MEMEST_FORMAT_MARKDOWN,
+} MemestFormat;
+
+MEMEST_API int memest_format_from_name(const char *name);
+
+/* Receives report text in pieces; returns 0, or < 0 to stop (the report
+ * function then returns MEMEST_ERR_IO). */
+typedef int (*MemestWriteFn)(void *opaque, const char *data, size_t len);
+
+/* The analysis as a report in format: to a FILE*, to a write callback, or
+ * into a new NUL-terminated buffer (*out, *len without the NUL; free with
+ * memest_free). MEMEST_ERR_STALE when the model was re-bound since. */
+MEMEST_API int memest_report(const MemestAnalysis *analysis, MemestFormat format, FILE *f);
+MEMEST_API int memest_report_write(const MemestAnalysis *analysis, MemestFormat format, MemestWriteFn write,
+                                   void *opaque);
+MEMEST_API int memest_report_string(const MemestAnalysis *analysis, MemestFormat format, char **out, size_t *len);
+
+/* SVG of the analysis' memory timeline (memest_set_memory with
+ * record_series): live bytes over the op sequence, stacked by category,
+ * forward/backward/optimizer phases shaded, the peak marked with its op's
+ * name, and a capacity line at gpu_bytes when not 0 (labelled gpu_name).
+ * Training plots the steady-state step. The same three ways as
+ * memest_report. */
+MEMEST_API int memest_plot_svg(const MemestAnalysis *analysis, FILE *f, uint64_t gpu_bytes, const char *gpu_name);
+MEMEST_API int memest_plot_svg_write(const MemestAnalysis *analysis, MemestWriteFn write, void *opaque,
+                                     uint64_t gpu_bytes, const char *gpu_name);
+MEMEST_API int memest_plot_svg_string(const MemestAnalysis *analysis, char **out, size_t *len, uint64_t gpu_bytes,
+                                      const char *gpu_name);
 
 /* Compares this analysis with a golden JSON report (memest --format json):
  * totals, per-layer figures and memory peaks. Writes one line per figure
  * that moved by more than tolerance_pct percent ("old -> new (+x.x%)") to
  * out. Returns 0 within tolerance, 1 when something moved, < 0 on error
  * (message in err). */
-MEMEST_API int memest_check_golden(const MemestModel *model, const char *golden_path, double tolerance_pct,
+MEMEST_API int memest_check_golden(const MemestAnalysis *analysis, const char *golden_path, double tolerance_pct,
                                    FILE *out, char *err, size_t errlen);
 /* Writes this analysis as a golden file (the JSON report, labelled as made
  * by memest: a regression reference, not truth). */
-MEMEST_API int memest_write_golden(const MemestModel *model, const char *path, char *err, size_t errlen);
+MEMEST_API int memest_write_golden(const MemestAnalysis *analysis, const char *path, char *err, size_t errlen);
 
 /* Netron metrics attachment: per node params, MACs, FLOPs, memory. */
-MEMEST_API int memest_netron_metrics(const MemestModel *model, FILE *f);
+MEMEST_API int memest_netron_metrics(const MemestAnalysis *analysis, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "memest/memest.h"
-#include "profile.h"
 
 enum { EXIT_OK = 0, EXIT_CHECK = 1, EXIT_BAD = 2, EXIT_UNSUPPORTED = 3 };
 
@@ -83,10 +82,17 @@ int main(int argc, char **argv)
     const char **dims = calloc((size_t)argc, sizeof(char *));
     const char **freeze = calloc((size_t)argc, sizeof(char *));
     int n_freeze = 0;
-    MemestLoadSettings ls = { 0 };
-    MemestAnalyzeSettings as = { 0 };
-    MemestMemorySettings ms = { .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD };
+    MemestLoadSettings ls;
+    MemestAnalyzeSettings as;
+    MemestMemorySettings ms;
+    memest_load_default_settings(&ls);
+    memest_analyze_default_settings(&as);
+    memest_memory_default_settings(&ms);
+    ls.threads = 1; /* a big graph loads and simulates faster with a helper thread */
     const MemestGpu *gpu = NULL;
+    MemestGpu named;            /* --gpu */
+    MemestGpu *user_gpus = NULL; /* --gpu-file */
+    int n_user_gpus = 0;
     MemestGpu custom = { .name = "custom" };
     MemestGpu profiled = { .name = "profiled" };
     const char *plot = NULL, *netron = NULL, *check = NULL, *update = NULL;
@@ -94,6 +100,7 @@ int main(int argc, char **argv)
     int max_batch = 0;
     int format = MEMEST_FORMAT_TABLE, rc = EXIT_BAD;
     MemestModel *m = NULL;
+    MemestAnalysis *an = NULL;
     FILE *out = stdout;
     if (!inputs || !dims || !freeze) goto end;
     for (int i = 1; i < argc; i++) {
@@ -138,15 +145,16 @@ int main(int argc, char **argv)
             }
             i++;
             char e2[512];
-            uint64_t ctx = 0, ws = 0;
-            if (me_device_profile_load(val, &profiled, &ctx, &ws, e2, sizeof(e2)) < 0) {
+            MemestDeviceProfile prof;
+            if (memest_device_profile_load(val, &prof, e2, sizeof(e2)) < 0) {
                 fprintf(stderr, "memest: --device-profile: %s\n", e2);
                 goto end;
             }
             /* measured on the device: they replace the table and the estimates */
+            profiled = prof.gpu;
             gpu = &profiled;
-            ms.cuda_context = ctx;
-            if (ws) ms.cublas_workspace = ws;
+            ms.cuda_context = prof.cuda_context_bytes;
+            if (prof.cublas_workspace_bytes) ms.cublas_workspace = prof.cublas_workspace_bytes;
         } else if (!strcmp(a, "--gpu") || !strcmp(a, "--gpu-mem") || !strcmp(a, "--gpu-file") || !strcmp(a, "--gpus") ||
                    !strcmp(a, "--shard") || !strcmp(a, "--plot") || !strcmp(a, "--netron") || !strcmp(a, "--check") ||
                    !strcmp(a, "--update-golden") || !strcmp(a, "--tolerance")) {
@@ -156,10 +164,11 @@ int main(int argc, char **argv)
             }
             i++;
             if (!strcmp(a, "--gpu")) {
-                if (!(gpu = memest_gpu_find(val))) {
+                if (memest_gpu_find(val, user_gpus, n_user_gpus, &named) < 0) {
                     fprintf(stderr, "memest: --gpu '%s': not a known GPU (memest --list-gpus; --gpu-mem SIZE for others)\n", val);
                     goto end;
                 }
+                gpu = &named;
             } else if (!strcmp(a, "--gpu-mem")) {
                 if (!(custom.memory = memest_parse_size(val))) {
                     fprintf(stderr, "memest: --gpu-mem '%s': expected a size like 24GiB, 16GB or 81920MiB\n", val);
@@ -167,7 +176,7 @@ int main(int argc, char **argv)
                 }
             } else if (!strcmp(a, "--gpu-file")) {
                 char e2[512];
-                if (memest_gpu_load_file(val, e2, sizeof(e2)) < 0) {
+                if (memest_gpu_load_file(val, &user_gpus, &n_user_gpus, e2, sizeof(e2)) < 0) {
                     fprintf(stderr, "memest: --gpu-file: %s\n", e2);
                     goto end;
                 }
@@ -308,7 +317,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "memest: --freeze '%s': no layer's module name matches\n", freeze[k]);
             goto end;
         }
-    int r = memest_analyze(m, &as, err, sizeof(err));
+    int r = memest_analyze(m, &as, &an, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "memest: %s\n", err);
         rc = r == MEMEST_ERR_UNSUPPORTED ? EXIT_UNSUPPORTED : EXIT_BAD;
@@ -320,22 +329,22 @@ int main(int argc, char **argv)
         goto end;
     }
     ms.record_series = plot != NULL;
-    if (memest_set_memory(m, &ms, err, sizeof(err)) < 0) {
+    if (memest_set_memory(an, &ms, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);
         goto end;
     }
-    if (gpu) memest_set_device(m, gpu, ms.amp || (ls.dtype && strcmp(ls.dtype, "float32") && strcmp(ls.dtype, "fp32")));
+    if (gpu) memest_set_device(an, gpu, ms.amp || (ls.dtype && strcmp(ls.dtype, "float32") && strcmp(ls.dtype, "fp32")));
     if (max_batch) {
         MemestMaxBatch mb;
-        if (memest_max_batch(model, &ls, &ms, gpu->memory, &mb, progress, NULL, err, sizeof(err)) < 0) {
+        if (memest_max_batch(m, &ms, gpu->memory, &mb, progress, NULL, err, sizeof(err)) < 0) {
             if (isatty(2)) fprintf(stderr, "\n");
             fprintf(stderr, "memest: --max-batch: %s\n", err);
             goto end;
         }
         if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
-        memest_note_max_batch(m, &mb);
+        memest_note_max_batch(an, &mb);
     }
-    if (memest_report(m, (MemestFormat)format, out) < 0 || fflush(out) != 0 || ferror(out)) {
+    if (memest_report(an, (MemestFormat)format, out) < 0 || fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "memest: could not write the report\n");
         goto end;
     }
@@ -343,7 +352,7 @@ int main(int argc, char **argv)
     if (plot || netron) {
         const char *p = plot ? plot : netron;
         FILE *pf = fopen(p, "w");
-        int pr = pf ? (plot ? memest_plot_svg(m, pf, gpu ? gpu->memory : 0, gpu ? gpu->name : NULL) : memest_netron_metrics(m, pf)) : -1;
+        int pr = pf ? (plot ? memest_plot_svg(an, pf, gpu ? gpu->memory : 0, gpu ? gpu->name : NULL) : memest_netron_metrics(an, pf)) : -1;
         if (pf && fclose(pf) != 0) pr = -1;
         if (pr < 0) {
             fprintf(stderr, "memest: could not write %s\n", p);
@@ -351,19 +360,19 @@ int main(int argc, char **argv)
         }
         if (plot && netron) {
             pf = fopen(netron, "w");
-            pr = pf ? memest_netron_metrics(m, pf) : -1;
+            pr = pf ? memest_netron_metrics(an, pf) : -1;
             if ((pf && fclose(pf) != 0) || pr < 0) {
                 fprintf(stderr, "memest: could not write %s\n", netron);
                 rc = EXIT_BAD;
             }
         }
     }
-    if (update && memest_write_golden(m, update, err, sizeof(err)) < 0) {
+    if (update && memest_write_golden(an, update, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: --update-golden: %s\n", err);
         rc = EXIT_BAD;
     }
     if (check && rc == EXIT_OK) {
-        int cr = memest_check_golden(m, check, tolerance, stderr, err, sizeof(err));
+        int cr = memest_check_golden(an, check, tolerance, stderr, err, sizeof(err));
         if (cr < 0) {
             fprintf(stderr, "memest: --check: %s\n", err);
             rc = EXIT_BAD;
@@ -373,7 +382,9 @@ int main(int argc, char **argv)
     }
 end:
     if (out != stdout) fclose(out);
+    memest_analysis_free(&an);
     memest_model_free(&m);
+    memest_free(user_gpus);
     free(inputs);
     free(dims);
     free(freeze);

@@ -648,9 +648,10 @@ static int load_outputs(JCtx *j, const cJSON *root)
     return 0;
 }
 
-static int read_file(const char *path, char **buf, size_t *len, MeDiag *d)
+/* file is opened, path named in messages */
+static int read_file(const char *file, const char *path, char **buf, size_t *len, MeDiag *d)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = fopen(file, "rb");
     if (!f) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
     char *b = NULL;
     size_t n = 0, cap = 0;
@@ -678,20 +679,27 @@ static int read_file(const char *path, char **buf, size_t *len, MeDiag *d)
     return 0;
 }
 
-int me_load_json(MeGraph *g, const char *path, MeDiag *d)
+int me_load_json(MeGraph *g, const MeSource *src, MeDiag *d)
 {
+    const char *path = g->path;
     char *buf = NULL;
-    size_t len = 0;
-    int rc = read_file(path, &buf, &len, d);
-    if (rc < 0) return rc;
+    const char *text = src->data;
+    size_t len = src->len;
+    int rc = 0;
+    if (!text) {
+        if ((rc = read_file(src->path, path, &buf, &len, d)) < 0) return rc;
+        text = buf;
+    } else if (len > ((size_t)256 << 20)) {
+        return me_error(d, ME_EINVAL, "%s: a JSON model larger than 256 MiB is not plausible", path);
+    }
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     JCtx j = { .g = g, .d = d, .path = path, .prev = -1, .dtype = ME_DT_F32 };
     if (!root) {
-        size_t off = end && end >= buf ? (size_t)(end - buf) : 0;
+        size_t off = end && end >= text ? (size_t)(end - text) : 0;
         int line = 1, col = 1;
         for (size_t i = 0; i < off && i < len; i++) {
-            if (buf[i] == '\n') { line++; col = 1; } else col++;
+            if (text[i] == '\n') { line++; col = 1; } else col++;
         }
         rc = me_error(d, ME_EINVAL, "%s:%d:%d: invalid JSON (cJSON stopped here)", path, line, col);
         goto end;

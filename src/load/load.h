@@ -8,8 +8,20 @@
 
 #define ME_MAX_FILE_BYTES (INT64_C(1) << 40)
 
-int me_load_json(MeGraph *g, const char *path, MeDiag *d);
-int me_load_onnx(MeGraph *g, const char *path, MeDiag *d);
+/* Where a model's bytes are: a file (path), or len bytes at data, which
+ * the loader reads only until it returns (names in messages are g->path). */
+typedef struct MeSource {
+    const char *path;
+    const void *data;
+    size_t len;
+    bool threads;    /* a helper thread may prefault a big graph's arrays */
+} MeSource;
+
+int me_load_json(MeGraph *g, const MeSource *src, MeDiag *d);
+int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d);
+/* After loading from memory: the caller's bytes are gone; initializer
+ * contents not read by then cannot be read any more. */
+void me_onnx_detach(MeGraph *g);
 /* Binds graph input shapes from --input/--dim/--batch (memest.h). */
 int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d);
 

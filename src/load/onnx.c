@@ -19,9 +19,12 @@
 
 #define ME_ONNX_MAX_OPSET 23
 
-/* A window over the file: the only way bytes are read. */
+/* A window over the file: the only way bytes are read. A model loaded from
+ * memory (memest_model_load_memory) has the caller's bytes instead, all of
+ * them in the window, for the duration of the load only. */
 typedef struct Reader {
-    int fd;
+    int fd;          /* -1: from memory */
+    const uint8_t *mem; /* the caller's bytes while loading from memory, else NULL */
     uint64_t size;
     uint8_t *buf;
     uint64_t woff;   /* file offset of buf[0] */
@@ -43,6 +46,11 @@ static void reader_free(void *p)
 static int rd_copy(Reader *r, uint64_t off, size_t len, uint8_t *dst)
 {
     if (off > r->size || len > r->size - off) return -1;
+    if (r->fd < 0) {
+        if (!r->mem) return -1; /* loaded from memory, which is gone */
+        memcpy(dst, r->mem + off, len);
+        return 0;
+    }
     while (len) {
         ssize_t n = pread(r->fd, dst, len, (off_t)off);
         if (n < 0 && errno == EINTR) continue;
@@ -58,6 +66,7 @@ static int rd_copy(Reader *r, uint64_t off, size_t len, uint8_t *dst)
 static const uint8_t *rd_peek(Reader *r, uint64_t off, size_t len)
 {
     if (off > r->size || len > r->size - off || len > RD_WINDOW) return NULL;
+    if (r->mem) return r->mem + off;
     if (off >= r->woff && off + len <= r->woff + r->wlen) return r->buf + (off - r->woff);
     size_t want = r->size - off < RD_WINDOW ? (size_t)(r->size - off) : RD_WINDOW;
     if (rd_copy(r, off, want, r->buf) < 0) return NULL;
@@ -128,6 +137,7 @@ typedef struct OCtx {
     MeGraph *g;
     MeDiag *d;
     Reader *r;
+    bool threads;    /* a helper thread may prefault a big graph's arrays */
 } OCtx;
 
 static int bad(OCtx *o, const char *what)
@@ -580,8 +590,10 @@ static int graph_attr(OCtx *o, MeNode *n, const uint8_t *p, size_t len)
 static void prefetch_names(OCtx *o, const PbField *fld, unsigned fields)
 {
     Reader *r = o->r;
-    if (fld->off < r->woff || fld->off + fld->len > r->woff + r->wlen) return;
-    const uint8_t *cur = r->buf + (fld->off - r->woff), *end = cur + fld->len;
+    const uint8_t *win = r->mem ? r->mem : r->buf;
+    uint64_t woff = r->mem ? 0 : r->woff, wlen = r->mem ? r->size : r->wlen;
+    if (fld->off < woff || fld->off + fld->len > woff + wlen) return;
+    const uint8_t *cur = win + (fld->off - woff), *end = cur + fld->len;
     MemField f;
     while (mem_next(&cur, end, &f) > 0)
         if (f.wt == 2 && f.num < 32 && (fields >> f.num & 1) && f.len) me_strmap_prefetch_n(&o->g->names, (const char *)f.p, f.len);
@@ -825,7 +837,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
         void *regions[] = { o->g->v, o->g->n, o->g->names.slots, room };
         size_t lens[] = { sizeof(MeValue) * (size_t)o->g->cap_v, sizeof(MeNode) * (size_t)o->g->cap_n,
                           sizeof(MeStrSlot) * o->g->names.cap, room ? arena : 0 };
-        prefault = me_prefault_start(regions, lens, 4);
+        prefault = o->threads ? me_prefault_start(regions, lens, 4) : NULL;
     }
     for (int i = 0; i < counts[S_INIT] && rc >= 0; i++) {
         if (i + 8 < counts[S_INIT]) prefetch_names(o, &spans[S_INIT][i + 8], 1u << 8); /* TensorProto.name */
@@ -860,31 +872,37 @@ static int mark_functional(MeGraph *g)
     return 0;
 }
 
-int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
+int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return me_error(d, ME_EIO, "%s: not a regular file", path);
+    const char *path = g->path;
+    int fd = -1;
+    uint64_t size = src->len;
+    if (!src->data) {
+        if ((fd = open(src->path, O_RDONLY)) < 0) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return me_error(d, ME_EIO, "%s: not a regular file", path);
+        }
+        size = (uint64_t)st.st_size;
     }
-    if (st.st_size == 0) {
-        close(fd);
+    if (size == 0) {
+        if (fd >= 0) close(fd);
         return me_error(d, ME_EINVAL, "%s: the file is empty", path);
     }
     Reader *rd = me_calloc(1, sizeof(*rd));
-    if (!rd || !(rd->buf = me_malloc(RD_WINDOW))) {
+    if (!rd || (fd >= 0 && !(rd->buf = me_malloc(RD_WINDOW)))) {
         me_free(rd);
-        close(fd);
+        if (fd >= 0) close(fd);
         return ME_ENOMEM;
     }
     rd->fd = fd;
-    rd->size = (uint64_t)st.st_size;
-    g->loader = rd; /* kept open: initializer contents are read on demand */
+    rd->mem = src->data;
+    rd->size = size;
+    g->loader = rd; /* kept (a file open): initializer contents are read on demand */
     g->loader_free = reader_free;
 
-    OCtx o = { .g = g, .d = d, .r = rd };
+    OCtx o = { .g = g, .d = d, .r = rd, .threads = src->threads };
     uint64_t cur = 0, end = rd->size, graph_off = 0, graph_len = 0;
     bool has_graph = false, any = false;
     PbField f;
@@ -918,4 +936,10 @@ int me_load_onnx(MeGraph *g, const char *path, MeDiag *d)
     g->opset = (int)opset;
     int rc = load_graph(&o, graph_off, graph_len);
     return rc < 0 ? rc : mark_functional(g);
+}
+
+void me_onnx_detach(MeGraph *g)
+{
+    if (g->loader_free != reader_free || !g->loader) return;
+    ((Reader *)g->loader)->mem = NULL;
 }

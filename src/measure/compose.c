@@ -59,16 +59,16 @@ static bool has_run(const MePlan *p, int ni, int run)
     return false;
 }
 
-int me_measure_compose(MemestModel *model, MePlan *const *plans, int n_plans, const MeMeasureResult *r, MeComposed *out)
+int me_measure_compose(MemestAnalysis *model, MePlan *const *plans, int n_plans, const MeMeasureResult *r, MeComposed *out)
 {
     memset(out, 0, sizeof(*out));
     MeMeasureReport *rep = &out->report;
-    MeGraph *g = &model->g;
+    const MeGraph *g = model->g;
     bool train = plans[0]->s.mode == MEMEST_RUN_TRAIN;
-    int steps = model->n_mem < n_plans ? model->n_mem : n_plans;
+    int steps = model->memory.n_mem < n_plans ? model->memory.n_mem : n_plans;
     char name[64];
     for (int k = 0; k < steps; k++) {
-        const MemestMemory *mm = &model->mem[k];
+        const MemestMemory *mm = &model->memory.mem[k];
         const MeStepMeasure *sm = &r->step[k];
         const char *suffix = !train ? "" : k == 0 ? ", step 1" : ", steady";
         snprintf(name, sizeof(name), "peak tensors (requested)%s", suffix);
@@ -81,14 +81,14 @@ int me_measure_compose(MemestModel *model, MePlan *const *plans, int n_plans, co
         row(out, name, ME_UNIT_BYTES, true, (double)mm->peak_reserved, false, 0);
     }
     bool measured = steps > 0 && r->step[0].measured;
-    uint64_t ctx = model->n_mem ? model->mem[0].cuda_context : 0;
-    row(out, "CUDA context", ME_UNIT_BYTES, model->n_mem > 0, (double)ctx, measured, (double)r->context_bytes);
-    uint64_t ws = model->mem_settings.cublas_workspace ? model->mem_settings.cublas_workspace : 8519680;
+    uint64_t ctx = model->memory.n_mem ? model->memory.mem[0].cuda_context : 0;
+    row(out, "CUDA context", ME_UNIT_BYTES, model->memory.n_mem > 0, (double)ctx, measured, (double)r->context_bytes);
+    uint64_t ws = model->memory.settings.cublas_workspace ? model->memory.settings.cublas_workspace : 8519680;
     row(out, "cuBLAS workspace (its own, first GEMM)", ME_UNIT_BYTES, true, (double)ws, measured, (double)r->cublas_own_bytes);
     row(out, "cuBLAS and cuDNN handles", ME_UNIT_BYTES, false, 0, measured, (double)r->handles_bytes);
     row(out, "largest cuDNN workspace", ME_UNIT_BYTES, false, 0, measured, (double)r->library_peak);
     row(out, "executor scratch", ME_UNIT_BYTES, false, 0, measured, (double)r->scratch_bytes);
-    row(out, "total device use at peak", ME_UNIT_BYTES, model->n_mem > 0, (double)memest_memory_needed(model), measured,
+    row(out, "total device use at peak", ME_UNIT_BYTES, model->memory.n_mem > 0, (double)memest_memory_needed(model), measured,
         (double)r->device_used_peak);
 
     MemestTiming t;
@@ -129,9 +129,9 @@ int me_measure_compose(MemestModel *model, MePlan *const *plans, int n_plans, co
             l->has_live = hp && hm;
             l->pred_live = pl;
             l->meas_live = ml;
-            l->has_time = run && model->cost && timed && (ph == 0 ? r->fwd_s : r->bwd_s);
+            l->has_time = run && model->time_s && timed && (ph == 0 ? r->fwd_s : r->bwd_s);
             if (l->has_time) {
-                l->pred_s = (ph == 0 ? 1.0 : 2.0) * model->cost[ni].time_s;
+                l->pred_s = (ph == 0 ? 1.0 : 2.0) * model->time_s[ni];
                 l->meas_s = ph == 0 ? r->fwd_s[ni] : r->bwd_s[ni];
             }
             if (!l->has_live) {

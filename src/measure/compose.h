@@ -15,12 +15,12 @@ typedef struct MeComposed {
     char names[24][64];
 } MeComposed;
 
-/* model: after memest_analyze, memest_set_memory (record_series, the same
+/* model: an analysis after memest_set_memory (record_series, the same
  * mode and optimizer as the plans) and memest_set_device. plans: the plans
  * measured (1 for inference, 2 for training: step 1 and steady state).
  * r: the measurement. The report's header strings (model, device, ...) are
  * left for the caller. */
-int me_measure_compose(MemestModel *model, MePlan *const *plans, int n_plans, const MeMeasureResult *r, MeComposed *out);
+int me_measure_compose(MemestAnalysis *model, MePlan *const *plans, int n_plans, const MeMeasureResult *r, MeComposed *out);
 void me_composed_free(MeComposed *c);
 
 #endif

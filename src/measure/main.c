@@ -236,7 +236,8 @@ int main(int argc, char **argv)
     MeComposed comp;
     memset(&comp, 0, sizeof(comp));
     MemestAnalyzeSettings as = { .convention = MEMEST_CONVENTION_DEFAULT };
-    if (memest_analyze(m, &as, err, sizeof(err)) < 0) {
+    MemestAnalysis *an = NULL;
+    if (memest_analyze(m, &as, &an, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest-measure: %s\n", err);
         status = 2;
         goto end;
@@ -297,7 +298,7 @@ int main(int argc, char **argv)
     }
     MemestMemorySettings ms = { .mode = mode, .optimizer = a.optimizer, .runtime = MEMEST_RUNTIME_CUDA, .record_series = 1,
                                 .cublas_workspace = workspace, .cuda_context = have_prof ? prof.cuda_context_bytes : 0 };
-    if (memest_set_memory(m, &ms, err, sizeof(err)) < 0 || memest_set_device(m, &prof.gpu, 0) < 0) {
+    if (memest_set_memory(an, &ms, err, sizeof(err)) < 0 || memest_set_device(an, &prof.gpu, 0) < 0) {
         fprintf(stderr, "memest-measure: prediction failed: %s\n", err);
         status = 1;
         goto end;
@@ -310,7 +311,7 @@ int main(int argc, char **argv)
         status = 1;
         goto end;
     }
-    if (me_measure_compose(m, pp, n_plans, &res, &comp) < 0) {
+    if (me_measure_compose(an, pp, n_plans, &res, &comp) < 0) {
         fprintf(stderr, "memest-measure: out of memory\n");
         status = 1;
         goto end;
@@ -339,6 +340,7 @@ end:
     me_composed_free(&comp);
     me_measure_result_free(&res);
     for (int k = 0; k < n_plans; k++) me_plan_free(&plans[k]);
+    memest_analysis_free(&an);
     memest_model_free(&m);
     return status;
 }

@@ -1,6 +1,5 @@
 /* Device profiles: what `memest-measure --calibrate` measured on a GPU, as
- * JSON (doc/device-profile.md), read back by memest and memest-measure.
- * Plain C (cJSON), no CUDA: both programs link it. */
+ * JSON (doc/device-profile.md), read back by the library. Plain C, no CUDA. */
 #ifndef MEMEST_MEASURE_PROFILE_H
 #define MEMEST_MEASURE_PROFILE_H
 
@@ -9,24 +8,13 @@
 
 #include "memest/memest.h"
 
-#define ME_DEVICE_PROFILE_FORMAT "memest-device-profile"
-#define ME_DEVICE_PROFILE_VERSION 1
+#define ME_DEVICE_PROFILE_FORMAT MEMEST_DEVICE_PROFILE_FORMAT
+#define ME_DEVICE_PROFILE_VERSION MEMEST_DEVICE_PROFILE_VERSION
 
-typedef struct MeDeviceProfile {
-    MemestGpu gpu;                   /* name, memory, bandwidth, fp32/fp16 FLOP/s, SMs */
-    uint64_t cuda_context_bytes;     /* device memory the CUDA context takes */
-    uint64_t allocation_granularity; /* device memory one cudaMalloc(1) takes */
-    uint64_t cublas_workspace_bytes; /* what cuBLAS allocates for itself at the first GEMM */
-    char measured[256];              /* "<date>, driver ..., CUDA ...", may be empty */
-} MeDeviceProfile;
-
-/* Reads a device profile. Returns 0, or MEMEST_ERR_IO (cannot read),
- * MEMEST_ERR_INVALID (not a profile: the message names the file and the
- * field: missing, wrong type, not a positive number...), MEMEST_ERR_NOMEM. */
-int me_device_profile_read(const char *path, MeDeviceProfile *out, char *err, size_t errlen);
-
-/* The same, parsed from text (name is used in messages). */
-int me_device_profile_parse(const char *text, const char *name, MeDeviceProfile *out, char *err, size_t errlen);
+/* The reader is the library's (memest_device_profile_load, _parse). */
+typedef MemestDeviceProfile MeDeviceProfile;
+#define me_device_profile_read memest_device_profile_load
+#define me_device_profile_parse memest_device_profile_parse
 
 /* What memest needs from a profile: the GPU for capacity and roofline
  * (memest_set_device), the context and cuBLAS workspace for

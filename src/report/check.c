@@ -26,7 +26,7 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 }
 
 /* This analysis as the JSON report, parsed. */
-static int current_report(const MemestModel *m, cJSON **out)
+static int current_report(const MemestAnalysis *m, cJSON **out)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -233,11 +233,11 @@ static int compare_memory(Cmp *c, const cJSON *gm, const cJSON *cm, const char *
     return 0;
 }
 
-int memest_check_golden(const MemestModel *model, const char *golden_path, double tolerance_pct, FILE *out,
+int memest_check_golden(const MemestAnalysis *model, const char *golden_path, double tolerance_pct, FILE *out,
                         char *err, size_t errlen)
 {
-    if (!model || !golden_path || !model->analyzed)
-        return fail(err, errlen, ME_EINVAL, "golden check: no analysis to compare");
+    if (!model || !golden_path) return fail(err, errlen, ME_EINVAL, "golden check: no analysis to compare");
+    if (me_analysis_current(model) < 0) return fail(err, errlen, ME_ESTALE, "golden check: %s", memest_strerror(ME_ESTALE));
     if (!(tolerance_pct >= 0) || tolerance_pct > 1e9)
         return fail(err, errlen, ME_EINVAL, "golden check: tolerance %g%% is not a percentage", tolerance_pct);
     char *text;
@@ -322,9 +322,10 @@ static cJSON *with_label(cJSON *root, const char *note)
     return out;
 }
 
-int memest_write_golden(const MemestModel *model, const char *path, char *err, size_t errlen)
+int memest_write_golden(const MemestAnalysis *model, const char *path, char *err, size_t errlen)
 {
-    if (!model || !path || !model->analyzed) return fail(err, errlen, ME_EINVAL, "golden: no analysis to write");
+    if (!model || !path) return fail(err, errlen, ME_EINVAL, "golden: no analysis to write");
+    if (me_analysis_current(model) < 0) return fail(err, errlen, ME_ESTALE, "golden: %s", memest_strerror(ME_ESTALE));
     cJSON *root;
     int rc = current_report(model, &root);
     if (rc < 0) return fail(err, errlen, rc, "golden file %s: out of memory", path);

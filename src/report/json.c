@@ -38,7 +38,7 @@ static const char *status_name(uint8_t s)
     }
 }
 
-static cJSON *op_counts_json(const MemestModel *m, MeCostStatus st)
+static cJSON *op_counts_json(const MemestAnalysis *m, MeCostStatus st)
 {
     const char *ops[256];
     int counts[256];
@@ -49,9 +49,9 @@ static cJSON *op_counts_json(const MemestModel *m, MeCostStatus st)
 }
 
 /* One row as cJSON_Print would write it two levels deep. */
-static cJSON *layer_json(const MemestModel *m, int r)
+static cJSON *layer_json(const MemestAnalysis *m, int r)
 {
-    const MeGraph *g = &m->g;
+    const MeGraph *g = m->g;
     MeRowView rv;
     me_row_view(m, r, &rv);
     const MeNode *n = rv.node;
@@ -87,7 +87,7 @@ static cJSON *layer_json(const MemestModel *m, int r)
 
 /* "layers": [{...}, {...}] in cJSON_Print's layout: each row printed on
  * its own, two tabs deeper. */
-static int write_layers(const MemestModel *m, FILE *f)
+static int write_layers(const MemestAnalysis *m, FILE *f)
 {
     fputc('[', f);
     for (int r = 0; r < m->n_rows; r++) {
@@ -111,9 +111,9 @@ static int write_layers(const MemestModel *m, FILE *f)
     return 0;
 }
 
-int me_report_json(const MemestModel *m, FILE *f)
+int me_report_json(const MemestAnalysis *m, FILE *f)
 {
-    const MeGraph *g = &m->g;
+    const MeGraph *g = m->g;
     cJSON *root = cJSON_CreateObject();
     if (!root) return ME_ENOMEM;
     cJSON_AddStringToObject(root, "schema", "memest-report");
@@ -147,7 +147,7 @@ int me_report_json(const MemestModel *m, FILE *f)
     add_u64(tot, "seed_sum_bytes", t->seed_sum_bytes);
     cJSON_AddNumberToObject(tot, "nodes", t->nodes);
     if (m->has_memory) {
-        const MemestMemorySettings *ms = &m->mem_settings;
+        const MemestMemorySettings *ms = &m->memory.settings;
         cJSON *mem = cJSON_AddObjectToObject(root, "memory");
         static const char *const modes[] = { "infer", "infer_grad", "train" };
         cJSON_AddStringToObject(mem, "mode", modes[ms->mode]);
@@ -158,10 +158,10 @@ int me_report_json(const MemestModel *m, FILE *f)
         cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
         cJSON_AddStringToObject(mem, "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off");
         cJSON_AddStringToObject(mem, "predicts", ms->runtime == MEMEST_RUNTIME_CPU ? "peak of CPU allocator bytes" : "torch.cuda max_memory_allocated / max_memory_reserved");
-        if (!m->n_mem) cJSON_AddStringToObject(mem, "skipped", m->mem_skipped);
+        if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
-        for (int k = 0; k < m->n_mem; k++) {
-            const MemestMemory *r = &m->mem[k];
+        for (int k = 0; k < m->memory.n_mem; k++) {
+            const MemestMemory *r = &m->memory.mem[k];
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "step", k + 1);
             add_u64(o, "peak", r->peak_allocated);
@@ -186,7 +186,7 @@ int me_report_json(const MemestModel *m, FILE *f)
         cJSON *dev = cJSON_AddObjectToObject(root, "device");
         cJSON_AddStringToObject(dev, "gpu", m->gpu.name);
         add_u64(dev, "memory", m->gpu.memory);
-        if (m->has_memory && m->n_mem) {
+        if (m->has_memory && m->memory.n_mem) {
             uint64_t need = memest_memory_needed(m);
             add_u64(dev, "needed", need);
             cJSON_AddBoolToObject(dev, "fits", need <= m->gpu.memory);

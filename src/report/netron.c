@@ -16,9 +16,10 @@ static bool add_u64(cJSON *o, const char *k, uint64_t v)
     return cJSON_AddNumberToObject(o, k, (double)v) != NULL;
 }
 
-int memest_netron_metrics(const MemestModel *model, FILE *f)
+int memest_netron_metrics(const MemestAnalysis *model, FILE *f)
 {
-    if (!model || !f || !model->analyzed) return ME_EINVAL;
+    if (!model || !f) return ME_EINVAL;
+    if (me_analysis_current(model) < 0) return ME_ESTALE;
     cJSON *root = cJSON_CreateObject();
     cJSON *arr = root ? cJSON_AddArrayToObject(root, "metrics") : NULL;
     bool ok = arr != NULL;

@@ -3,7 +3,7 @@
 
 #include "report/report.h"
 
-static void shape_text(const MemestModel *m, const MeValue *v, char *buf, size_t n)
+static void shape_text(const MemestAnalysis *m, const MeValue *v, char *buf, size_t n)
 {
     if (!v || !v->known) { snprintf(buf, n, "%s", "?"); return; }
     if (m->conv == MEMEST_CONVENTION_TORCHSTAT) {
@@ -15,31 +15,32 @@ static void shape_text(const MemestModel *m, const MeValue *v, char *buf, size_t
     if (!v->shape.rank) snprintf(buf, n, "scalar");
 }
 
-void me_row_view(const MemestModel *m, int row, MeRowView *rv)
+void me_row_view(const MemestAnalysis *m, int row, MeRowView *rv)
 {
     int ni = m->rows[row];
-    rv->node = &m->g.n[ni];
+    rv->node = &m->g->n[ni];
     rv->cost = &m->cost[ni];
+    rv->time_s = m->time_s ? m->time_s[ni] : 0;
     const MeNode *n = rv->node;
     const MeValue *in = NULL;
     for (int i = 0; i < n->n_in && !in; i++)
-        if (n->in[i] >= 0 && m->g.v[n->in[i]].kind != ME_V_INIT) in = &m->g.v[n->in[i]];
-    if (!in && n->n_in && n->in[0] >= 0) in = &m->g.v[n->in[0]];
+        if (n->in[i] >= 0 && m->g->v[n->in[i]].kind != ME_V_INIT) in = &m->g->v[n->in[i]];
+    if (!in && n->n_in && n->in[0] >= 0) in = &m->g->v[n->in[0]];
     shape_text(m, in, rv->in_shape, sizeof(rv->in_shape));
     if (!n->n_in) strcpy(rv->in_shape, "-");
-    shape_text(m, n->n_out && n->out[0] >= 0 ? &m->g.v[n->out[0]] : NULL, rv->out_shape, sizeof(rv->out_shape));
+    shape_text(m, n->n_out && n->out[0] >= 0 ? &m->g->v[n->out[0]] : NULL, rv->out_shape, sizeof(rv->out_shape));
     rv->rw = me_sadd(rv->cost->read, rv->cost->write);
     rv->mark = rv->cost->status == ME_COST_UNCOUNTED ? '*' : rv->cost->status != ME_COST_OK ? '?' : ' ';
 }
 
-int me_op_counts(const MemestModel *m, MeCostStatus status, const char **ops, int *counts, int max)
+int me_op_counts(const MemestAnalysis *m, MeCostStatus status, const char **ops, int *counts, int max)
 {
     int k = 0;
-    int n = status == ME_COST_UNKNOWN_OP ? m->g.nn : m->n_rows;
+    int n = status == ME_COST_UNKNOWN_OP ? m->g->nn : m->n_rows;
     for (int i = 0; i < n; i++) {
         int ni = status == ME_COST_UNKNOWN_OP ? i : m->rows[i];
         if (m->cost[ni].status != status) continue;
-        const char *op = m->g.n[ni].op;
+        const char *op = m->g->n[ni].op;
         int j = 0;
         while (j < k && strcmp(ops[j], op)) j++;
         if (j == k) {
@@ -80,10 +81,10 @@ enum { NCOL = 13 };
 /* One table line: index, name, [type], shapes, figures. */
 typedef struct Cells { char c[NCOL][128]; } Cells;
 
-static double forward_time(const MemestModel *m)
+static double forward_time(const MemestAnalysis *m)
 {
     double t = 0;
-    for (int i = 0; i < m->g.nn; i++) t += m->cost[i].time_s;
+    for (int i = 0; m->time_s && i < m->g->nn; i++) t += m->time_s[i];
     return t;
 }
 
@@ -91,7 +92,7 @@ static double forward_time(const MemestModel *m)
 static void duration_cell(double fwd, const MeRowView *rv, char *cell, size_t n)
 {
     double t = fwd;
-    if (t > 0) snprintf(cell, n, "%.2f%%", 100.0 * rv->cost->time_s / t);
+    if (t > 0) snprintf(cell, n, "%.2f%%", 100.0 * rv->time_s / t);
     else snprintf(cell, n, "-");
 }
 
@@ -154,7 +155,7 @@ static const char *const head_ts[NCOL - 1] = { "", "module name", "input shape",
 static int ncols(bool ts) { return ts ? NCOL - 1 : NCOL; }
 static const char *heading(bool ts, int i) { return ts ? head_ts[i] : head_default[i]; }
 
-static void totals_cells(const MemestModel *m, Cells *c, bool ts)
+static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
 {
     const MemestTotals *t = &m->totals;
     memset(c, 0, sizeof(*c));
@@ -187,14 +188,14 @@ static void totals_cells(const MemestModel *m, Cells *c, bool ts)
     thousands(me_sadd(t->mem_read, t->mem_write), c->c[k++], 64);
 }
 
-static void fill_row(const MemestModel *m, double fwd, int r, Cells *out, bool ts)
+static void fill_row(const MemestAnalysis *m, double fwd, int r, Cells *out, bool ts)
 {
     MeRowView rv;
     me_row_view(m, r, &rv);
     row_cells(fwd, &rv, r, out, ts);
 }
 
-static void print_lists(const MemestModel *m, FILE *f)
+static void print_lists(const MemestAnalysis *m, FILE *f)
 {
     const char *ops[64];
     int counts[64];
@@ -239,23 +240,23 @@ static void thousands(uint64_t v, char *buf, size_t n);
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-static void print_memory(const MemestModel *m, FILE *f)
+static void print_memory(const MemestAnalysis *m, FILE *f)
 {
     if (!m->has_memory) return;
-    const MemestMemorySettings *s = &m->mem_settings;
+    const MemestMemorySettings *s = &m->memory.settings;
     fprintf(f, "\nMemory, %s", me_mode_name(s));
     if (s->mode == MEMEST_RUN_TRAIN)
         fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), s->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
     if (s->amp) fprintf(f, ", autocast %s", s->amp == 2 ? "bf16" : "fp16");
     fprintf(f, ", runtime %s (%s; MiB = 2^20 bytes):\n", s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda",
             s->runtime == MEMEST_RUNTIME_CPU ? "peak of bytes the CPU allocator hands out" : "peaks as torch.cuda reports them");
-    if (!m->n_mem) {
-        fprintf(f, "  not simulated: %s\n", m->mem_skipped);
+    if (!m->memory.n_mem) {
+        fprintf(f, "  not simulated: %s\n", m->memory.skipped);
         return;
     }
-    for (int k = 0; k < m->n_mem; k++) {
-        const MemestMemory *r = &m->mem[k];
-        if (s->mode == MEMEST_RUN_TRAIN && m->n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
+    for (int k = 0; k < m->memory.n_mem; k++) {
+        const MemestMemory *r = &m->memory.mem[k];
+        if (s->mode == MEMEST_RUN_TRAIN && m->memory.n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
         else fprintf(f, "  ");
         fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak_allocated), r->peak_name,
                 me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));
@@ -277,22 +278,22 @@ static void print_memory(const MemestModel *m, FILE *f)
     }
 }
 
-static void print_device(const MemestModel *m, FILE *f)
+static void print_device(const MemestAnalysis *m, FILE *f)
 {
     if (!m->has_gpu) return;
     const MemestGpu *g = &m->gpu;
     fprintf(f, "\nGPU %s: %.2f GiB, %.0f GB/s, %.1f TFLOP/s fp32, %.1f TFLOP/s fp16/bf16", g->name,
             (double)g->memory / (1u << 30), g->bandwidth / 1e9, g->fp32_flops / 1e12, g->fp16_flops / 1e12);
-    if (m->has_memory && m->mem_settings.gpus > 1) {
+    if (m->has_memory && m->memory.settings.gpus > 1) {
         static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
-        fprintf(f, "; %d GPUs, %s (figures per GPU)", m->mem_settings.gpus, sh[m->mem_settings.shard & 3]);
+        fprintf(f, "; %d GPUs, %s (figures per GPU)", m->memory.settings.gpus, sh[m->memory.settings.shard & 3]);
     }
     fprintf(f, "\n");
-    if (m->has_memory && m->n_mem) {
+    if (m->has_memory && m->memory.n_mem) {
         uint64_t need = memest_memory_needed(m);
         bool fits = need <= g->memory;
         fprintf(f, "  %s: needs %.2f MiB (%s), %s %.2f MiB\n", fits ? "fits" : "DOES NOT FIT", mib(need),
-                m->mem_settings.runtime == MEMEST_RUNTIME_CUDA ? "allocated at the peak + CUDA context" : "allocated at the peak",
+                m->memory.settings.runtime == MEMEST_RUNTIME_CUDA ? "allocated at the peak + CUDA context" : "allocated at the peak",
                 fits ? "headroom" : "short by", mib(fits ? g->memory - need : need - g->memory));
     }
     MemestTiming t;
@@ -344,7 +345,7 @@ static void pad(Line *l, int n)
     for (; n > 0; n -= 64) put(l, spaces, (size_t)(n < 64 ? n : 64));
 }
 
-static int report_table(const MemestModel *m, FILE *f)
+static int report_table(const MemestAnalysis *m, FILE *f)
 {
     bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
     int nc = ncols(ts);
@@ -425,7 +426,7 @@ static int report_table(const MemestModel *m, FILE *f)
         print_device(m, f);
         return 0;
     }
-    int64_t batch = m->g.n_inputs ? m->g.v[m->g.inputs[0]].shape.d[0] : 1;
+    int64_t batch = m->g->n_inputs ? m->g->v[m->g->inputs[0]].shape.d[0] : 1;
     thousands(t->params, a, sizeof(a));
     fprintf(f, "Total params: %s (%.2f MiB)", a, (double)t->param_bytes / (1024.0 * 1024.0));
     if (t->buffers) {
@@ -474,7 +475,7 @@ static void md_field(Line *l, const char *s)
     put(l, " ", 1);
 }
 
-static int report_csv(const MemestModel *m, FILE *f, bool markdown)
+static int report_csv(const MemestAnalysis *m, FILE *f, bool markdown)
 {
     static const char *const cols[] = { "module", "type", "input_shape", "output_shape", "params", "output_bytes",
         "macs", "flops", "mem_read", "mem_write", "mem_rw", "counted" };
@@ -534,9 +535,10 @@ int memest_format_from_name(const char *name)
     return -1;
 }
 
-int memest_report(const MemestModel *m, MemestFormat fmt, FILE *f)
+int memest_report(const MemestAnalysis *m, MemestFormat fmt, FILE *f)
 {
-    if (!m || !m->analyzed) return ME_EINVAL;
+    if (!m || !f) return ME_EINVAL;
+    if (me_analysis_current(m) < 0) return ME_ESTALE;
     switch (fmt) {
     case MEMEST_FORMAT_TABLE: return report_table(m, f);
     case MEMEST_FORMAT_JSON: return me_report_json(m, f);
@@ -544,4 +546,27 @@ int memest_report(const MemestModel *m, MemestFormat fmt, FILE *f)
     case MEMEST_FORMAT_MARKDOWN: return report_csv(m, f, true);
     default: return ME_EINVAL;
     }
+}
+
+typedef struct ReportJob {
+    const MemestAnalysis *a;
+    MemestFormat fmt;
+} ReportJob;
+
+static int render_report(const void *ctx, FILE *f)
+{
+    const ReportJob *j = ctx;
+    return memest_report(j->a, j->fmt, f);
+}
+
+int memest_report_write(const MemestAnalysis *a, MemestFormat fmt, MemestWriteFn write, void *opaque)
+{
+    ReportJob j = { a, fmt };
+    return me_render_to(write, opaque, render_report, &j);
+}
+
+int memest_report_string(const MemestAnalysis *a, MemestFormat fmt, char **out, size_t *len)
+{
+    ReportJob j = { a, fmt };
+    return me_render_string(out, len, render_report, &j);
 }

@@ -14,13 +14,19 @@ typedef struct MeRowView {
     char in_shape[96], out_shape[96];
     uint64_t rw;
     char mark;       /* '*' uncounted by the convention, '?' unknown op or shape */
+    double time_s;   /* roofline seconds (memest_set_device), else 0 */
 } MeRowView;
 
-void me_row_view(const MemestModel *m, int row, MeRowView *rv);
+void me_row_view(const MemestAnalysis *m, int row, MeRowView *rv);
 /* Ops listed with counts: unknown ones (all nodes), or those the
  * convention counts as zero (rows). */
-int me_op_counts(const MemestModel *m, MeCostStatus status, const char **ops, int *counts, int max);
-int me_report_json(const MemestModel *m, FILE *f);
+int me_op_counts(const MemestAnalysis *m, MeCostStatus status, const char **ops, int *counts, int max);
+int me_report_json(const MemestAnalysis *m, FILE *f);
+/* Renders to a FILE*; the report and plot functions' three outputs
+ * (FILE*, write callback, buffer) all go through one of these (sink.c). */
+typedef int (*MeRenderFn)(const void *ctx, FILE *f);
+int me_render_to(MemestWriteFn write, void *opaque, MeRenderFn render, const void *ctx);
+int me_render_string(char **out, size_t *len, MeRenderFn render, const void *ctx);
 const char *me_mode_name(const MemestMemorySettings *s);
 const char *me_optimizer_name(MemestOptimizer o);
 const char *me_phase_name(MemestPhase p);

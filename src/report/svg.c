@@ -126,15 +126,17 @@ static void label(FILE *f, double x, double y, const char *anchor, const char *s
     fputs("</text>\n", f);
 }
 
-int memest_plot_svg(const MemestModel *model, FILE *f, uint64_t gpu_bytes, const char *gpu_name)
+int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, const char *gpu_name)
 {
-    if (!model || !f || !model->has_memory || model->n_mem <= 0 || !model->mem_settings.record_series) return ME_EINVAL;
-    const int step = model->n_mem - 1;
+    if (!model || !f) return ME_EINVAL;
+    if (me_analysis_current(model) < 0) return ME_ESTALE;
+    if (!model->has_memory || model->memory.n_mem <= 0 || !model->memory.settings.record_series) return ME_EINVAL;
+    const int step = model->memory.n_mem - 1;
     const MemestSeriesPoint *pts;
     int n;
     if (memest_memory_series(model, step, &pts, &n) < 0 || n <= 0) return ME_EINVAL;
-    const MemestMemory *mem = &model->mem[step];
-    const MemestMemorySettings *ms = &model->mem_settings;
+    const MemestMemory *mem = &model->memory.mem[step];
+    const MemestMemorySettings *ms = &model->memory.settings;
 
     /* The first event at the highest total: the one the simulation reports
      * as its peak. */
@@ -184,7 +186,7 @@ int memest_plot_svg(const MemestModel *model, FILE *f, uint64_t gpu_bytes, const
     /* title: model and mode */
     char buf[512];
     fputs("<text x=\"20\" y=\"28\" font-size=\"16\" font-weight=\"bold\">Memory timeline: ", f);
-    xml_text(f, model->g.path);
+    xml_text(f, model->g->path);
     fputs("</text>\n", f);
     int o = snprintf(buf, sizeof(buf), "%s", me_mode_name(ms));
     if (ms->mode == MEMEST_RUN_TRAIN)
@@ -192,7 +194,7 @@ int memest_plot_svg(const MemestModel *model, FILE *f, uint64_t gpu_bytes, const
                       ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
     if (ms->amp) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", autocast %s", ms->amp == 2 ? "bf16" : "fp16");
     if (mem->segments) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", %d checkpointed segments", mem->segments);
-    if (model->n_mem > 1) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", step %d of %d (steady state)", step + 1, model->n_mem);
+    if (model->memory.n_mem > 1) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", step %d of %d (steady state)", step + 1, model->memory.n_mem);
     snprintf(buf + o, sizeof(buf) - (size_t)o, ", runtime %s", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
     fputs("<text x=\"20\" y=\"48\" font-size=\"13\">", f);
     xml_text(f, buf);
@@ -317,4 +319,28 @@ int memest_plot_svg(const MemestModel *model, FILE *f, uint64_t gpu_bytes, const
 #undef YM
     me_free(pick);
     return ferror(f) ? ME_EIO : 0;
+}
+
+typedef struct PlotJob {
+    const MemestAnalysis *a;
+    uint64_t gpu_bytes;
+    const char *gpu_name;
+} PlotJob;
+
+static int render_plot(const void *ctx, FILE *f)
+{
+    const PlotJob *j = ctx;
+    return memest_plot_svg(j->a, f, j->gpu_bytes, j->gpu_name);
+}
+
+int memest_plot_svg_write(const MemestAnalysis *a, MemestWriteFn write, void *opaque, uint64_t gpu_bytes, const char *gpu_name)
+{
+    PlotJob j = { a, gpu_bytes, gpu_name };
+    return me_render_to(write, opaque, render_plot, &j);
+}
+
+int memest_plot_svg_string(const MemestAnalysis *a, char **out, size_t *len, uint64_t gpu_bytes, const char *gpu_name)
+{
+    PlotJob j = { a, gpu_bytes, gpu_name };
+    return me_render_string(out, len, render_plot, &j);
 }

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,54 +21,48 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    /* the loaders read files: give them an in-memory one */
-    int fd = memfd_create("fuzz", 0);
-    if (fd < 0) return 0;
-    if (size && write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        return 0;
-    }
-    char path[64];
 #ifdef FUZZ_JSON
-    /* a .json name picks the JSON loader */
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    char link[80];
-    snprintf(link, sizeof(link), "/tmp/memest-fuzz-%d.json", (int)getpid());
-    unlink(link);
-    if (symlink(path, link) < 0) {
-        close(fd);
-        return 0;
-    }
-    const char *model = link;
+    const char *name = "fuzz.json"; /* the name picks the JSON loader */
 #else
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    const char *model = path;
+    const char *name = "fuzz.onnx";
 #endif
     static const char *const inputs[] = { "3x32x32" };
-    MemestLoadSettings ls = { .inputs = inputs, .n_inputs = 0, .batch = 2 };
+    MemestLoadSettings ls;
+    memest_load_default_settings(&ls);
+    ls.inputs = inputs;
+    ls.n_inputs = 0;
+    ls.batch = 2;
     char err[1024];
     MemestModel *m = NULL;
-    if (memest_model_load(&m, model, &ls, err, sizeof(err)) == 0) {
-        MemestAnalyzeSettings as = { .convention = MEMEST_CONVENTION_DEFAULT };
-        if (memest_analyze(m, &as, err, sizeof(err)) == 0) {
-            MemestMemorySettings ms = { .mode = MEMEST_RUN_TRAIN, .optimizer = MEMEST_OPT_ADAM, .record_series = 1 };
-            memest_set_memory(m, &ms, err, sizeof(err));
-            FILE *null = fopen("/dev/null", "w");
-            if (null) {
-                memest_report(m, MEMEST_FORMAT_TABLE, null);
-                memest_report(m, MEMEST_FORMAT_JSON, null);
-                memest_plot_svg(m, null, 0, NULL);
-                fclose(null);
+    MemestAnalysis *a = NULL;
+    if (memest_model_load_memory(&m, data, size, name, &ls, err, sizeof(err)) == 0) {
+        MemestAnalyzeSettings as;
+        memest_analyze_default_settings(&as);
+        if (memest_analyze(m, &as, &a, err, sizeof(err)) == 0) {
+            MemestMemorySettings ms;
+            memest_memory_default_settings(&ms);
+            ms.mode = MEMEST_RUN_TRAIN;
+            ms.optimizer = MEMEST_OPT_ADAM;
+            ms.record_series = 1;
+            memest_set_memory(a, &ms, err, sizeof(err));
+            char *text = NULL;
+            for (int f = MEMEST_FORMAT_TABLE; f <= MEMEST_FORMAT_JSON; f++) {
+                memest_report_string(a, (MemestFormat)f, &text, NULL);
+                memest_free(text);
+                text = NULL;
             }
-            as.convention = MEMEST_CONVENTION_TORCHSTAT;
-            memest_analyze(m, &as, err, sizeof(err));
+            memest_plot_svg_string(a, &text, NULL, 0, NULL);
+            memest_free(text);
+            memest_analysis_free(&a);
+            /* the same graph re-bound to another batch */
+            if (memest_model_set_batch(m, 5, err, sizeof(err)) == 0) {
+                as.convention = MEMEST_CONVENTION_TORCHSTAT;
+                memest_analyze(m, &as, &a, err, sizeof(err));
+            }
         }
     }
+    memest_analysis_free(&a);
     memest_model_free(&m);
-#ifdef FUZZ_JSON
-    unlink(link);
-#endif
-    close(fd);
     return 0;
 }
 

@@ -149,17 +149,23 @@ static void host_raw_free(void *o, void *ptr)
 
 /* The model at path with batch, analyzed; NULL (a failed check) when it
  * does not load. */
-static MemestModel *load(const char *path, int64_t batch)
+/* Loads path at batch; with a, also analyzes it (a is the caller's). */
+static MemestModel *load(const char *path, int64_t batch, MemestAnalysis **a)
 {
     char err[1024];
-    MemestLoadSettings ls = { .batch = batch };
+    MemestLoadSettings ls;
+    memest_load_default_settings(&ls);
+    ls.batch = batch;
     MemestModel *m = NULL;
     if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0) {
         CHECK(0, "%s: load: %s", path, err);
         return NULL;
     }
-    MemestAnalyzeSettings as = { 0 };
-    CHECK(memest_analyze(m, &as, err, sizeof(err)) >= 0, "%s: analyze: %s", path, err);
+    if (a) {
+        MemestAnalyzeSettings as;
+        memest_analyze_default_settings(&as);
+        CHECK(memest_analyze(m, &as, a, err, sizeof(err)) >= 0, "%s: analyze: %s", path, err);
+    }
     return m;
 }
 
@@ -170,7 +176,8 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     char err[1024], label[512];
     snprintf(label, sizeof(label), "%.300s batch %lld %s %s step %d", path, (long long)batch, mode_name(mode),
              mode == MEMEST_RUN_TRAIN ? (opt == MEMEST_OPT_SGD ? "sgd" : opt == MEMEST_OPT_MOMENTUM ? "momentum" : "adam") : "-", step);
-    MemestModel *m = load(path, batch);
+    MemestAnalysis *a = NULL;
+    MemestModel *m = load(path, batch, &a);
     if (!m) return;
     MemestMemorySettings ms = { .mode = mode, .optimizer = opt, .runtime = MEMEST_RUNTIME_CUDA, .step = step,
                                 .record_series = 1 };
@@ -179,6 +186,7 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     int rc = me_plan_build(&p, m, &ps, err, sizeof(err));
     CHECK(rc >= 0, "%s: plan: %s", label, err);
     if (rc < 0) {
+        memest_analysis_free(&a);
         memest_model_free(&m);
         return;
     }
@@ -214,10 +222,10 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     CHECK(r.bad_runs == 0, "%s: %d launches touch buffers that are not allocated", label, r.bad_runs);
     CHECK(r.runs > 0, "%s: no launches", label);
     /* 3. the timeline, point by point (memest_set_memory's series) */
-    if (memest_set_memory(m, &ms, err, sizeof(err)) >= 0) {
+    if (a && memest_set_memory(a, &ms, err, sizeof(err)) >= 0) {
         const MemestSeriesPoint *pts;
         int np;
-        if (memest_memory_series(m, step - 1, &pts, &np) >= 0) {
+        if (memest_memory_series(a, step - 1, &pts, &np) >= 0) {
             CHECK(np == r.n_notes && np == p.n_notes, "%s: %d timeline points in memest, %d in the plan", label, np, r.n_notes);
             int bad = -1;
             for (int i = 0; i < np && i < r.n_notes; i++) {
@@ -246,6 +254,7 @@ static void check_case(const char *path, int64_t batch, MemestRunMode mode, Meme
     me_free(r.note_live);
     me_free(t.ev);
     me_plan_free(&p);
+    memest_analysis_free(&a);
     memest_model_free(&m);
 }
 
@@ -315,7 +324,7 @@ static int stream_event(void *o, const MeTlEvent *e)
 static void check_stream(const char *path, const char *label, const MemestMemorySettings *ms)
 {
     char err[1024];
-    MemestModel *m = load(path, 2);
+    MemestModel *m = load(path, 2, NULL);
     if (!m) return;
     Stream t = { 0 };
     MemestMemory mem;
@@ -337,7 +346,7 @@ static void check_stream(const char *path, const char *label, const MemestMemory
 static void check_unsupported(const char *path, const char *want)
 {
     char err[1024];
-    MemestModel *m = load(path, 1);
+    MemestModel *m = load(path, 1, NULL);
     if (!m) return;
     MePlan p;
     MePlanSettings ps = { .mode = MEMEST_RUN_INFER, .step = 1 };

@@ -137,7 +137,12 @@ static void composed(const char *root)
         return;
     }
     MemestAnalyzeSettings as = { 0 };
-    memest_analyze(m, &as, err, sizeof(err));
+    MemestAnalysis *a = NULL;
+    if (memest_analyze(m, &as, &a, err, sizeof(err)) < 0) {
+        CHECK(0, "analyze: %s", err);
+        memest_model_free(&m);
+        return;
+    }
     MePlan plans[2];
     MePlan *pp[2] = { &plans[0], &plans[1] };
     for (int k = 0; k < 2; k++) {
@@ -146,9 +151,9 @@ static void composed(const char *root)
     }
     MemestMemorySettings ms = { .mode = MEMEST_RUN_TRAIN, .optimizer = MEMEST_OPT_SGD, .runtime = MEMEST_RUNTIME_CUDA, .record_series = 1,
                                 .cuda_context = 500u << 20 };
-    CHECK(memest_set_memory(m, &ms, err, sizeof(err)) >= 0, "memory: %s", err);
+    CHECK(memest_set_memory(a, &ms, err, sizeof(err)) >= 0, "memory: %s", err);
     MemestGpu gpu = { .name = "test", .memory = UINT64_C(80) << 30, .bandwidth = 2e12, .fp32_flops = 5e13, .sms = 100 };
-    CHECK(memest_set_device(m, &gpu, 0) >= 0, "device");
+    CHECK(memest_set_device(a, &gpu, 0) >= 0, "device");
 
     /* measured: peaks 10 % above, context 600 MiB, layers twice as slow,
      * live bytes exactly memest's timeline */
@@ -163,27 +168,27 @@ static void composed(const char *root)
     r.fwd_s = calloc((size_t)m->g.nn, sizeof(double));
     r.bwd_s = calloc((size_t)m->g.nn, sizeof(double));
     for (int i = 0; i < m->g.nn; i++) {
-        r.fwd_s[i] = 2 * m->cost[i].time_s;
-        r.bwd_s[i] = 4 * m->cost[i].time_s;
+        r.fwd_s[i] = 2 * a->time_s[i];
+        r.bwd_s[i] = 4 * a->time_s[i];
         r.forward_s += r.fwd_s[i];
         r.backward_s += r.bwd_s[i];
     }
     for (int k = 0; k < 2; k++) {
         const MemestSeriesPoint *pts;
         int np;
-        memest_memory_series(m, k, &pts, &np);
+        memest_memory_series(a, k, &pts, &np);
         MeStepMeasure *s = &r.step[k];
         s->measured = true;
-        s->peak_plan = m->mem[k].peak + m->mem[k].peak / 10;
+        s->peak_plan = a->memory.mem[k].peak + a->memory.mem[k].peak / 10;
         s->peak_all = s->peak_plan;
-        s->device_peak = m->mem[k].peak_allocated;
+        s->device_peak = a->memory.mem[k].peak_allocated;
         s->n_notes = np;
         s->note_live = calloc((size_t)np + 1, sizeof(uint64_t));
         for (int i = 0; i < np; i++)
             for (int c = 0; c < MEMEST_MEM_COUNT; c++) s->note_live[i] += pts[i].live[c];
     }
     MeComposed c;
-    CHECK(me_measure_compose(m, pp, 2, &r, &c) >= 0, "compose");
+    CHECK(me_measure_compose(a, pp, 2, &r, &c) >= 0, "compose");
     const MeMeasureReport *rep = &c.report;
     bool seen_peak = false, seen_ctx = false;
     for (int i = 0; i < rep->n_memory; i++) {
@@ -192,7 +197,7 @@ static void composed(const char *root)
         if (!strcmp(x->name, "peak tensors (requested), steady")) {
             seen_peak = true;
             CHECK(me_rel_error(x->has_pred, x->pred, x->has_meas, x->meas, &e) && e < -9.0 && e > -9.2, "peak error %g", e);
-            CHECK(x->pred == (double)m->mem[1].peak, "predicted peak is memest's");
+            CHECK(x->pred == (double)a->memory.mem[1].peak, "predicted peak is memest's");
         }
         if (!strcmp(x->name, "CUDA context")) {
             seen_ctx = true;
@@ -227,6 +232,7 @@ static void composed(const char *root)
     }
     free(r.fwd_s);
     free(r.bwd_s);
+    memest_analysis_free(&a);
     memest_model_free(&m);
 }
 

@@ -21,21 +21,35 @@ static int run(const char *path, const char *input)
     MemestLoadSettings ls = { .inputs = inputs, .n_inputs = input ? 1 : 0, .batch = 2 };
     char err[512] = "";
     MemestModel *m = NULL;
+    MemestAnalysis *a = NULL;
     int rc = memest_model_load(&m, path, &ls, err, sizeof(err));
     if (rc == 0) {
         MemestAnalyzeSettings as = { 0 };
-        rc = memest_analyze(m, &as, err, sizeof(err));
+        rc = memest_analyze(m, &as, &a, err, sizeof(err));
     }
     if (rc == 0) {
         MemestMemorySettings ms = { .mode = MEMEST_RUN_TRAIN, .optimizer = MEMEST_OPT_ADAM, .record_series = 1, .checkpoint = 2 };
-        rc = memest_set_memory(m, &ms, err, sizeof(err));
+        rc = memest_set_memory(a, &ms, err, sizeof(err));
     }
     if (rc == 0) {
         FILE *null = fopen("/dev/null", "w");
-        rc = memest_report(m, MEMEST_FORMAT_JSON, null);
-        if (rc == 0) rc = memest_plot_svg(m, null, 0, NULL);
+        rc = memest_report(a, MEMEST_FORMAT_JSON, null);
+        if (rc == 0) rc = memest_plot_svg(a, null, 0, NULL);
         fclose(null);
     }
+    if (rc == 0) {
+        /* re-bound to batch 3 and reported into a buffer */
+        rc = memest_model_set_batch(m, 3, err, sizeof(err));
+        memest_analysis_free(&a);
+        if (rc == 0) {
+            MemestAnalyzeSettings as = { 0 };
+            rc = memest_analyze(m, &as, &a, err, sizeof(err));
+        }
+        char *text = NULL;
+        if (rc == 0) rc = memest_report_string(a, MEMEST_FORMAT_TABLE, &text, NULL);
+        memest_free(text);
+    }
+    memest_analysis_free(&a);
     memest_model_free(&m);
     snprintf(last_err, sizeof(last_err), "%s", err);
     return rc;

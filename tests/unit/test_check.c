@@ -30,7 +30,7 @@ static int save_json(const cJSON *j, const char *path)
 }
 
 /* memest_check_golden with its report captured; *text is malloc'd. */
-static int check(const MemestModel *m, const char *golden, double tol, char **text, char *err, size_t errlen)
+static int check(const MemestAnalysis *m, const char *golden, double tol, char **text, char *err, size_t errlen)
 {
     size_t len;
     *text = NULL;
@@ -69,14 +69,15 @@ int main(int argc, char **argv)
     snprintf(missing, sizeof(missing), "%s/no-such-golden.json", dir);
     snprintf(metrics, sizeof(metrics), "%s/metrics.json", dir);
 
-    MemestModel *m = NULL;
+    MemestModel *mo = NULL;
+    MemestAnalysis *m = NULL;
     MemestLoadSettings ls = { 0 };
     MemestAnalyzeSettings as = { 0 };
     MemestMemorySettings ms = { 0 };
     ms.record_series = 1;
     char err[1024];
     cJSON *g = NULL;
-    if (memest_model_load(&m, model, &ls, err, sizeof(err)) < 0 || memest_analyze(m, &as, err, sizeof(err)) < 0 ||
+    if (memest_model_load(&mo, model, &ls, err, sizeof(err)) < 0 || memest_analyze(mo, &as, &m, err, sizeof(err)) < 0 ||
         memest_set_memory(m, &ms, err, sizeof(err)) < 0) {
         printf("FAIL: %s\n", err);
         fails++;
@@ -164,7 +165,8 @@ int main(int argc, char **argv)
 
 end:
     cJSON_Delete(g);
-    memest_model_free(&m);
+    memest_analysis_free(&m);
+    memest_model_free(&mo);
     unlink(golden);
     unlink(edited);
     unlink(metrics);

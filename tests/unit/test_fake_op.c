@@ -135,6 +135,10 @@ static void test_in_model(void)
     if (rc >= 0) rc = me_infer_shapes(g, &d);
     CHECK(rc == 0, "shape inference: %s", d.msg);
     if (rc < 0) { memest_model_free(&m); return; }
+    /* what the loader does after shape inference: the binding is valid and
+     * the module scopes' holds are known */
+    m->bound = true;
+    CHECK((m->hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1))) && me_scope_holds(g, m->hold_end) == 0, "scope holds");
 
     /* shape inference ran the descriptor's infer */
     const MeValue *yv = &g->v[y];
@@ -172,11 +176,11 @@ static void test_in_model(void)
         if (variant) g->n[fake].desc = &nosave;
         MemestMemorySettings s = { .mode = MEMEST_RUN_TRAIN, .optimizer = MEMEST_OPT_NONE, .record_series = 1 };
         char err[256] = "";
-        rc = memest_set_memory(m, &s, err, sizeof(err));
-        CHECK(rc == 0, "memory: %s", err);
-        const MemestSeriesPoint *pts = NULL;
-        int np = 0;
-        memest_memory_series(m, 0, &pts, &np);
+        MeMemResult r = { 0 };
+        rc = me_memory_run(m, &s, &r, err, sizeof(err));
+        CHECK(rc == 0 && r.n_mem == 1, "memory: %s", err);
+        const MemestSeriesPoint *pts = r.series[0];
+        int np = r.n_series[0];
         uint64_t saved = 0;
         int at_fake = 0;
         for (int i = 0; i < np; i++)
@@ -187,6 +191,7 @@ static void test_in_model(void)
         uint64_t expect = variant ? 0 : 2 * 4 * 8 * 4 + FAKE_EXTRA;
         CHECK(at_fake > 0 && saved == expect, "%s: saved bytes at FakeScale's backward %llu, want %llu (%d points)",
               variant ? "without a rule" : "FakeScale", (unsigned long long)saved, (unsigned long long)expect, at_fake);
+        me_memory_result_free(&r);
         g->n[fake].desc = &me_op_fake_scale;
     }
     memest_model_free(&m);

@@ -15,7 +15,7 @@
 
 static char dir[256];
 
-static int plot(const MemestModel *m, const char *path, uint64_t gpu, const char *name)
+static int plot(const MemestAnalysis *m, const char *path, uint64_t gpu, const char *name)
 {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
@@ -24,14 +24,17 @@ static int plot(const MemestModel *m, const char *path, uint64_t gpu, const char
     return rc;
 }
 
-static MemestModel *load(const char *path, MemestRunMode mode)
+/* the model in *model, its analysis returned */
+static MemestAnalysis *load(const char *path, MemestRunMode mode, MemestModel **model)
 {
     MemestModel *m = NULL;
+    MemestAnalysis *a = NULL;
     MemestLoadSettings ls = { 0 };
     MemestAnalyzeSettings as = { 0 };
     MemestMemorySettings ms = { 0 };
     char err[1024];
-    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0 || memest_analyze(m, &as, err, sizeof(err)) < 0) {
+    *model = NULL;
+    if (memest_model_load(&m, path, &ls, err, sizeof(err)) < 0 || memest_analyze(m, &as, &a, err, sizeof(err)) < 0) {
         printf("FAIL: %s\n", err);
         fails++;
         memest_model_free(&m);
@@ -40,12 +43,14 @@ static MemestModel *load(const char *path, MemestRunMode mode)
     ms.mode = mode;
     ms.runtime = MEMEST_RUNTIME_CUDA;
     ms.record_series = 1;
-    if (memest_set_memory(m, &ms, err, sizeof(err)) < 0) {
+    if (memest_set_memory(a, &ms, err, sizeof(err)) < 0) {
         printf("FAIL: %s\n", err);
         fails++;
+        memest_analysis_free(&a);
         memest_model_free(&m);
     }
-    return m;
+    *model = m;
+    return a;
 }
 
 /* Renders svg to png; 0 when the PNG's size is the SVG's. */
@@ -98,20 +103,22 @@ int main(int argc, char **argv)
     char *text = NULL, *again = NULL, *otext = NULL;
 
     /* without a recorded timeline there is nothing to plot */
-    MemestModel *m = NULL;
+    MemestModel *mo = NULL;
+    MemestAnalysis *m = NULL;
     MemestLoadSettings ls = { 0 };
     MemestAnalyzeSettings as = { 0 };
     char err[1024];
-    if (memest_model_load(&m, model, &ls, err, sizeof(err)) == 0 && memest_analyze(m, &as, err, sizeof(err)) == 0) {
+    if (memest_model_load(&mo, model, &ls, err, sizeof(err)) == 0 && memest_analyze(mo, &as, &m, err, sizeof(err)) == 0) {
         FILE *f = fopen(svg, "w");
         CHECK(f && memest_plot_svg(m, f, 0, NULL) < 0, "a model without a timeline plots");
         if (f) fclose(f);
     } else {
         CHECK(0, "%s", err);
     }
-    memest_model_free(&m);
+    memest_analysis_free(&m);
+    memest_model_free(&mo);
 
-    m = load(model, MEMEST_RUN_TRAIN);
+    m = load(model, MEMEST_RUN_TRAIN, &mo);
     if (!m) goto end;
     CHECK(plot(m, svg, gib24, "rtx3090") == 0, "memest_plot_svg failed");
     CHECK(plot(m, svg2, gib24, "rtx3090") == 0, "memest_plot_svg failed");
@@ -127,14 +134,15 @@ int main(int argc, char **argv)
     CHECK(strstr(text, "models/resnet18.json") && strstr(text, "training"), "title names neither model nor mode");
     {
         /* the label is the one the table prints for the plotted step */
-        const MemestMemory *r = &m->mem[m->n_mem - 1];
+        const MemestMemory *r = &m->memory.mem[m->memory.n_mem - 1];
         char want[256];
         snprintf(want, sizeof(want), "peak %.2f MiB at %s (backward)", (double)r->peak_allocated / (1 << 20), r->peak_name);
         CHECK(r->peak_phase == MEMEST_PHASE_BACKWARD && strstr(text, want), "no '%s'", want);
     }
     CHECK(sscanf(text, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\"", &sw, &sh) == 2,
           "no width/height on <svg>");
-    memest_model_free(&m);
+    memest_analysis_free(&m);
+    memest_model_free(&mo);
 
     /* names with XML's special characters, in the path and in a layer */
     FILE *f = fopen(odd, "w");
@@ -145,13 +153,14 @@ int main(int argc, char **argv)
               "  {\"name\": \"fc2\", \"type\": \"Linear\", \"in_features\": 4096, \"out_features\": 10}]}\n", f);
         fclose(f);
     }
-    m = load(odd, MEMEST_RUN_TRAIN);
+    m = load(odd, MEMEST_RUN_TRAIN, &mo);
     if (m) {
         CHECK(plot(m, odd_svg, 0, NULL) == 0, "memest_plot_svg failed on odd names");
         otext = slurp(odd_svg, NULL);
         CHECK(otext && strstr(otext, "odd&amp;&lt;model&gt;.json"), "path not escaped");
         CHECK(otext && !strstr(otext, "<&") && !strstr(otext, "GiB"), "raw '<&' in the SVG, or a capacity line without a GPU");
-        memest_model_free(&m);
+        memest_analysis_free(&m);
+        memest_model_free(&mo);
     }
 
     if (system("command -v rsvg-convert >/dev/null 2>&1") != 0) {
