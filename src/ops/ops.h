@@ -176,6 +176,10 @@ uint64_t me_autograd_extra(const MeCtx *c, bool training);
  * above opset. NULL when the op is unknown or every version of it is newer
  * than opset (me_op_since tells which). */
 const MeOpDesc *me_op_find(const char *op, const char *domain, int opset);
+/* Whether two nodes run the same op: the same descriptor, or, for ops the
+ * registry does not know, the same name in the same domain (the only place
+ * outside the loaders that compares op names). */
+bool me_op_same(const MeNode *a, const MeNode *b);
 /* Lowest since among op's versions; 0 when memest does not know the op. */
 int me_op_since(const char *op, const char *domain);
 const MeOpDesc *const *me_op_list(int *count);

@@ -123,3 +123,9 @@ int me_op_validate(const MeOpDesc *d, char *why, size_t len)
         return INVALID("%s: class view but not run as a view passing its gradient through", name);
     return 0;
 }
+
+bool me_op_same(const MeNode *a, const MeNode *b)
+{
+    if (a->desc || b->desc) return a->desc == b->desc;
+    return !strcmp(a->op, b->op) && !strcmp(a->domain ? a->domain : "", b->domain ? b->domain : "");
+}

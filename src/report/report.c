@@ -35,17 +35,20 @@ void me_row_view(const MemestAnalysis *m, int row, MeRowView *rv)
 
 int me_op_counts(const MemestAnalysis *m, MeCostStatus status, const char **ops, int *counts, int max)
 {
+    const MeNode *first[256]; /* a node of each op kind listed so far */
+    if (max > 256) max = 256;
     int k = 0;
     int n = status == ME_COST_UNKNOWN_OP ? m->g->nn : m->n_rows;
     for (int i = 0; i < n; i++) {
         int ni = status == ME_COST_UNKNOWN_OP ? i : m->rows[i];
         if (m->cost[ni].status != status) continue;
-        const char *op = m->g->n[ni].op;
+        const MeNode *node = &m->g->n[ni];
         int j = 0;
-        while (j < k && strcmp(ops[j], op)) j++;
+        while (j < k && !me_op_same(first[j], node)) j++;
         if (j == k) {
             if (k == max) continue;
-            ops[k] = op;
+            first[k] = node;
+            ops[k] = node->op;
             counts[k++] = 0;
         }
         counts[j]++;

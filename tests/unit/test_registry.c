@@ -130,12 +130,25 @@ static void test_rules(void)
     CHECK(c && (c->flags & ME_OPF_CONSTANT), "Constant is flagged");
 }
 
+/* Reports group nodes by op: a known op by its descriptor, an unknown one
+ * by name and domain. */
+static void test_same_op(void)
+{
+    const MeOpDesc *relu = me_op_find("Relu", "", 17), *tanh = me_op_find("Tanh", "", 17);
+    MeNode a = { .op = "Relu", .domain = "", .desc = relu }, b = a, c = { .op = "Tanh", .domain = "", .desc = tanh };
+    MeNode u1 = { .op = "Foo", .domain = "" }, u2 = u1, u3 = { .op = "Foo", .domain = "com.x" }, u4 = { .op = "Bar", .domain = "" };
+    CHECK(relu && tanh && me_op_same(&a, &b) && !me_op_same(&a, &c), "known ops: same descriptor is the same op");
+    CHECK(me_op_same(&u1, &u2), "unknown ops with one name and domain are the same op");
+    CHECK(!me_op_same(&u1, &u3) && !me_op_same(&u1, &u4) && !me_op_same(&u1, &a), "unknown ops differ by domain and name");
+}
+
 int main(void)
 {
     test_every_op();
     test_versions();
     test_below_since();
     test_rules();
+    test_same_op();
     printf("registry: %d checks, %d failure(s)\n", checks, fails);
     return fails != 0;
 }
