@@ -220,7 +220,48 @@ def case_slice_bounds():
         check(s.get("y") == [10, want], f"slice starts {st} ends {en} steps {sp}: {s.get('y')}, expected [10, {want}]")
 
 
-CASES = {"swin_pad": case_swin_pad, "slice_fold": case_slice_fold, "slice_bounds": case_slice_bounds}
+def upsample9_model(h, w, stride=8):
+    """torchvision fcn_resnet50's head at opset 9: the features (stride 8,
+    here one MaxPool) are resized back with
+        F.interpolate(x, size=input.shape[-2:], mode="bilinear")
+    which symbolic_opset9 turns into Upsample(x, scales) with scales =
+    Concat(ones(2), Cast(size, float) / Cast(Slice(Shape(x), 2:), float)).
+    A second Upsample has its size computed as floor(H · 2.0) the way a
+    traced int(h * scale) comes out: Cast, Mul, Floor, Cast."""
+    g = G(9)
+    feat = g.op("MaxPool", ["x"], [oc.attr_ints("kernel_shape", [1, 1]), oc.attr_ints("strides", [stride, stride])])
+    shape = g.op("Shape", ["x"])
+    hw = [g.unsqueeze0(g.op("Gather", [shape, g.scalar(a)], [oc.attr_int("axis", 0)])) for a in (2, 3)]
+    size = g.op("Concat", hw, [oc.attr_int("axis", 0)])
+
+    def upsample(x, size, out):
+        dividend = g.op("Cast", [size], [oc.attr_int("to", oc.FLOAT)])
+        divisor = g.op("Cast", [g.slice(g.op("Shape", [x]), [2], [INT64_MAX], [0])], [oc.attr_int("to", oc.FLOAT)])
+        scales = g.op("Concat", [g.const(f32, [1.0, 1.0]), g.op("Div", [dividend, divisor])], [oc.attr_int("axis", 0)])
+        return g.op("Upsample", [x, scales], [attr_str("mode", "linear")], out=out)
+
+    up = upsample(feat, size, "up")
+    twice = g.op("Floor", [g.op("Mul", [g.op("Cast", [size], [oc.attr_int("to", oc.FLOAT)]), g.const(f32, [2.0], [])])])
+    upsample(up, g.op("Cast", [twice], [oc.attr_int("to", oc.INT64)]), "up2")
+    return g.model([oc.value_info("x", [1, 3, h, w])], ["up2"])
+
+
+def case_upsample9():
+    # 500x375 → MaxPool stride 8 (ceil) → 63x47 → back to 500x375 → 1000x750.
+    # float32(500/63)·63 is 499.99998..: the exporter meant 500 (PyTorch's
+    # interpolate gives it), and float32 cannot tell the two apart. So too
+    # 425x470 at stride 3 (142x157), where 425/142·142 falls below 425 even
+    # in double.
+    for h, w, stride in ((224, 224, 8), (500, 375, 8), (425, 470, 3)):
+        s = shapes(write(f"up9_{h}.onnx", upsample9_model(h, w, stride)))
+        fh, fw = -(-h // stride), -(-w // stride)
+        check(s.get("maxpool1") == [1, 3, fh, fw], f"{h}x{w}: features {s.get('maxpool1')}")
+        check(s.get("up") == [1, 3, h, w], f"{h}x{w}: up {s.get('up')}, expected [1, 3, {h}, {w}]")
+        check(s.get("up2") == [1, 3, 2 * h, 2 * w], f"{h}x{w}: up2 {s.get('up2')}, expected [1, 3, {2 * h}, {2 * w}]")
+
+
+CASES = {"swin_pad": case_swin_pad, "slice_fold": case_slice_fold, "slice_bounds": case_slice_bounds,
+         "upsample9": case_upsample9}
 
 if __name__ == "__main__":
     CASES[CASE]()

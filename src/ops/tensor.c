@@ -6,6 +6,7 @@
  * is how the Shape → Gather → Unsqueeze → Concat → Reshape chains of
  * torch-exported graphs resolve. Default convention: no arithmetic; views
  * (Reshape, Flatten, Squeeze, Unsqueeze, Identity) move no bytes. */
+#include <math.h>
 #include <string.h>
 
 #include "ops.h"
@@ -547,10 +548,13 @@ static int infer_cast(MeCtx *c)
     if (rc < 0 || !me_in_has_val(c, 0)) return rc;
     MeValue *v = me_in(c, 0), *o = me_out(c, 0);
     if (me_dtype_is_float((MeDType)to)) {
-        if (v->fval) return me_value_set_floats(o, v->fval, v->nval);
+        if (v->fval && to != ME_DT_F32) return me_value_set_floats(o, v->fval, v->nval);
         double *f = me_malloc(sizeof(double) * (size_t)(v->nval ? v->nval : 1));
         if (!f) return ME_ENOMEM;
-        for (int64_t i = 0; i < v->nval; i++) f[i] = (double)v->ival[i];
+        for (int64_t i = 0; i < v->nval; i++) {
+            f[i] = v->fval ? v->fval[i] : (double)v->ival[i];
+            if (to == ME_DT_F32) f[i] = (float)f[i];
+        }
         rc = me_value_set_floats(o, f, v->nval);
         me_free(f);
         return rc;
@@ -558,7 +562,14 @@ static int infer_cast(MeCtx *c)
     if (v->ival) return me_value_set_ints(o, v->ival, v->nval);
     int64_t *iv = me_malloc(sizeof(int64_t) * (size_t)(v->nval ? v->nval : 1));
     if (!iv) return ME_ENOMEM;
-    for (int64_t i = 0; i < v->nval; i++) iv[i] = to == ME_DT_BOOL ? v->fval[i] != 0 : (int64_t)v->fval[i];
+    for (int64_t i = 0; i < v->nval; i++) {
+        /* NaN or beyond int64: the C conversion is undefined, so no value */
+        if (to != ME_DT_BOOL && !(fabs(v->fval[i]) < 0x1p63)) {
+            me_free(iv);
+            return 0;
+        }
+        iv[i] = to == ME_DT_BOOL ? v->fval[i] != 0 : (int64_t)v->fval[i];
+    }
     rc = me_value_set_ints(o, iv, v->nval);
     me_free(iv);
     return rc;
@@ -737,7 +748,12 @@ static int resize_shape(MeCtx *c, bool upsample)
     for (int i = 0; i < n; i++) {
         double d = (double)x->d[i] * sc[i];
         if (!(sc[i] > 0) || d > (double)ME_MAX_DIM) return me_fail(c, "scale %g on axis %d is not valid", sc[i], i);
-        o.d[i] = (int64_t)d;
+        /* floor(dim · scale), but scales are float32: an exporter's out/in
+         * (PyTorch's for interpolate(size=...)) lands up to 2^-24 relative
+         * below out, and PyTorch's own op gives out. Closer than float32
+         * can tell is taken as the integer. */
+        double r = nearbyint(d);
+        o.d[i] = (int64_t)(r > d && r - d <= r * 0x1p-22 ? r : floor(d));
     }
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
