@@ -260,8 +260,47 @@ def case_upsample9():
         check(s.get("up2") == [1, 3, 2 * h, 2 * w], f"{h}x{w}: up2 {s.get('up2')}, expected [1, 3, {2 * h}, {2 * w}]")
 
 
+def case_invalid():
+    """Models the ONNX spec rejects: exit 2 naming node and field."""
+    # Einsum: '-' is only valid as the start of '->'
+    g = G(17)
+    g.op("Einsum", ["a"], [attr_str("equation", "ab-bc")], out="e")
+    expect_bad(write("einsum.onnx", g.model([oc.value_info("a", [2, 3])], ["e"])), ["Einsum", "equation"], "einsum ab-bc")
+    g = G(17)
+    g.op("Einsum", ["a", "b"], [attr_str("equation", "ab,bc->ac,d")], out="e")
+    expect_bad(write("einsum2.onnx", g.model([oc.value_info("a", [2, 3]), oc.value_info("b", [3, 4])], ["e"])),
+               ["Einsum", "equation"], "einsum trailing output term")
+    # Split of 4 into 3 equal parts: opset 13 requires the axis to divide evenly
+    for opset in (11, 13):
+        g = G(opset)
+        g.nodes.append(oc.node("Split", ["x"], ["s0", "s1", "s2"], name="split", attrs=[oc.attr_int("axis", 1)]))
+        expect_bad(write(f"split{opset}.onnx", g.model([oc.value_info("x", [1, 4])], ["s0", "s1", "s2"])),
+                   ["split", "4", "3"], f"split 4 into 3 at opset {opset}")
+    # opset 18: num_outputs, the last chunk smaller: 5 into 3 is 2, 2, 1
+    g = G(18)
+    g.nodes.append(oc.node("Split", ["x"], ["s0", "s1", "s2"], name="split", attrs=[oc.attr_int("axis", 1), oc.attr_int("num_outputs", 3)]))
+    g.nodes.append(oc.node("Relu", ["s2"], ["r"], name="relu"))
+    s = shapes(write("split18.onnx", g.model([oc.value_info("x", [1, 5])], ["s0", "s1", "r"])))
+    check(s.get("split") == [1, 2] and s.get("relu") == [1, 1], f"split 5 into 3 at opset 18: {s.get('split')} / {s.get('relu')}")
+    # ConvTranspose: output_padding must be smaller than stride or dilation
+    w = oc.tensor("w", [3, 2, 3, 3], external=True)
+    for op_pad, strides, dil, ok in (([2, 0], [2, 2], [1, 1], False), ([1, 1], [1, 1], [1, 1], False),
+                                     ([1, 1], [2, 2], [1, 1], True), ([1, 0], [1, 1], [2, 2], True)):
+        attrs = [oc.attr_ints("output_padding", op_pad), oc.attr_ints("strides", strides), oc.attr_ints("dilations", dil)]
+        m = oc.model(oc.graph([oc.node("ConvTranspose", ["x", "w"], ["y"], name="deconv", attrs=attrs)],
+                              [oc.value_info("x", [1, 3, 5, 5])], [oc.value_info("y", [])], [w]), 17)
+        p = write("deconv.onnx", m)
+        if ok:
+            # (5 - 1)·stride + dilation·(3 - 1) + 1 + output_padding
+            want = [1, 2] + [4 * s + d * 2 + 1 + o for s, d, o in zip(strides, dil, op_pad)]
+            got = shapes(p).get("deconv")
+            check(got == want, f"ConvTranspose output_padding {op_pad} strides {strides} dilations {dil}: {got}, expected {want}")
+        else:
+            expect_bad(p, ["deconv", "output_padding"], f"ConvTranspose output_padding {op_pad} strides {strides} dilations {dil}")
+
+
 CASES = {"swin_pad": case_swin_pad, "slice_fold": case_slice_fold, "slice_bounds": case_slice_bounds,
-         "upsample9": case_upsample9}
+         "upsample9": case_upsample9, "invalid": case_invalid}
 
 if __name__ == "__main__":
     CASES[CASE]()

@@ -640,8 +640,13 @@ static int infer_split(MeCtx *c)
     }
     int64_t dim = x->d[axis];
     if (n < 0) {
+        /* Equal parts; from opset 18 (num_outputs) the last may be smaller,
+         * before it the axis must divide evenly. */
         int64_t parts = me_attr_i(c->n, "num_outputs", nout);
         if (parts < 1) return me_fail(c, "num_outputs must be positive");
+        if (parts != nout) return me_fail(c, "num_outputs is %lld for %d outputs", (long long)parts, nout);
+        if (c->g->opset < 18 && dim % parts)
+            return me_fail(c, "axis %d of size %lld does not split into %lld equal parts (opset %d)", axis, (long long)dim, (long long)parts, c->g->opset);
         int64_t chunk = (dim + parts - 1) / parts;
         for (int i = 0; i < nout; i++) {
             int64_t left = dim - chunk * i;
