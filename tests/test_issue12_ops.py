@@ -282,6 +282,11 @@ def case_invalid():
     g.nodes.append(oc.node("Relu", ["s2"], ["r"], name="relu"))
     s = shapes(write("split18.onnx", g.model([oc.value_info("x", [1, 5])], ["s0", "s1", "r"])))
     check(s.get("split") == [1, 2] and s.get("relu") == [1, 1], f"split 5 into 3 at opset 18: {s.get('split')} / {s.get('relu')}")
+    # Gather needs data of rank 1 or more (folding a scalar read past it)
+    g = G(17)
+    g.op("Gather", [g.scalar(5), g.const(i64, [0])], out="y")
+    g.op("Reshape", ["x", "y"], out="r")
+    expect_bad(write("gather_scalar.onnx", g.model([oc.value_info("x", [5])], ["r"])), ["Gather", "scalar"], "Gather of a scalar")
     # ConvTranspose: output_padding must be smaller than stride or dilation
     w = oc.tensor("w", [3, 2, 3, 3], external=True)
     for op_pad, strides, dil, ok in (([2, 0], [2, 2], [1, 1], False), ([1, 1], [1, 1], [1, 1], False),

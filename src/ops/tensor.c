@@ -397,6 +397,7 @@ static int fold_gather(const MeCtx *c, const MeShape *o, int axis)
 static int infer_gather(MeCtx *c)
 {
     const MeShape *x = me_in_shape(c, 0), *idx = me_in_shape(c, 1);
+    if (x->rank < 1) return me_fail(c, "data is a scalar; it needs rank 1 or more");
     int axis, rc = me_axis(c, me_attr_i(c->n, "axis", 0), x->rank, &axis);
     if (rc < 0) return rc;
     MeShape o = { .rank = x->rank - 1 + idx->rank };
