@@ -59,6 +59,11 @@ static int conv_params(const MeCtx *c, const MeShape *x, const MeShape *w, ConvP
         if (p->k[i] < 1 || p->s[i] < 1 || p->dil[i] < 1 || p->pb[i] < 0 || p->pe[i] < 0 || p->opad[i] < 0)
             return me_fail(c, "spatial dim %d: kernel %lld, stride %lld, dilation %lld, pads %lld/%lld are not valid",
                            i, (long long)p->k[i], (long long)p->s[i], (long long)p->dil[i], (long long)p->pb[i], (long long)p->pe[i]);
+        /* ConvTranspose (PyTorch's check too): the extra output rows must
+         * be fewer than stride or dilation, or they are no output position */
+        if (p->opad[i] >= p->s[i] && p->opad[i] >= p->dil[i])
+            return me_fail(c, "spatial dim %d: output_padding %lld must be smaller than stride %lld or dilation %lld",
+                           i, (long long)p->opad[i], (long long)p->s[i], (long long)p->dil[i]);
         if (p->k[i] > ME_MAX_DIM || p->s[i] > ME_MAX_DIM || p->dil[i] > ME_MAX_DIM || p->pb[i] > ME_MAX_DIM || p->pe[i] > ME_MAX_DIM)
             return me_fail(c, "spatial dim %d: absurd kernel/stride/dilation/pad", i);
     }

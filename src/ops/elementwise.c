@@ -104,9 +104,13 @@ static int fold_binary(const MeCtx *c, FoldOp f, const MeShape *o)
     } else {
         double *r = me_malloc(sizeof(double) * (size_t)(n ? n : 1));
         if (!r) return ME_ENOMEM;
+        /* float32 results rounded as a runtime computing in float32 has them
+         * (resize scales: out/in) */
+        bool f32 = out->dtype == ME_DT_F32;
         for (int64_t i = 0; i < n; i++) {
             int64_t ia = bidx(o, &a->shape, i), ib = bidx(o, &b->shape, i);
             r[i] = apply_f(f, a->ival ? (double)a->ival[ia] : a->fval[ia], b->ival ? (double)b->ival[ib] : b->fval[ib]);
+            if (f32) r[i] = (float)r[i];
         }
         rc = me_value_set_floats(out, r, n);
         me_free(r);

@@ -175,6 +175,8 @@ static int einsum_parse(const MeCtx *c, EinsumSpec *e, MeShape *out)
         p += 2;
         int n = parse_term(c, &p, e->out);
         if (n < 0) return n;
+    } else if (*p) {
+        return me_fail(c, "equation '%s': '%c' where '->' or its end should be", eq, *p);
     } else {
         /* implicit output: ellipsis, then letters seen once, alphabetically */
         int k = 0;
@@ -187,6 +189,7 @@ static int einsum_parse(const MeCtx *c, EinsumSpec *e, MeShape *out)
         }
         e->out[k] = 0;
     }
+    if (*p) return me_fail(c, "equation '%s': '%c' after the output term", eq, *p);
     for (const char *q = e->out; *q; q++) {
         if (*q == '.') {
             for (int i = 0; i < (ell.rank > 0 ? ell.rank : 0) && out->rank < ME_MAX_RANK; i++) out->d[out->rank++] = ell.d[i];

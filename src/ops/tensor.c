@@ -6,6 +6,7 @@
  * is how the Shape → Gather → Unsqueeze → Concat → Reshape chains of
  * torch-exported graphs resolve. Default convention: no arithmetic; views
  * (Reshape, Flatten, Squeeze, Unsqueeze, Identity) move no bytes. */
+#include <math.h>
 #include <string.h>
 
 #include "ops.h"
@@ -25,6 +26,73 @@ static int pass_vals(const MeCtx *c)
     if (!me_in_has_val(c, 0) || !me_out(c, 0)) return 0;
     MeValue *v = me_in(c, 0);
     return v->ival ? me_value_set_ints(me_out(c, 0), v->ival, v->nval) : me_value_set_floats(me_out(c, 0), v->fval, v->nval);
+}
+
+/* Input i when its contents may be folded: known, one value per element,
+ * and not a weight or buffer (those are the model's data, never loaded
+ * to evaluate a node). */
+static MeValue *fold_in(const MeCtx *c, int i)
+{
+    MeValue *v = me_in(c, i);
+    if (!v || !v->known || (v->kind == ME_V_INIT && v->role != ME_R_CONST) || !me_in_has_val(c, i)) return NULL;
+    v = me_in(c, i); /* loading the contents may have moved the value array */
+    if ((!v->ival && !v->fval) || v->nval != me_shape_numel(&v->shape)) return NULL;
+    return v;
+}
+
+/* Row-major strides of s, and output element i's coordinates in s. */
+static void strides_of(const MeShape *s, int64_t *st)
+{
+    int64_t m = 1;
+    for (int k = s->rank - 1; k >= 0; k--) {
+        st[k] = m;
+        m *= s->d[k]; /* bounded: numel is at most ME_MAX_FOLD where this runs */
+    }
+}
+
+static void coords_of(const MeShape *s, int64_t i, int64_t *co)
+{
+    for (int k = s->rank - 1; k >= 0; k--) {
+        co[k] = i % s->d[k];
+        i /= s->d[k];
+    }
+}
+
+/* Where output element co (coordinates) of a folded data-movement op comes
+ * from: source *j, linear index *at. Fails (recorded) on a bad index. */
+typedef int (*FoldMap)(const MeCtx *c, const int64_t *co, const void *arg, int *j, int64_t *at);
+
+/* Sets output 0 (shape o) to the elements map picks from src[0..nsrc):
+ * how Concat, Gather, Slice and Transpose evaluate small constants (shape
+ * arithmetic, pads, resize scales). Integers stay integers; floats when a
+ * source holds floats. Nothing when the result is too large to fold, nor
+ * for a float tensor above rank 1: PyTorch computes shapes and scales in
+ * Python ints and floats (integer tensors or float vectors in the file),
+ * but a float tensor made from constants (an RNN's zero initial state)
+ * is a tensor it allocates at run time. */
+static int fold_map(const MeCtx *c, const MeShape *o, MeValue *const *src, int nsrc, FoldMap map, const void *arg)
+{
+    int64_t n = me_shape_numel(o);
+    MeValue *out = me_out(c, 0);
+    if (!out || n < 0 || n > ME_MAX_FOLD || (me_dtype_is_float(out->dtype) && o->rank > 1)) return 0;
+    bool ints = true;
+    for (int j = 0; j < nsrc; j++) ints = ints && src[j]->ival;
+    size_t es = ints ? sizeof(int64_t) : sizeof(double);
+    void *buf = me_malloc(es * (size_t)(n ? n : 1));
+    if (!buf) return ME_ENOMEM;
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc >= 0; i++) {
+        int64_t co[ME_MAX_RANK], at = 0;
+        int j = 0;
+        coords_of(o, i, co);
+        if ((rc = map(c, co, arg, &j, &at)) < 0) break;
+        const MeValue *v = src[j];
+        if (ints) ((int64_t *)buf)[i] = v->ival[at];
+        else ((double *)buf)[i] = v->ival ? (double)v->ival[at] : v->fval[at];
+    }
+    if (rc >= 0) rc = ints ? me_value_set_ints(out, buf, n) : me_value_set_floats(out, buf, n);
+    me_free(buf);
+    return rc;
 }
 
 static int infer_shape_op(MeCtx *c)
@@ -240,6 +308,40 @@ static int infer_unsqueeze(MeCtx *c)
     return rc < 0 ? rc : pass_vals(c);
 }
 
+/* Output element co of a concatenation comes from the input whose span
+ * along axis holds co[axis]. */
+typedef struct ConcatFold {
+    MeValue **src;
+    int axis;
+} ConcatFold;
+
+static int map_concat(const MeCtx *c, const int64_t *co, const void *arg, int *j, int64_t *at)
+{
+    const ConcatFold *f = arg;
+    int64_t a = co[f->axis], st[ME_MAX_RANK];
+    (void)c;
+    while (a >= f->src[*j]->shape.d[f->axis]) a -= f->src[(*j)++]->shape.d[f->axis];
+    const MeShape *s = &f->src[*j]->shape;
+    strides_of(s, st);
+    for (int k = 0; k < s->rank; k++) *at += (k == f->axis ? a : co[k]) * st[k];
+    return 0;
+}
+
+static int fold_concat(const MeCtx *c, const MeShape *o, int axis)
+{
+    int n_in = c->n->n_in, m = 0;
+    if (me_shape_numel(o) > ME_MAX_FOLD) return 0;
+    for (int i = 0; i < n_in; i++)
+        if (me_in(c, i) && !fold_in(c, i)) return 0;
+    ConcatFold f = { .src = me_malloc(sizeof(MeValue *) * (size_t)n_in), .axis = axis };
+    if (!f.src) return ME_ENOMEM;
+    for (int i = 0; i < n_in; i++)
+        if (me_in(c, i)) f.src[m++] = me_in(c, i);
+    int rc = fold_map(c, o, f.src, m, map_concat, &f);
+    me_free(f.src);
+    return rc;
+}
+
 static int infer_concat(MeCtx *c)
 {
     const MeShape *x0 = me_in_shape(c, 0);
@@ -247,8 +349,6 @@ static int infer_concat(MeCtx *c)
     if (rc < 0) return rc;
     MeShape o = *x0;
     o.d[axis] = 0;
-    bool fold = true;
-    int64_t total = 0;
     for (int i = 0; i < c->n->n_in; i++) {
         const MeShape *s = me_in_shape(c, i);
         if (!s) continue;
@@ -256,28 +356,48 @@ static int infer_concat(MeCtx *c)
         for (int k = 0; k < o.rank; k++)
             if (k != axis && s->d[k] != o.d[k]) return me_fail(c, "input %d dim %d is %lld, expected %lld", i, k, (long long)s->d[k], (long long)o.d[k]);
         if (!me_add64(o.d[axis], s->d[axis], &o.d[axis])) return me_fail(c, "concatenated size overflows");
-        if (!me_in_has_val(c, i) || !me_in(c, i)->ival) fold = false;
-        total += me_shape_numel(s);
     }
     if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
-    if (!fold || o.rank != 1 || total > ME_MAX_FOLD) return 0;
-    int64_t *vals = me_malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
-    if (!vals) return ME_ENOMEM;
-    int64_t at = 0;
-    for (int i = 0; i < c->n->n_in; i++) {
-        MeValue *v = me_in(c, i);
-        if (!v) continue;
-        memcpy(vals + at, v->ival, sizeof(int64_t) * (size_t)v->nval);
-        at += v->nval;
-    }
-    rc = me_value_set_ints(me_out(c, 0), vals, at);
-    me_free(vals);
-    return rc;
+    return fold_concat(c, &o, axis);
+}
+
+/* Output coordinates of Gather: the data's before axis, the indices',
+ * then the data's after axis. */
+typedef struct GatherFold {
+    const MeValue *data, *index;
+    int axis;
+} GatherFold;
+
+static int map_gather(const MeCtx *c, const int64_t *co, const void *arg, int *j, int64_t *at)
+{
+    const GatherFold *f = arg;
+    const MeShape *x = &f->data->shape, *is = &f->index->shape;
+    int64_t xs[ME_MAX_RANK], li = 0;
+    (void)j;
+    for (int q = 0; q < is->rank; q++) li = li * is->d[q] + co[f->axis + q];
+    int64_t k = f->index->ival[li];
+    if (k < 0) k += x->d[f->axis];
+    if (k < 0 || k >= x->d[f->axis])
+        return me_fail(c, "index %lld is out of range for %lld elements", (long long)f->index->ival[li], (long long)x->d[f->axis]);
+    strides_of(x, xs);
+    *at = k * xs[f->axis];
+    for (int q = 0; q < f->axis; q++) *at += co[q] * xs[q];
+    for (int q = f->axis + 1; q < x->rank; q++) *at += co[q + is->rank - 1] * xs[q];
+    return 0;
+}
+
+static int fold_gather(const MeCtx *c, const MeShape *o, int axis)
+{
+    if (me_shape_numel(o) > ME_MAX_FOLD || !fold_in(c, 0) || !fold_in(c, 1) || !me_in(c, 1)->ival) return 0;
+    MeValue *d = me_in(c, 0);
+    GatherFold f = { .data = d, .index = me_in(c, 1), .axis = axis };
+    return fold_map(c, o, &d, 1, map_gather, &f);
 }
 
 static int infer_gather(MeCtx *c)
 {
     const MeShape *x = me_in_shape(c, 0), *idx = me_in_shape(c, 1);
+    if (x->rank < 1) return me_fail(c, "data is a scalar; it needs rank 1 or more");
     int axis, rc = me_axis(c, me_attr_i(c->n, "axis", 0), x->rank, &axis);
     if (rc < 0) return rc;
     MeShape o = { .rank = x->rank - 1 + idx->rank };
@@ -287,24 +407,23 @@ static int infer_gather(MeCtx *c)
     for (int i = 0; i < idx->rank; i++) o.d[r++] = idx->d[i];
     for (int i = axis + 1; i < x->rank; i++) o.d[r++] = x->d[i];
     if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
-    /* Evaluate the common shape case: 1-d known data, known indices. */
-    if (x->rank != 1 || !me_in_has_val(c, 0) || !me_in_has_val(c, 1)) return 0;
-    MeValue *d = me_in(c, 0), *iv = me_in(c, 1);
-    if (!d->ival || !iv->ival || iv->nval > ME_MAX_FOLD) return 0;
-    int64_t *vals = me_malloc(sizeof(int64_t) * (size_t)(iv->nval ? iv->nval : 1));
-    if (!vals) return ME_ENOMEM;
-    for (int64_t i = 0; i < iv->nval; i++) {
-        int64_t k = iv->ival[i];
-        if (k < 0) k += d->nval;
-        if (k < 0 || k >= d->nval) {
-            me_free(vals);
-            return me_fail(c, "index %lld is out of range for %lld elements", (long long)iv->ival[i], (long long)d->nval);
-        }
-        vals[i] = d->ival[k];
-    }
-    rc = me_value_set_ints(me_out(c, 0), vals, iv->nval);
-    me_free(vals);
-    return rc;
+    return fold_gather(c, &o, axis);
+}
+
+/* Transpose and Slice read their input at off + Σ co[k]·mul[k]. */
+typedef struct StridedFold {
+    int rank;
+    int64_t off, mul[ME_MAX_RANK];
+} StridedFold;
+
+static int map_strided(const MeCtx *c, const int64_t *co, const void *arg, int *j, int64_t *at)
+{
+    const StridedFold *f = arg;
+    (void)c;
+    (void)j;
+    *at = f->off;
+    for (int k = 0; k < f->rank; k++) *at += co[k] * f->mul[k];
+    return 0;
 }
 
 static int infer_transpose(MeCtx *c)
@@ -325,7 +444,14 @@ static int infer_transpose(MeCtx *c)
         seen[perm[i]] = true;
         o.d[i] = x->d[perm[i]];
     }
-    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    if (rc < 0 || me_shape_numel(&o) > ME_MAX_FOLD || !fold_in(c, 0)) return rc;
+    MeValue *v = me_in(c, 0);
+    StridedFold f = { .rank = n };
+    int64_t xs[ME_MAX_RANK];
+    strides_of(&v->shape, xs);
+    for (int k = 0; k < n; k++) f.mul[k] = xs[perm[k]];
+    return fold_map(c, &o, &v, 1, map_strided, &f);
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -369,35 +495,50 @@ static int infer_slice(MeCtx *c)
     }
     MeShape o = *x;
     int64_t off[ME_MAX_RANK] = { 0 }, step[ME_MAX_RANK];
+    bool seen[ME_MAX_RANK] = { false };
     for (int i = 0; i < x->rank; i++) step[i] = 1;
     for (int i = 0; i < n; i++) {
         int a;
         if ((rc = me_axis(c, ax[i], x->rank, &a)) < 0) return rc;
+        if (seen[a]) return me_fail(c, "axis %d is sliced twice", a);
+        seen[a] = true;
         int64_t dim = x->d[a], s = st[i], e = en[i], k = sp[i];
         if (k == 0) return me_fail(c, "step is 0 on axis %d", a);
+        /* The ONNX rules: a negative bound counts from the end (dim >= 0,
+         * so adding it cannot overflow, even to INT64_MIN); then both are
+         * clamped, to [0, dim] for a positive step, start to [0, dim-1]
+         * and end to [-1, dim-1] for a negative one. The count is taken
+         * in unsigned arithmetic: |INT64_MIN| and e - s + k - 1 do not
+         * fit in int64_t. */
         if (s < 0) s += dim;
-        if (e < 0 && e > INT64_MIN / 2) e += dim;
-        int64_t len;
+        if (e < 0) e += dim;
+        uint64_t len = 0;
         if (k > 0) {
             s = clamp64(s, 0, dim);
             e = clamp64(e, 0, dim);
-            len = e > s ? (e - s + k - 1) / k : 0;
-        } else {
-            s = clamp64(s, -1, dim - 1);
+            if (e > s) len = 1 + (uint64_t)(e - s - 1) / (uint64_t)k;
+        } else if (dim > 0) {
+            s = clamp64(s, 0, dim - 1);
             e = clamp64(e, -1, dim - 1);
-            len = s > e ? (s - e + (-k) - 1) / (-k) : 0;
+            if (s > e) len = 1 + (uint64_t)(s - e - 1) / ((uint64_t)-(k + 1) + 1);
         }
-        o.d[a] = len;
+        o.d[a] = (int64_t)len; /* at most dim */
         off[a] = s;
         step[a] = k;
     }
     if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
-    if (x->rank != 1 || !me_in_has_val(c, 0) || !me_in(c, 0)->ival) return 0;
-    MeValue *d = me_in(c, 0);
-    int64_t vals[ME_MAX_RANK * 4];
-    if (o.d[0] > (int64_t)(sizeof(vals) / sizeof(vals[0]))) return 0;
-    for (int64_t i = 0; i < o.d[0]; i++) vals[i] = d->ival[off[0] + i * step[0]];
-    return me_value_set_ints(me_out(c, 0), vals, o.d[0]);
+    if (me_shape_numel(&o) > ME_MAX_FOLD || !fold_in(c, 0)) return 0;
+    MeValue *v = me_in(c, 0);
+    StridedFold f = { .rank = x->rank };
+    int64_t xs[ME_MAX_RANK];
+    strides_of(&v->shape, xs);
+    for (int k = 0; k < x->rank; k++) {
+        /* a step times a coordinate below len stays inside the axis; with
+         * one element the step (maybe INT64_MIN) is never taken */
+        f.off += off[k] * xs[k];
+        f.mul[k] = o.d[k] > 1 ? step[k] * xs[k] : 0;
+    }
+    return fold_map(c, &o, &v, 1, map_strided, &f);
 }
 
 static int infer_cast(MeCtx *c)
@@ -408,10 +549,13 @@ static int infer_cast(MeCtx *c)
     if (rc < 0 || !me_in_has_val(c, 0)) return rc;
     MeValue *v = me_in(c, 0), *o = me_out(c, 0);
     if (me_dtype_is_float((MeDType)to)) {
-        if (v->fval) return me_value_set_floats(o, v->fval, v->nval);
+        if (v->fval && to != ME_DT_F32) return me_value_set_floats(o, v->fval, v->nval);
         double *f = me_malloc(sizeof(double) * (size_t)(v->nval ? v->nval : 1));
         if (!f) return ME_ENOMEM;
-        for (int64_t i = 0; i < v->nval; i++) f[i] = (double)v->ival[i];
+        for (int64_t i = 0; i < v->nval; i++) {
+            f[i] = v->fval ? v->fval[i] : (double)v->ival[i];
+            if (to == ME_DT_F32) f[i] = (float)f[i];
+        }
         rc = me_value_set_floats(o, f, v->nval);
         me_free(f);
         return rc;
@@ -419,7 +563,14 @@ static int infer_cast(MeCtx *c)
     if (v->ival) return me_value_set_ints(o, v->ival, v->nval);
     int64_t *iv = me_malloc(sizeof(int64_t) * (size_t)(v->nval ? v->nval : 1));
     if (!iv) return ME_ENOMEM;
-    for (int64_t i = 0; i < v->nval; i++) iv[i] = to == ME_DT_BOOL ? v->fval[i] != 0 : (int64_t)v->fval[i];
+    for (int64_t i = 0; i < v->nval; i++) {
+        /* NaN or beyond int64: the C conversion is undefined, so no value */
+        if (to != ME_DT_BOOL && !(fabs(v->fval[i]) < 0x1p63)) {
+            me_free(iv);
+            return 0;
+        }
+        iv[i] = to == ME_DT_BOOL ? v->fval[i] != 0 : (int64_t)v->fval[i];
+    }
     rc = me_value_set_ints(o, iv, v->nval);
     me_free(iv);
     return rc;
@@ -490,8 +641,13 @@ static int infer_split(MeCtx *c)
     }
     int64_t dim = x->d[axis];
     if (n < 0) {
+        /* Equal parts; from opset 18 (num_outputs) the last may be smaller,
+         * before it the axis must divide evenly. */
         int64_t parts = me_attr_i(c->n, "num_outputs", nout);
         if (parts < 1) return me_fail(c, "num_outputs must be positive");
+        if (parts != nout) return me_fail(c, "num_outputs is %lld for %d outputs", (long long)parts, nout);
+        if (c->g->opset < 18 && dim % parts)
+            return me_fail(c, "axis %d of size %lld does not split into %lld equal parts (opset %d)", axis, (long long)dim, (long long)parts, c->g->opset);
         int64_t chunk = (dim + parts - 1) / parts;
         for (int i = 0; i < nout; i++) {
             int64_t left = dim - chunk * i;
@@ -598,7 +754,12 @@ static int resize_shape(MeCtx *c, bool upsample)
     for (int i = 0; i < n; i++) {
         double d = (double)x->d[i] * sc[i];
         if (!(sc[i] > 0) || d > (double)ME_MAX_DIM) return me_fail(c, "scale %g on axis %d is not valid", sc[i], i);
-        o.d[i] = (int64_t)d;
+        /* floor(dim · scale), but scales are float32: an exporter's out/in
+         * (PyTorch's for interpolate(size=...)) lands up to 2^-24 relative
+         * below out, and PyTorch's own op gives out. Closer than float32
+         * can tell is taken as the integer. */
+        double r = nearbyint(d);
+        o.d[i] = (int64_t)(r > d && r - d <= r * 0x1p-22 ? r : floor(d));
     }
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
