@@ -247,6 +247,11 @@ def _eval_node(node, ins, in_shape0):
         return ins[0].reshape(shape)
     if op == "Identity":
         return ins[0]
+    if op == "Mod":
+        # fmod=0: the sign of the divisor (Python's %); fmod=1: C's fmod
+        return (np.fmod if at.get("fmod", 0) else np.mod)(ins[0], ins[1])
+    if op == "Transpose":
+        return np.transpose(ins[0], at.get("perm"))
     return None
 
 
@@ -342,7 +347,7 @@ def onnx_shapes(path, batch):
 
 FOLDABLE = {"Shape", "Constant", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
             "Cast", "Add", "Sub", "Mul", "Div", "Equal", "Not", "Where",
-            "ConstantOfShape", "Expand", "Range", "Reshape", "Identity"}
+            "ConstantOfShape", "Expand", "Range", "Reshape", "Identity", "Transpose", "Mod"}
 
 
 # --------------------------------------------------------------------------
