@@ -9,10 +9,10 @@ fmt=${1:-onnx}
 secs=${2:-60}
 out=build-fuzz
 mkdir -p "$out/corpus-$fmt"
-[ -f build/onnx.pb-c.c ] || { meson setup build >/dev/null; ninja -C build >/dev/null; }
+[ -f build/onnx.pb-c.c ] && [ -f build/include/memest/version.h ] || { meson setup build >/dev/null; ninja -C build >/dev/null; }
 define=$([ "$fmt" = json ] && echo -DFUZZ_JSON || echo -DFUZZ_ONNX)
 clang -g -O1 -std=c11 -D_GNU_SOURCE -DFUZZ_LIBFUZZER $define -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Iinclude -Isrc -Ibuild $(pkg-config --cflags libcjson libprotobuf-c) \
+    -Iinclude -Ibuild/include -Isrc -Ibuild $(pkg-config --cflags libcjson libprotobuf-c) \
     tests/fuzz/fuzz_load.c src/*.c src/load/*.c src/ops/*.c src/report/*.c build/onnx.pb-c.c \
     $(pkg-config --libs libcjson libprotobuf-c) -lm -pthread -o "$out/fuzz_$fmt"
 dict=$([ "$fmt" = json ] && echo "-dict=tests/fuzz/dict.json" || echo "")
