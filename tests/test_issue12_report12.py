@@ -114,7 +114,9 @@ def case_golden_valid():
 
 
 def split_csv(text):
-    rows, summary = text.split("\n\n", 1)
+    """The rows and the summary table, split at the first empty line."""
+    rows, _, summary = text.partition("\n\n")
+    check(summary != "", "the CSV has no second section (no empty line after the rows)")
     return list(csv.reader(io.StringIO(rows))), list(csv.reader(io.StringIO(summary)))
 
 
@@ -176,9 +178,13 @@ def case_svg_scale():
         m = re.search(r'<circle cx="[0-9.]+" cy="([0-9.]+)"', text)
         check(m and float(m.group(1)) < 96 + 432 / 3, f"peak marker at y {m and m.group(1)}: the axis follows the card")
         check(re.search(r"h100\S* [0-9.]+ GiB", text) and "above this axis" in text, "no capacity marker for the off-scale card")
-        for fill in ("#e6eef8", "#fbebdc", "#e4f2e0"):
-            for w in re.findall(r'<rect x="[0-9.]+" y="96" width="([0-9.]+)" height="432" fill="%s"' % fill, text):
-                check(float(w) >= 3, f"phase band {fill} is {w} px wide")
+        # resnet50's SGD step: one optimizer event among ~500 (1.6 px before)
+        rc, _, err = run(path("models", "resnet50.json"), "--train", "--optimizer", "sgd", "--plot", svg)
+        text = open(svg).read()
+        bands = re.findall(r'<rect x="[0-9.]+" y="96" width="([0-9.]+)" height="432" fill="(#e6eef8|#fbebdc|#e4f2e0)"', text)
+        check(rc == 0 and len(bands) >= 3, f"resnet50 plot: rc {rc}, bands {bands}")
+        for w, fill in bands:
+            check(float(w) >= 3, f"phase band {fill} is {w} px wide")
         # a card near the peak still gets its line on the scale
         rc, _, err = run(RESNET, "--train", "--gpu-mem", "160MiB", "--plot", svg)
         text = open(svg).read()
