@@ -162,9 +162,17 @@ end:
     return rc;
 }
 
+/* Whether gpu carries what a roofline needs: --gpu-mem alone gives only a
+ * capacity, and 0 bytes/s or 0 FLOP/s would make every time 0/0 (NaN). */
+static bool roofline_known(const MemestGpu *gpu)
+{
+    return gpu->bandwidth > 0 && gpu->fp32_flops > 0 && gpu->bandwidth < 1e300 && gpu->fp32_flops < 1e300;
+}
+
 /* Roofline: a node takes as long as the slower of its arithmetic at the
  * dtype's peak (tensor cores for contractions in 16 bits) and its bytes
- * over the memory bandwidth. */
+ * over the memory bandwidth. Without bandwidth or FLOP/s the times stay 0
+ * and memest_timing says there is none. */
 int memest_set_device(MemestAnalysis *a, const MemestGpu *gpu, int low_precision)
 {
     if (!a || !gpu) return ME_EINVAL;
@@ -175,7 +183,9 @@ int memest_set_device(MemestAnalysis *a, const MemestGpu *gpu, int low_precision
     a->gpu = *gpu;
     a->has_gpu = true;
     a->low_precision = low_precision;
+    bool known = roofline_known(gpu);
     for (int i = 0; i < g->nn; i++) {
+        if (!known) { a->time_s[i] = 0; continue; }
         const MeCost *d = &dc[i];
         bool contraction = d->macs > 0;
         double peak = low_precision && contraction && gpu->fp16_flops > 0 ? gpu->fp16_flops : gpu->fp32_flops;
@@ -191,6 +201,7 @@ int memest_timing(const MemestAnalysis *a, MemestTiming *out)
 {
     memset(out, 0, sizeof(*out));
     if (!a || !a->has_gpu) return ME_EINVAL;
+    if (!roofline_known(&a->gpu)) return ME_EUNSUPPORTED;
     const MeGraph *g = a->g;
     for (int i = 0; i < g->nn; i++) out->forward_s += a->time_s[i];
     out->batch = g->n_inputs && g->v[g->inputs[0]].shape.rank ? (int)g->v[g->inputs[0]].shape.d[0] : 1;

@@ -196,13 +196,67 @@ size_t me_i64_str(int64_t v, char *buf)
 }
 
 
+/* The escape for the character at p (len bytes), or NULL when it stands
+ * for itself. */
+static const char *escape_of(const unsigned char *p, size_t *len, char tmp[8])
+{
+    *len = 1;
+    if (*p == '\\') return "\\\\";
+    if (*p < 0x20 || *p == 0x7f) {
+        switch (*p) {
+        case '\n': return "\\n";
+        case '\t': return "\\t";
+        case '\r': return "\\r";
+        case 0x1b: return "\\e";
+        default: snprintf(tmp, 8, "\\x%02x", *p); return tmp;
+        }
+    }
+    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) { /* C1: CSI is U+009B */
+        *len = 2;
+        snprintf(tmp, 8, "\\u%04x", p[1]);
+        return tmp;
+    }
+    return NULL;
+}
+
+bool me_needs_escape(const char *s)
+{
+    char tmp[8];
+    size_t len;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
+        if (escape_of(p, &len, tmp)) return true;
+    return false;
+}
+
+char *me_escape(const char *s, char *buf, size_t n)
+{
+    size_t o = 0;
+    char tmp[8];
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        size_t len;
+        const char *e = escape_of(p, &len, tmp);
+        size_t el = e ? strlen(e) : 1;
+        /* a multi-byte character is kept whole: count its continuation bytes */
+        if (!e && *p >= 0xc0)
+            while (p[el] && (p[el] & 0xc0) == 0x80 && el < 4) el++;
+        if (o + el >= n) break;
+        memcpy(buf + o, e ? e : (const char *)p, el);
+        o += el;
+        p += e ? len : el;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
 int me_error(MeDiag *d, int code, const char *fmt, ...)
 {
     if (d && !d->code) {
+        char raw[sizeof(d->msg)];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
+        vsnprintf(raw, sizeof(raw), fmt, ap);
         va_end(ap);
+        me_escape(raw, d->msg, sizeof(d->msg));
         d->code = code;
     }
     return code;

@@ -68,8 +68,18 @@ typedef struct MeDiag {
 #define ME_PRINTF(a, b)
 #endif
 
-/* Records an error (only the first one sticks) and returns code. */
+/* Records an error (only the first one sticks) and returns code. The text
+ * is escaped with me_escape: messages quote names from model files, and
+ * they end up on terminals. */
 int me_error(MeDiag *d, int code, const char *fmt, ...) ME_PRINTF(3, 4);
+
+/* s (NULL: "") with what a terminal would act on made visible: C0 controls,
+ * DEL and C1 controls (U+0080..U+009F) as \n, \t, \r, \e, \xHH or \uHHHH,
+ * and the backslash doubled so the escapes cannot be forged. Cut at a whole
+ * character to fit buf of n > 0 bytes; returns buf. */
+char *me_escape(const char *s, char *buf, size_t n);
+/* Whether me_escape would change s. */
+bool me_needs_escape(const char *s);
 
 /* True when s is well-formed UTF-8 (names end up in JSON reports); the
  * _n form also rejects NUL bytes inside. */

@@ -359,7 +359,8 @@ typedef struct MemestTiming {
  * column and the step time; the analysis keeps the GPU for its reports.
  * MEMEST_ERR_STALE when the model was re-bound since the analysis. */
 MEMEST_API int memest_set_device(MemestAnalysis *analysis, const MemestGpu *gpu, int low_precision);
-/* MEMEST_ERR_INVALID without memest_set_device. */
+/* MEMEST_ERR_INVALID without memest_set_device; MEMEST_ERR_UNSUPPORTED when
+ * the GPU has no bandwidth or FLOP/s (a capacity alone: no roofline). */
 MEMEST_API int memest_timing(const MemestAnalysis *analysis, MemestTiming *out);
 
 /* What one step of the analysis' memory needs on a GPU: with the cuda

@@ -158,6 +158,13 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
         cJSON_AddStringToObject(mem, "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off");
         cJSON_AddStringToObject(mem, "predicts", ms->runtime == MEMEST_RUNTIME_CPU ? "peak of CPU allocator bytes" : "torch.cuda max_memory_allocated / max_memory_reserved");
+        if (ms->gpus > 1) {
+            /* the figures are one rank's: a reader must not take them for the whole job */
+            static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
+            cJSON_AddNumberToObject(mem, "gpus", ms->gpus);
+            cJSON_AddStringToObject(mem, "shard", sh[ms->shard & 3]);
+            cJSON_AddStringToObject(mem, "per_gpu", "every figure in steps is what one of the GPUs holds");
+        }
         if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
         for (int k = 0; k < m->memory.n_mem; k++) {
@@ -192,7 +199,11 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddBoolToObject(dev, "fits", need <= m->gpu.memory);
         }
         MemestTiming timing;
-        if (memest_timing(m, &timing) == 0) {
+        const char *no_roof = me_roofline_missing(m);
+        if (no_roof) {
+            cJSON_AddNullToObject(dev, "roofline_seconds");
+            cJSON_AddStringToObject(dev, "roofline_skipped", no_roof);
+        } else if (memest_timing(m, &timing) == 0) {
             cJSON *tm = cJSON_AddObjectToObject(dev, "roofline_seconds");
             cJSON_AddNumberToObject(tm, "forward", timing.forward_s);
             cJSON_AddNumberToObject(tm, "backward", timing.backward_s);

@@ -99,13 +99,9 @@ static void duration_cell(double fwd, const MeRowView *rv, char *cell, size_t n)
     else snprintf(cell, n, "-");
 }
 
-/* a cell holds 127 bytes; longer names and shape lists are cut */
-static void cell_cpy(char *cell, const char *s)
-{
-    size_t l = strnlen(s, 127);
-    memcpy(cell, s, l);
-    cell[l] = 0;
-}
+/* a cell holds 127 bytes; longer names and shape lists are cut. Names come
+ * from the model file: control characters are escaped, not printed raw. */
+static void cell_cpy(char *cell, const char *s) { me_escape(s, cell, 128); }
 
 static void row_cells(double fwd, const MeRowView *rv, int idx, Cells *c, bool ts)
 {
@@ -150,8 +146,9 @@ static void row_cells(double fwd, const MeRowView *rv, int idx, Cells *c, bool t
 }
 
 static const char *const head_default[NCOL] = { "", "module name", "type", "input shape", "output shape", "params",
-    "memory(MB)", "MACs", "FLOPs", "MemRead(B)", "MemWrite(B)", "duration[%]", "MemR+W(B)" };
-/* torchstat's own columns, without the type */
+    "memory(MiB)", "MACs", "FLOPs", "MemRead(B)", "MemWrite(B)", "duration[%]", "MemR+W(B)" };
+/* torchstat's own columns, without the type; its "MB" is 2^20 bytes, kept
+ * as torchstat prints it (the header line above the table says so) */
 static const char *const head_ts[NCOL - 1] = { "", "module name", "input shape", "output shape", "params", "memory(MB)",
     "MAdd", "Flops", "MemRead(B)", "MemWrite(B)", "duration[%]", "MemR+W(B)" };
 
@@ -177,7 +174,7 @@ static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
         snprintf(c->c[k++], 128, "%s.0", a);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_read);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_write);
-        snprintf(c->c[k++], 128, m->has_gpu ? "100.00%%" : "-");
+        snprintf(c->c[k++], 128, forward_time(m) > 0 ? "100.00%%" : "-");
         snprintf(c->c[k++], 128, "%.1f", (double)(t->mem_read + t->mem_write));
         return;
     }
@@ -187,7 +184,7 @@ static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
     thousands(t->flops, c->c[k++], 128);
     thousands(t->mem_read, c->c[k++], 128);
     thousands(t->mem_write, c->c[k++], 128);
-    snprintf(c->c[k++], 128, m->has_gpu ? "100.00%%" : "-");
+    snprintf(c->c[k++], 128, forward_time(m) > 0 ? "100.00%%" : "-");
     thousands(me_sadd(t->mem_read, t->mem_write), c->c[k++], 64);
 }
 
@@ -201,23 +198,24 @@ static void fill_row(const MemestAnalysis *m, double fwd, int r, Cells *out, boo
 static void print_lists(const MemestAnalysis *m, FILE *f)
 {
     const char *ops[64];
+    char name[128];
     int counts[64];
     int k = me_op_counts(m, ME_COST_UNKNOWN_OP, ops, counts, 64);
     if (k) {
         fprintf(f, "Unknown ops (no shape inference, no cost; --strict makes this an error):");
-        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", ops[i], counts[i]);
+        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", me_escape(ops[i], name, sizeof(name)), counts[i]);
         fprintf(f, "\n");
     }
     k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 64);
     if (k) {
         fprintf(f, "* not counted by %s (its totals leave these out; the rows show memest's own figures):", memest_convention_name(m->conv));
-        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", ops[i], counts[i]);
+        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", me_escape(ops[i], name, sizeof(name)), counts[i]);
         fprintf(f, "\n");
     }
     k = me_op_counts(m, ME_COST_NO_SHAPE, ops, counts, 64);
     if (k) {
         fprintf(f, "? shapes unknown below an unknown op:");
-        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", ops[i], counts[i]);
+        for (int i = 0; i < k; i++) fprintf(f, " %s x%d", me_escape(ops[i], name, sizeof(name)), counts[i]);
         fprintf(f, "\n");
     }
 }
@@ -243,64 +241,123 @@ static void thousands(uint64_t v, char *buf, size_t n);
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
+/* "8 GPUs, zero3" when the figures are one GPU's of several, else NULL
+ * (buf holds the text). */
+static const char *per_gpu(const MemestAnalysis *m, char *buf, size_t n)
+{
+    if (!m->has_memory || m->memory.settings.gpus <= 1) return NULL;
+    static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
+    snprintf(buf, n, "%d GPUs, %s", m->memory.settings.gpus, sh[m->memory.settings.shard & 3]);
+    return buf;
+}
+
 static void print_memory(const MemestAnalysis *m, FILE *f)
 {
     if (!m->has_memory) return;
     const MemestMemorySettings *s = &m->memory.settings;
+    char name[256], pg[64];
     fprintf(f, "\nMemory, %s", me_mode_name(s));
     if (s->mode == MEMEST_RUN_TRAIN)
         fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), s->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
     if (s->amp) fprintf(f, ", autocast %s", s->amp == 2 ? "bf16" : "fp16");
     fprintf(f, ", runtime %s (%s; MiB = 2^20 bytes):\n", s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda",
             s->runtime == MEMEST_RUNTIME_CPU ? "peak of bytes the CPU allocator hands out" : "peaks as torch.cuda reports them");
+    if (per_gpu(m, pg, sizeof(pg)))
+        fprintf(f, "  per GPU (%s): every figure below is what one GPU holds%s\n", pg,
+                s->mode == MEMEST_RUN_TRAIN ? "" : "; inference keeps a whole model on each");
     if (!m->memory.n_mem) {
-        fprintf(f, "  not simulated: %s\n", m->memory.skipped);
+        fprintf(f, "  not simulated: %s\n", me_escape(m->memory.skipped, name, sizeof(name)));
         return;
     }
     for (int k = 0; k < m->memory.n_mem; k++) {
         const MemestMemory *r = &m->memory.mem[k];
         if (s->mode == MEMEST_RUN_TRAIN && m->memory.n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
         else fprintf(f, "  ");
-        fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak_allocated), r->peak_name,
-                me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));
-        if (s->runtime == MEMEST_RUNTIME_CUDA)
-            fprintf(f, "    max_memory_allocated %.2f MiB (requests %.2f + 512 B rounding %.2f), max_memory_reserved %.2f MiB "
-                       "(caching allocator), nvidia-smi ~%.2f MiB (+ CUDA context %.0f MiB, estimated)\n",
-                    mib(r->peak_allocated), mib(r->peak), mib(r->peak_allocated - r->peak), mib(r->peak_reserved),
-                    mib(r->nvidia_smi), mib(r->cuda_context));
+        fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak_allocated),
+                me_escape(r->peak_name, name, sizeof(name)), me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));
+        if (s->runtime == MEMEST_RUNTIME_CUDA) {
+            /* one figure a line: the first is the one a card must hold */
+            fprintf(f, "    max_memory_allocated  %10.2f MiB  (requests %.2f + 512 B rounding %.2f; + CUDA context is what must fit)\n",
+                    mib(r->peak_allocated), mib(r->peak), mib(r->peak_allocated - r->peak));
+            fprintf(f, "    max_memory_reserved   %10.2f MiB  (caching allocator; freed and retried before an out-of-memory)\n",
+                    mib(r->peak_reserved));
+            fprintf(f, "    nvidia-smi, estimated %10.2f MiB  (reserved + CUDA context %.0f MiB, estimated)\n", mib(r->nvidia_smi),
+                    mib(r->cuda_context));
+        }
         if (r->segments) {
             char rm[40];
             thousands(r->recompute_macs, rm, sizeof(rm));
             fprintf(f, "    checkpointing: %d checkpointed segment(s) (the last runs normally), %s MACs recomputed in backward\n",
                     r->segments, rm);
         }
-        fprintf(f, "    at the peak:");
+        fprintf(f, "    at the peak (MiB):");
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)
             if (r->at_peak[c] >= 1024) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
         fprintf(f, "\n");
     }
 }
 
+const char *me_roofline_missing(const MemestAnalysis *m)
+{
+    MemestTiming t;
+    if (!m->has_gpu || memest_timing(m, &t) == 0) return NULL;
+    return "no memory bandwidth or FLOP/s known for this GPU (--gpu-mem gives only its capacity; --gpu NAME or "
+           "--gpu-file gives them)";
+}
+
+/* What must fit on the card: the figure that raises out-of-memory. */
+static const char *needed_what(const MemestAnalysis *m)
+{
+    return m->memory.settings.runtime == MEMEST_RUNTIME_CUDA
+               ? "max_memory_allocated at the peak + CUDA context, the figure that runs out of memory"
+               : "bytes allocated at the peak";
+}
+
+/* The short answer to "does it fit", first in the table when a GPU is given. */
+static void print_answer(const MemestAnalysis *m, FILE *f)
+{
+    if (!m->has_gpu) return;
+    const MemestGpu *g = &m->gpu;
+    char name[128], pg[64];
+    me_escape(g->name, name, sizeof(name));
+    if (!m->has_memory || !m->memory.n_mem) {
+        fprintf(f, "%s (%.2f GiB): cannot say whether it fits: %s\n\n", name, (double)g->memory / (1u << 30),
+                m->has_memory ? "the memory step was not simulated (see Memory below)" : "no memory step was simulated");
+        return;
+    }
+    uint64_t need = memest_memory_needed(m);
+    bool fits = need <= g->memory;
+    fprintf(f, "%s on %s (%.2f GiB = %.2f MiB): needs %.2f MiB, %s %.2f MiB%s%s%s\n", fits ? "FITS" : "DOES NOT FIT", name,
+            (double)g->memory / (1u << 30), mib(g->memory), mib(need), fits ? "headroom" : "short by",
+            mib(fits ? g->memory - need : need - g->memory), per_gpu(m, pg, sizeof(pg)) ? " (per GPU: " : "",
+            per_gpu(m, pg, sizeof(pg)) ? pg : "", per_gpu(m, pg, sizeof(pg)) ? ")" : "");
+    fprintf(f, "  compared with the card: %s\n\n", needed_what(m));
+}
+
 static void print_device(const MemestAnalysis *m, FILE *f)
 {
     if (!m->has_gpu) return;
     const MemestGpu *g = &m->gpu;
-    fprintf(f, "\nGPU %s: %.2f GiB, %.0f GB/s, %.1f TFLOP/s fp32, %.1f TFLOP/s fp16/bf16", g->name,
-            (double)g->memory / (1u << 30), g->bandwidth / 1e9, g->fp32_flops / 1e12, g->fp16_flops / 1e12);
-    if (m->has_memory && m->memory.settings.gpus > 1) {
-        static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
-        fprintf(f, "; %d GPUs, %s (figures per GPU)", m->memory.settings.gpus, sh[m->memory.settings.shard & 3]);
-    }
+    const char *no_roof = me_roofline_missing(m);
+    char name[128], pg[64];
+    me_escape(g->name, name, sizeof(name));
+    if (no_roof)
+        fprintf(f, "\nGPU %s: %.2f GiB (capacity only)", name, (double)g->memory / (1u << 30));
+    else
+        fprintf(f, "\nGPU %s: %.2f GiB, %.0f GB/s, %.1f TFLOP/s fp32, %.1f TFLOP/s fp16/bf16", name,
+                (double)g->memory / (1u << 30), g->bandwidth / 1e9, g->fp32_flops / 1e12, g->fp16_flops / 1e12);
+    if (per_gpu(m, pg, sizeof(pg))) fprintf(f, "; %s (figures per GPU)", pg);
     fprintf(f, "\n");
     if (m->has_memory && m->memory.n_mem) {
         uint64_t need = memest_memory_needed(m);
         bool fits = need <= g->memory;
-        fprintf(f, "  %s: needs %.2f MiB (%s), %s %.2f MiB\n", fits ? "fits" : "DOES NOT FIT", mib(need),
-                m->memory.settings.runtime == MEMEST_RUNTIME_CUDA ? "allocated at the peak + CUDA context" : "allocated at the peak",
+        fprintf(f, "  %s: needs %.2f MiB (%s), %s %.2f MiB\n", fits ? "fits" : "DOES NOT FIT", mib(need), needed_what(m),
                 fits ? "headroom" : "short by", mib(fits ? g->memory - need : need - g->memory));
     }
     MemestTiming t;
-    if (memest_timing(m, &t) == 0) {
+    if (no_roof) {
+        fprintf(f, "  roofline: left out: %s\n", no_roof);
+    } else if (memest_timing(m, &t) == 0) {
         fprintf(f, "  roofline: forward %.3f ms", t.forward_s * 1e3);
         if (t.backward_s > 0)
             fprintf(f, ", backward %.3f ms, optimizer %.3f ms%s", t.backward_s * 1e3, t.optimizer_s * 1e3, t.recompute_s > 0 ? ", recompute" : "");
@@ -377,6 +434,8 @@ static int report_table(const MemestAnalysis *m, FILE *f)
         int l = (int)strlen(tot.c[i]);
         if (l > w[i]) w[i] = l;
     }
+    print_answer(m, f);
+    if (ts) fprintf(f, "(torchstat's own columns: memory(MB) and the totals' MB are torchstat's MB, 2^20 bytes)\n");
     int total_w = 0;
     for (int i = 0; i < nc; i++) {
         fprintf(f, "%s%*s", i ? "  " : "", w[i], heading(ts, i));
@@ -445,7 +504,7 @@ static int report_table(const MemestAnalysis *m, FILE *f)
     fprintf(f, "Total FLOPs: %s (%s)\n", a, b);
     fprintf(f, "Total memory (sum of layer outputs): %.2f MiB\n", (double)t->output_bytes / (1024.0 * 1024.0));
     fprintf(f, "Total MemR+W: %.2f MiB\n", (double)me_sadd(t->mem_read, t->mem_write) / (1024.0 * 1024.0));
-    fprintf(f, "Seed view (every layer output summed, in-place layers skipped): %.4f MB forward, %.4f MB with backward (x2); MB = 10^6 bytes\n",
+    fprintf(f, "Seed view (every layer output summed, in-place layers skipped): %.4f MB forward, %.4f MB with backward (x2) (MB = 10^6 bytes, the seed documents' unit)\n",
             (double)t->seed_sum_bytes / 1e6, 2.0 * (double)t->seed_sum_bytes / 1e6);
     fprintf(f, "(batch %lld, convention default: MACs of contractions, FLOPs = 2 x MACs + other arithmetic; doc/conventions.md)\n",
             (long long)batch);
@@ -458,7 +517,7 @@ static int report_table(const MemestAnalysis *m, FILE *f)
 
 static void csv_field(Line *l, const char *s)
 {
-    if (!strpbrk(s, ",\"\n")) { puts_line(l, s); return; }
+    if (!strpbrk(s, ",\"\n\r")) { puts_line(l, s); return; }
     put(l, "\"", 1);
     for (; *s; s++) {
         if (*s == '"') put(l, "\"", 1);
@@ -470,12 +529,150 @@ static void csv_field(Line *l, const char *s)
 static void md_field(Line *l, const char *s)
 {
     put(l, "| ", 2);
+    /* names from the model file: control characters would break the row
+     * (a newline) or reach the terminal of whoever views it (ESC) */
+    char *esc = NULL;
+    if (me_needs_escape(s)) {
+        size_t n = strlen(s);
+        esc = n < SIZE_MAX / 4 ? me_malloc(4 * n + 1) : NULL;
+        if (!esc) { l->failed = true; return; }
+        s = me_escape(s, esc, 4 * n + 1);
+    }
     for (const char *t; (t = strchr(s, '|')); s = t + 1) {
         put(l, s, (size_t)(t - s));
         put(l, "\\|", 2);
     }
     puts_line(l, s);
     put(l, " ", 1);
+    me_free(esc);
+}
+
+/* The answer beyond the rows, as (section, field, value, unit) facts:
+ * what the table prints after its rows, for the formats that are tables of
+ * rows (CSV, Markdown). Units: bytes, count, s, 1/s, B/s, FLOP/s or empty
+ * for text. doc/report-schema.md lists the fields. */
+typedef struct Facts {
+    Line *l;
+    bool markdown;
+} Facts;
+
+static void fact(Facts *x, const char *section, const char *field, const char *value, const char *unit)
+{
+    const char *cells[4] = { section, field, value, unit };
+    for (int i = 0; i < 4; i++) {
+        if (x->markdown) {
+            md_field(x->l, cells[i]);
+        } else {
+            if (i) put(x->l, ",", 1);
+            csv_field(x->l, cells[i]);
+        }
+    }
+    puts_line(x->l, x->markdown ? "|\n" : "\n");
+}
+
+static void fact_u64(Facts *x, const char *section, const char *field, uint64_t v, const char *unit)
+{
+    char buf[24];
+    me_u64_str(v, buf);
+    fact(x, section, field, buf, unit);
+}
+
+static void fact_num(Facts *x, const char *section, const char *field, double v, const char *unit)
+{
+    char buf[48];
+    snprintf(buf, sizeof(buf), "%.6g", v);
+    fact(x, section, field, buf, unit);
+}
+
+static void facts(const MemestAnalysis *m, Facts *x)
+{
+    const MemestTotals *t = &m->totals;
+    bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
+    fact(x, "totals", "convention", memest_convention_name(m->conv), "");
+    fact_u64(x, "totals", "batch", m->g->n_inputs && m->g->v[m->g->inputs[0]].shape.rank ? (uint64_t)m->g->v[m->g->inputs[0]].shape.d[0] : 1, "count");
+    fact_u64(x, "totals", "params", t->params, "count");
+    fact_u64(x, "totals", "param_bytes", t->param_bytes, "bytes");
+    fact_u64(x, "totals", "buffers", t->buffers, "count");
+    fact_u64(x, "totals", ts ? "madd" : "macs", t->macs, "count");
+    fact_u64(x, "totals", "flops", t->flops, "count");
+    fact_u64(x, "totals", "mem_read", t->mem_read, "bytes");
+    fact_u64(x, "totals", "mem_write", t->mem_write, "bytes");
+    fact_u64(x, "totals", "mem_rw", me_sadd(t->mem_read, t->mem_write), "bytes");
+    fact_u64(x, "totals", "output_bytes", t->output_bytes, "bytes");
+    fact_u64(x, "totals", "seed_sum_bytes", t->seed_sum_bytes, "bytes");
+    fact_u64(x, "totals", "nodes", (uint64_t)t->nodes, "count");
+    const char *ops[256];
+    int counts[256];
+    int k = me_op_counts(m, ME_COST_UNKNOWN_OP, ops, counts, 256);
+    for (int i = 0; i < k; i++) fact_u64(x, "unknown_ops", ops[i], (uint64_t)counts[i], "count");
+    k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 256);
+    for (int i = 0; i < k; i++) fact_u64(x, "uncounted_ops", ops[i], (uint64_t)counts[i], "count");
+    if (m->has_memory) {
+        const MemestMemorySettings *ms = &m->memory.settings;
+        static const char *const modes[] = { "infer", "infer_grad", "train" };
+        fact(x, "memory", "mode", modes[ms->mode], "");
+        if (ms->mode == MEMEST_RUN_TRAIN) {
+            fact(x, "memory", "optimizer", me_optimizer_name(ms->optimizer), "");
+            fact(x, "memory", "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy", "");
+        }
+        fact(x, "memory", "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda", "");
+        fact(x, "memory", "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off", "");
+        char pg[64];
+        if (per_gpu(m, pg, sizeof(pg))) fact(x, "memory", "per_gpu", pg, "");
+        if (!m->memory.n_mem) fact(x, "memory", "skipped", m->memory.skipped, "");
+        for (int s = 0; s < m->memory.n_mem; s++) {
+            const MemestMemory *r = &m->memory.mem[s];
+            char sec[48], sec2[64];
+            snprintf(sec, sizeof(sec), "memory.step%d", s + 1);
+            snprintf(sec2, sizeof(sec2), "memory.step%d.at_peak", s + 1);
+            fact_u64(x, sec, "peak", r->peak_allocated, "bytes");
+            fact_u64(x, sec, "peak_requested", r->peak, "bytes");
+            if (ms->runtime == MEMEST_RUNTIME_CUDA) {
+                fact_u64(x, sec, "peak_reserved", r->peak_reserved, "bytes");
+                fact_u64(x, sec, "cuda_context_estimate", r->cuda_context, "bytes");
+                fact_u64(x, sec, "nvidia_smi", r->nvidia_smi, "bytes");
+            }
+            fact_u64(x, sec, "baseline", r->baseline, "bytes");
+            fact_u64(x, sec, "end", r->end, "bytes");
+            fact(x, sec, "peak_at", r->peak_name ? r->peak_name : "", "");
+            fact(x, sec, "peak_phase", me_phase_name(r->peak_phase), "");
+            fact_u64(x, sec, "checkpoint_segments", (uint64_t)r->segments, "count");
+            fact_u64(x, sec, "recompute_macs", r->recompute_macs, "count");
+            for (int c = 0; c < MEMEST_MEM_COUNT; c++)
+                fact_u64(x, sec2, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c], "bytes");
+        }
+    }
+    if (!m->has_gpu) return;
+    const MemestGpu *g = &m->gpu;
+    fact(x, "device", "gpu", g->name, "");
+    fact_u64(x, "device", "memory", g->memory, "bytes");
+    if (m->has_memory && m->memory.n_mem) {
+        uint64_t need = memest_memory_needed(m);
+        fact_u64(x, "device", "needed", need, "bytes");
+        fact(x, "device", "needed_is", needed_what(m), "");
+        fact(x, "device", "fits", need <= g->memory ? "yes" : "no", "");
+        fact_u64(x, "device", need <= g->memory ? "headroom" : "short_by", need <= g->memory ? g->memory - need : need - g->memory, "bytes");
+    }
+    const char *no_roof = me_roofline_missing(m);
+    MemestTiming tm;
+    if (no_roof) {
+        fact(x, "device", "roofline_skipped", no_roof, "");
+    } else if (memest_timing(m, &tm) == 0) {
+        fact_num(x, "device", "bandwidth", g->bandwidth, "B/s");
+        fact_num(x, "device", "fp32_flops", g->fp32_flops, "FLOP/s");
+        fact_num(x, "device", "fp16_flops", g->fp16_flops, "FLOP/s");
+        fact_num(x, "device", "roofline.forward", tm.forward_s, "s");
+        fact_num(x, "device", "roofline.backward", tm.backward_s, "s");
+        fact_num(x, "device", "roofline.recompute", tm.recompute_s, "s");
+        fact_num(x, "device", "roofline.optimizer", tm.optimizer_s, "s");
+        fact_num(x, "device", "roofline.step", tm.step_s, "s");
+        fact_num(x, "device", "samples_per_second", tm.samples_per_s, "1/s");
+    }
+    if (m->has_max_batch) {
+        fact_u64(x, "device", "max_batch", m->max_batch.batch > 0 ? (uint64_t)m->max_batch.batch : 0, "count");
+        fact_u64(x, "device", "max_batch.needed", m->max_batch.needed, "bytes");
+        fact_u64(x, "device", "max_batch.needed_next", m->max_batch.needed_next, "bytes");
+    }
 }
 
 static int report_csv(const MemestAnalysis *m, FILE *f, bool markdown)
@@ -484,6 +681,7 @@ static int report_csv(const MemestAnalysis *m, FILE *f, bool markdown)
         "macs", "flops", "mem_read", "mem_write", "mem_rw", "counted" };
     int nc = (int)(sizeof(cols) / sizeof(cols[0]));
     bool ts = m->conv == MEMEST_CONVENTION_TORCHSTAT;
+    if (markdown) print_answer(m, f); /* CSV keeps its header first: the summary rows carry the answer */
     for (int i = 0; i < nc; i++) {
         const char *h = cols[i];
         if (ts && i == 6) h = "madd";
@@ -525,9 +723,18 @@ static int report_csv(const MemestAnalysis *m, FILE *f, bool markdown)
         const MemestTotals *t = &m->totals;
         fprintf(f, "\n**Totals** (convention %s): params %llu, MACs%s %llu, FLOPs %llu, MemR+W %llu bytes\n",
                 memest_convention_name(m->conv), (unsigned long long)t->params, ts ? " (MAdd)" : "",
-                (unsigned long long)t->macs, (unsigned long long)t->flops, (unsigned long long)(t->mem_read + t->mem_write));
+                (unsigned long long)t->macs, (unsigned long long)t->flops, (unsigned long long)me_sadd(t->mem_read, t->mem_write));
     }
-    return 0;
+    /* the rest of the answer: a second table after a blank line, with its
+     * own header, so a reader splits the file at the first empty line */
+    Line fl = { 0 };
+    Facts x = { &fl, markdown };
+    puts_line(&fl, markdown ? "\n**Summary** (totals, memory peak per step with its breakdown, GPU)\n\n| section | field | value | unit |\n|---|---|---:|---|\n"
+                            : "\nsection,field,value,unit\n");
+    facts(m, &x);
+    bool bad = fl.failed || fwrite(fl.p, 1, fl.n, f) != fl.n;
+    me_free(fl.p);
+    return bad ? ME_ENOMEM : 0;
 }
 
 int memest_format_from_name(const char *name)

@@ -12,6 +12,7 @@ enum {
     PL = 90, PR = 930, PT = 96, PB = 528, /* plot area */
     LX = 952,                             /* legend column */
     MAX_X = 2000,                         /* x positions drawn at most */
+    MIN_BAND = 4,                         /* narrowest phase band, px */
 };
 
 /* Fixed palette, one colour per MemestMemCategory (bottom of the stack first). */
@@ -168,8 +169,12 @@ int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, co
     for (int i = 0; i < n; i++)
         for (int c = 0; c < MEMEST_MEM_COUNT; c++) used[c] |= pts[i].live[c] != 0;
 
-    /* y axis in MiB, from 0 to a tick above the peak and the capacity line */
-    double top_mib = mib(peak_total > gpu_bytes ? peak_total : gpu_bytes);
+    /* y axis in MiB, from 0 to a tick above the data: a 3 GB curve scaled
+     * to an 80 GB card would be a strip. The capacity is drawn as a line
+     * when it is near enough to share the scale, else as a marker on the
+     * top edge saying how far above it is. */
+    bool gpu_on_scale = gpu_bytes && (double)gpu_bytes <= 1.5 * (double)peak_total;
+    double top_mib = mib(gpu_on_scale && gpu_bytes > peak_total ? gpu_bytes : peak_total);
     if (!(top_mib > 0)) top_mib = 1;
     double ystep = nice_step(top_mib * 1.04, 6);
     double ymax = ceil(top_mib * 1.04 / ystep) * ystep;
@@ -195,6 +200,10 @@ int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, co
     if (ms->amp) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", autocast %s", ms->amp == 2 ? "bf16" : "fp16");
     if (mem->segments) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", %d checkpointed segments", mem->segments);
     if (model->memory.n_mem > 1) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", step %d of %d (steady state)", step + 1, model->memory.n_mem);
+    if (ms->gpus > 1) {
+        static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
+        o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", per GPU of %d (%s)", ms->gpus, sh[ms->shard & 3]);
+    }
     snprintf(buf + o, sizeof(buf) - (size_t)o, ", runtime %s", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
     fputs("<text x=\"20\" y=\"48\" font-size=\"13\">", f);
     xml_text(f, buf);
@@ -209,6 +218,12 @@ int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, co
         while (j < n && pts[j].phase == pts[i].phase) j++;
         int ph_i = (int)pts[i].phase >= 0 && pts[i].phase <= MEMEST_PHASE_OPTIMIZER ? (int)pts[i].phase : 0;
         double x0 = XE(i), x1 = XE(j);
+        /* a phase of a few events among thousands (SGD's optimizer step)
+         * would be a hairline: at least MIN_BAND px, taken from its left */
+        if (x1 - x0 < MIN_BAND) {
+            x0 = x1 - MIN_BAND;
+            if (x0 < PL) { x0 = PL; x1 = PL + MIN_BAND; }
+        }
         fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>\n", x0, PT, x1 - x0, PB - PT, phase_fill[ph_i]);
         const char *name = me_phase_name((MemestPhase)ph_i);
         if (x1 - x0 >= text_w(name, 12) + 6)
@@ -275,18 +290,26 @@ int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, co
     fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#b00020\" stroke-width=\"0.8\" stroke-dasharray=\"2 3\"/>\n",
             px, PT, px, PB);
 
-    /* capacity line */
+    /* capacity: a line on the scale, or a marker above it */
     if (gpu_bytes) {
-        double gy = YM(mib(gpu_bytes));
+        double gy = gpu_on_scale ? YM(mib(gpu_bytes)) : PT;
         char gib[32], gl[256];
         gib_text(gpu_bytes, gib, sizeof(gib));
-        snprintf(gl, sizeof(gl), "%s %s GiB", gpu_name && *gpu_name ? gpu_name : "GPU", gib);
+        if (gpu_on_scale)
+            snprintf(gl, sizeof(gl), "%s %s GiB", gpu_name && *gpu_name ? gpu_name : "GPU", gib);
+        else
+            snprintf(gl, sizeof(gl), "%s %s GiB: above this axis, %.1fx the peak \xe2\x86\x91", gpu_name && *gpu_name ? gpu_name : "GPU",
+                     gib, (double)gpu_bytes / (double)(peak_total ? peak_total : 1));
         double gw = text_w(gl, 12);
-        Box left = { PL + 6, gy - 17, PL + 6 + gw, gy - 2 };
+        /* on the scale the label sits above its line; off it, under the
+         * top edge (the phase names are above) */
+        double gly = gpu_on_scale ? gy - 5 : PT + 15;
+        Box left = { PL + 6, gly - 12, PL + 6 + gw, gly + 3 }, rightb = { PR - 6 - gw, gly - 12, PR - 6, gly + 3 };
         bool at_left = !overlaps(&left, &peak_box);
+        if (!gpu_on_scale && !at_left && overlaps(&rightb, &peak_box)) { gly += 18; at_left = true; }
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#222222\" stroke-width=\"1.5\" stroke-dasharray=\"8 5\"/>\n",
                 PL, gy, PR, gy);
-        label(f, at_left ? PL + 6 : PR - 6, gy - 5, at_left ? "start" : "end", "font-weight=\"bold\"", gl);
+        label(f, at_left ? PL + 6 : PR - 6, gly, at_left ? "start" : "end", "font-weight=\"bold\"", gl);
     }
     fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"#b00020\" stroke=\"#ffffff\" stroke-width=\"1.5\"/>\n", px, py);
     label(f, lx, ly, right ? "start" : "end", "font-weight=\"bold\" fill=\"#b00020\"", buf);
