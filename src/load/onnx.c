@@ -138,6 +138,7 @@ typedef struct OCtx {
     MeDiag *d;
     Reader *r;
     bool threads;    /* a helper thread may prefault a big graph's arrays */
+    int *gen, ngen, cap_gen; /* nodes whose name memest made up (unnamed in the file) */
 } OCtx;
 
 static int bad(OCtx *o, const char *what)
@@ -646,6 +647,9 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         snprintf(fallback, sizeof(fallback), "%.*s_%d", op_len && op_len < 40 ? (int)op_len : 4, op_len && op_len < 40 ? op : "node", index);
         name = fallback;
         name_len = strlen(fallback);
+        /* noted: unique_names makes sure no explicit name equals it */
+        if (me_grow(&o->gen, &o->cap_gen, o->ngen + 1, sizeof(int)) < 0) { rc = ME_ENOMEM; goto end; }
+        o->gen[o->ngen++] = o->g->nn;
     }
     utf8 = utf8 && me_utf8_valid_n(name, name_len) && me_utf8_valid_n(op, op_len) && me_utf8_valid_n(domain, domain_len);
     if (!utf8) {
@@ -697,6 +701,38 @@ static int load_node(OCtx *o, const PbField *fld, int index)
 end:
     me_free(buf);
     return rc;
+}
+
+/* An unnamed node is called "<op>_<index>", which another node may carry
+ * as its explicit name (exporters write "Relu_1"): reports and --freeze
+ * patterns would then mean two nodes by one name. Explicit names are kept
+ * as the file has them; a made-up name that meets one (or an earlier
+ * made-up one) takes the first free "_2", "_3", ... suffix. */
+static int unique_names(OCtx *o)
+{
+    if (!o->ngen) return 0;
+    MeGraph *g = o->g;
+    MeStrMap taken = { 0 };
+    int rc = me_strmap_reserve(&taken, (uint32_t)g->nn);
+    int k = 0;
+    for (int i = 0; rc >= 0 && i < g->nn; i++) {
+        if (k < o->ngen && o->gen[k] == i) { k++; continue; }
+        rc = me_strmap_put(&taken, g->n[i].name, i);
+    }
+    for (k = 0; rc >= 0 && k < o->ngen; k++) {
+        MeNode *n = &g->n[o->gen[k]];
+        if (me_strmap_get(&taken, n->name) >= 0) {
+            char buf[96];
+            for (int s = 2;; s++) {
+                snprintf(buf, sizeof(buf), "%s_%d", n->name, s);
+                if (me_strmap_get(&taken, buf) < 0) break;
+            }
+            if (!(n->name = me_graph_strdup(g, buf)) || !(n->module = module_name(g, n->name))) { rc = ME_ENOMEM; break; }
+        }
+        rc = me_strmap_put(&taken, n->name, o->gen[k]);
+    }
+    me_strmap_free(&taken);
+    return rc < 0 ? ME_ENOMEM : 0;
 }
 
 /* Graph inputs/outputs/value_info: element type and shape, symbolic dims named. */
@@ -848,6 +884,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
         if (i + 4 < counts[S_NODE]) prefetch_names(o, &spans[S_NODE][i + 4], 1u << 1 | 1u << 2); /* inputs, outputs */
         rc = load_node(o, &spans[S_NODE][i], i);
     }
+    if (rc >= 0) rc = unique_names(o);
     for (int i = 0; i < counts[S_OUTPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_OUTPUT][i], 1, i);
     for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, &spans[S_VI][i], 2, i);
     if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
@@ -872,17 +909,39 @@ static int mark_functional(MeGraph *g)
     return 0;
 }
 
+int me_open_regular(const char *file, const char *path, MeDiag *d)
+{
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return me_error(d, ME_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "a special file";
+        return me_error(d, ME_EINVAL, "%s: is %s, not a regular file; a model must be a regular file", path, what);
+    }
+    /* regular files never block; clear the flag so reads behave as usual */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
 {
     const char *path = g->path;
     int fd = -1;
     uint64_t size = src->len;
     if (!src->data) {
-        if ((fd = open(src->path, O_RDONLY)) < 0) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
+        if ((fd = me_open_regular(src->path, path, d)) < 0) return fd;
         struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fstat(fd, &st) < 0) {
             close(fd);
-            return me_error(d, ME_EIO, "%s: not a regular file", path);
+            return me_error(d, ME_EIO, "%s: cannot stat: %s", path, strerror(errno));
         }
         size = (uint64_t)st.st_size;
     }
@@ -935,6 +994,7 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
         return me_error(d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
     g->opset = (int)opset;
     int rc = load_graph(&o, graph_off, graph_len);
+    me_free(o.gen);
     return rc < 0 ? rc : mark_functional(g);
 }
 
