@@ -149,7 +149,22 @@ typedef struct Sim {
     unsigned heard;   /* kinds some sink hears: the others are not even made */
     bool workspace;   /* cuBLAS workspace made */
     bool failed;
+    /* Bytes alive now, kept below ME_SIM_MAX_BYTES: every sum a sink makes
+     * (totals, per category, a note's extra on top) then fits in int64.
+     * A model past it (a ConstantOfShape of 2^62 elements) is an error
+     * naming the node, never a wrapped figure. */
+    int64_t live;
+    bool too_big;
+    int too_big_node;
+    MemestPhase too_big_phase;
 } Sim;
+
+#define ME_SIM_MAX_BYTES (INT64_C(1) << 60) /* 1 EiB: no device holds a thousandth of it */
+
+/* Byte counts are non-negative: a sum or product past int64 saturates at
+ * INT64_MAX, which the check in st_make/note_open then reports. */
+static int64_t sat_add(int64_t a, int64_t b) { int64_t r; return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r; }
+static int64_t sat_mul(int64_t a, int64_t b) { int64_t r; return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r; }
 
 static const char *const cat_names[MEMEST_MEM_COUNT] = {
     "weights", "inputs", "activations", "saved", "gradients", "activation_grads", "optimizer", "temporary", "workspace",
@@ -179,8 +194,22 @@ static MeTlEvent event(MeTlKind kind)
 }
 
 /* A storage made for value (its gradient when grad), -1 none. */
+static bool fits(Sim *m, int64_t bytes)
+{
+    if (bytes >= 0 && bytes <= ME_SIM_MAX_BYTES - m->live) return true;
+    if (!m->too_big) {
+        m->too_big = true;
+        m->too_big_node = m->node;
+        m->too_big_phase = m->phase;
+    }
+    m->failed = true;
+    return false;
+}
+
 static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool grad)
 {
+    if (!fits(m, bytes)) bytes = 0; /* the run is abandoned: failed is set */
+    m->live += bytes;
     if (me_grow_raw(&m->st, &m->cap, m->nst + 1, sizeof(Storage)) < 0) {
         m->failed = true;
         return -1;
@@ -207,6 +236,7 @@ static void st_free(Sim *m, int id)
     Storage *s = &m->st[id];
     if (!s->alive) return;
     s->alive = false;
+    m->live -= s->bytes;
     MeTlEvent e = event(ME_TL_FREE);
     e.storage = id;
     e.bytes = s->bytes;
@@ -254,6 +284,7 @@ static void bind(Sim *m, int v, int id, bool grad)
 static int note_open(Sim *m, int64_t extra)
 {
     int t = -1;
+    if (!fits(m, extra)) extra = 0;
     if (extra > 0 && m->cuda) {
         if ((t = st_new(m, extra, MEMEST_MEM_TEMPORARY)) < 0) return -1;
         extra = 0;
@@ -299,7 +330,7 @@ static int64_t vb(const Sim *m, const MeValue *v)
 {
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
     int es = m->amp.es ? m->amp.es[v - m->g->v] : me_dtype_size(v->dtype);
-    return n > 0 ? n * es : 0;
+    return n > 0 ? sat_mul(n, es) : 0;
 }
 
 /* Constant and shape arithmetic are evaluated ahead: nothing at run time. */
@@ -349,7 +380,7 @@ static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
     if (!v) return 0;
     if (m->s->amp && me_dtype_is_float(v->dtype) && n->desc->autocast == ME_AC_LOWER) {
         int64_t k = v->known ? me_shape_numel(&v->shape) : 0;
-        return k > 0 ? k * 2 : 0;
+        return k > 0 ? sat_mul(k, 2) : 0;
     }
     return vb(m, v);
 }
@@ -376,7 +407,7 @@ static int64_t gathered(const Sim *m, const MeNode *n)
     int64_t b = 0;
     for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
-        if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b += vb(m, &m->g->v[v]);
+        if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b = sat_add(b, vb(m, &m->g->v[v]));
     }
     return b - b / m->dp.ranks;
 }
@@ -699,7 +730,7 @@ static void autocast_node(Sim *m, const MeNode *n)
         for (int i = 0; i < n->n_in && i < 8; i++) {
             int v = n->in[i];
             if (!castable(g, v) || m->amp.es[v] == oes || m->vst[v] < 0) continue;
-            int64_t bytes = me_shape_numel(&g->v[v].shape) * oes;
+            int64_t bytes = sat_mul(me_shape_numel(&g->v[v].shape) > 0 ? me_shape_numel(&g->v[v].shape) : 0, oes);
             if (g->v[v].kind == ME_V_INIT && oes == 2) {
                 if (m->amp.wcache[v] < 0) {
                     /* the cache keeps the copy until autocast exits */
@@ -987,7 +1018,7 @@ static void backward(Sim *m, int *param_grad_st)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
-            int64_t tmp = temp_backward(m, n) + gathered(m, n);
+            int64_t tmp = sat_add(temp_backward(m, n), gathered(m, n));
             int fx = m->fuse.fused_x[ni];
             int n_in = fx >= 0 ? 1 : n->n_in;
             for (int i = 0; i < n_in; i++) {
@@ -1005,7 +1036,7 @@ static void backward(Sim *m, int *param_grad_st)
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
                         int64_t gb = vb(m, val);
-                        if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
+                        if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = sat_add(gb, m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
                         int id = st_make(m, gb, MEMEST_MEM_GRADIENTS, v, true);
                         if (id < 0) return;
                         m->st[id].persistent = true;
@@ -1019,8 +1050,8 @@ static void backward(Sim *m, int *param_grad_st)
                         int64_t gb = m->st[param_grad_st[v]].bytes;
                         r.storage = -2;
                         r.accum = param_grad_st[v];
-                        note_run(m, tmp + gb, &r);
-                        note(m, 2 * gb);
+                        note_run(m, sat_add(tmp, gb), &r);
+                        note(m, sat_mul(2, gb));
                     }
                     continue;
                 }
@@ -1312,7 +1343,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
             int64_t wb = vb(&m, v);
-            if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.dp.ranks - 1) / m.dp.ranks;
+            if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = sat_add(wb, m.dp.ranks - 1) / m.dp.ranks;
             int id = st_make(&m, wb, MEMEST_MEM_WEIGHTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
@@ -1320,7 +1351,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             bind(&m, i, id, false);
             m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen_w[i];
             if (m.rg[i]) {
-                param_bytes += vb(&m, v);
+                param_bytes = sat_add(param_bytes, vb(&m, v));
                 n_params++;
                 if (vb(&m, v) > max_param) max_param = vb(&m, v);
             }
@@ -1336,8 +1367,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     bool train = s->mode == MEMEST_RUN_TRAIN;
     int factor = train ? state_factor(s->optimizer) : 0, opt_state = -1;
     /* Adam keeps a float32 step counter per tensor too */
-    int64_t opt_bytes = param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0);
-    if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.dp.ranks - 1) / m.dp.ranks;
+    int64_t opt_bytes = sat_add(sat_mul(param_bytes, factor), s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? sat_mul(4, n_params) : 0);
+    if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1) opt_bytes = sat_add(opt_bytes, m.dp.ranks - 1) / m.dp.ranks;
     if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
         if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[opt_state].persistent = true;
@@ -1352,7 +1383,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         int64_t ob = vb(&m, &g->v[ov]);
         /* cross_entropy is on autocast's fp32 list: a float32 copy of the
          * output feeds log_softmax, whose float32 result is kept */
-        int64_t ob32 = me_shape_numel(&g->v[ov].shape) * (me_dtype_size(g->v[ov].dtype) > 4 ? me_dtype_size(g->v[ov].dtype) : 4);
+        int64_t ob32 = sat_mul(me_shape_numel(&g->v[ov].shape) > 0 ? me_shape_numel(&g->v[ov].shape) : 0, me_dtype_size(g->v[ov].dtype) > 4 ? me_dtype_size(g->v[ov].dtype) : 4);
         if (!s->amp) ob32 = ob;
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
@@ -1407,7 +1438,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
                   : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
         /* the update runs on this rank's shard of the state, one
          * parameter with a gradient after the other */
-        int t = note_open(&m, temps * (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.dp.ranks - 1) / m.dp.ranks : max_param));
+        int t = note_open(&m, sat_mul(temps, m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? sat_add(max_param, m.dp.ranks - 1) / m.dp.ranks : max_param));
         for (int i = 0, k = 0; heard(&m, ME_TL_RUN) && s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
             if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
                 MeTlEvent r = event(ME_TL_RUN);
@@ -1429,7 +1460,14 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             for (int i = 0; i < m.nst; i++)
                 if (!m.st[i].persistent) st_free(&m, i);
     }
-    if (m.failed) rc = ME_ENOMEM;
+    if (m.too_big) {
+        const MeNode *tn = m.too_big_node >= 0 ? &g->n[m.too_big_node] : NULL;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: %s%s%s%s%s: the memory in use would pass %lld bytes (1 EiB), which no device holds; the model's shapes are not plausible",
+                     g->path, tn ? "node '" : "", tn ? tn->name : m.too_big_phase == MEMEST_PHASE_OPTIMIZER ? "the optimizer step" : "the weights, inputs or loss",
+                     tn ? "' (" : "", tn ? tn->op : "", tn ? ")" : "", (long long)ME_SIM_MAX_BYTES);
+        rc = ME_EINVAL;
+    } else if (m.failed) rc = ME_ENOMEM;
     out->end = (uint64_t)stats.total;
     out->peak_allocated = out->peak;
     if (alloc) {

@@ -71,7 +71,26 @@ def case_names():
         check(names[0] == "Relu_1" and names[2] == "Relu_1_2" and names[3] == "Relu_3", f"explicit names kept: {names}")
 
 
-CASES = {"fifo": case_fifo, "names": case_names}
+def case_huge():
+    """Item 17: ConstantOfShape of 2^62 one-byte elements, twice: 2^63 bytes
+    wrapped int64 (release printed 2^63-byte figures, exit 0). Also four of
+    2^58 bytes each, every one plausible alone, whose sum passes 1 EiB."""
+    val = oc.f_bytes(1, "value") + oc.f_bytes(5, oc.tensor("v", [1], dtype=2, raw=b"\x01")) + oc.f_varint(20, 4)
+    for label, dims, count, culprit in (("2^62 twice", [1 << 31, 1 << 31], 2, "big_0"),
+                                        ("2^58 four times", [1 << 30, 1 << 28], 4, "big_3")):
+        shape = oc.tensor("s", [2], dtype=oc.INT64, raw=oc.int64_raw(dims))
+        nodes = [oc.node("ConstantOfShape", ["s"], [f"c{k}"], name=f"big_{k}", attrs=[val]) for k in range(count)]
+        nodes.append(oc.node("Add", ["x", "x"], ["y"], name="add"))
+        outs = [oc.value_info("y", [1, 4])] + [oc.value_info(f"c{k}", []) for k in range(count)]
+        p = write("huge.onnx", oc.model(oc.graph(nodes, [oc.value_info("x", [1, 4])], outs, [shape])))
+        for mode in ((), ("--train",), ("--runtime", "cpu")):
+            rc, out, err = run(p, *mode)
+            check(rc == 2, f"[{label} {mode}] exit {rc}, expected 2; stdout {out[-300:]}; stderr {err.strip()}")
+            check(f"node '{culprit}' (ConstantOfShape)" in err and "not plausible" in err, f"[{label} {mode}] message: {err.strip()}")
+            no_sanitizer(err, label)
+
+
+CASES = {"fifo": case_fifo, "names": case_names, "huge": case_huge}
 
 CASES[CASE]()
 if failures:
