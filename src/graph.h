@@ -71,10 +71,17 @@ typedef struct MeValue {
     bool data_external;  /* initializer whose data lives in another file */
     int producer;        /* node index, -1 for inputs and stored tensors */
     int n_uses;
-    char **sym;          /* graph inputs: symbolic dim names (NULL entries) */
+    char **sym;          /* graph inputs, and decl: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad */
     bool is_output;      /* listed among the graph's outputs */
+    /* What the file declares for a value a node makes (value_info, graph
+     * outputs): dims < 0 named in sym. Shape inference takes it, its names
+     * resolved from the bound graph inputs, for the outputs of ops the
+     * registry does not know. */
+    bool has_decl;
+    MeDType decl_dtype;
+    MeShape decl;
     /* Known contents (constants, folded shapes), as int64 or double. */
     bool has_val;
     int64_t nval;

@@ -752,6 +752,20 @@ static void autocast_node(Sim *m, const MeNode *n)
 /* Runs node ni (at position oi) forward. grad: autograd records it.
  * redo: a checkpointed segment recomputed in backward (readers outside the
  * segment are done; outputs leaving it are held until its backward ends). */
+/* A node's output v, just made in storage id at position oi: read by its
+ * users, held when it is a graph output or a module scope keeps it. */
+static void keep_output(Sim *m, int v, int id, int oi)
+{
+    bool out = m->g->v[v].is_output;
+    m->st[id].refs += m->g->v[v].n_uses - (out ? 1 : 0);
+    if (out) m->st[id].holds++;
+    if (m->hold.hold_end[v] > oi) {
+        m->st[id].holds++;
+        m->hold.hold_next[v] = m->hold.hold_head[m->hold.hold_end[v]];
+        m->hold.hold_head[m->hold.hold_end[v]] = v;
+    }
+}
+
 static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
 {
     MeGraph *g = m->g;
@@ -792,13 +806,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             if (leaves || out) hold_for_segment(m, s, id);
             continue;
         }
-        m->st[id].refs += g->v[v].n_uses - (out ? 1 : 0);
-        if (out) m->st[id].holds++;
-        if (m->hold.hold_end[v] > oi) {
-            m->st[id].holds++;
-            m->hold.hold_next[v] = m->hold.hold_head[m->hold.hold_end[v]];
-            m->hold.hold_head[m->hold.hold_end[v]] = v;
-        }
+        keep_output(m, v, id, oi);
     }
     MeCostClass cls = n->desc->cls;
     if (m->cuda && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
@@ -860,6 +868,57 @@ static void drop_autocast_cache(Sim *m)
     }
 }
 
+/* A node the timeline cannot model: an op the registry does not know, or a
+ * known op whose shapes are unknown (below an unknown op whose outputs the
+ * file gives no shape). Its outputs are allocated from the shapes the file
+ * declares or inference found, 0 bytes where none is known (the analysis's
+ * note says so); it keeps nothing for backward and passes no gradient. */
+static bool opaque(const MeGraph *g, const MeNode *n)
+{
+    if (!n->desc) return true;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0 && !g->v[n->in[i]].known) return true;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && !g->v[n->out[k]].known) return true;
+    return false;
+}
+
+static void forward_opaque(Sim *m, int ni, int oi)
+{
+    MeGraph *g = m->g;
+    const MeNode *n = &g->n[ni];
+    m->node = ni;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v < 0) continue;
+        m->rg[v] = false;
+        m->layout.stride_at[v] = -1;
+        int id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
+        if (id < 0) return;
+        m->vst[v] = id;
+        bind(m, v, id, false);
+        keep_output(m, v, id, oi);
+    }
+    note(m, 0);
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0 || m->vst[v] < 0) continue;
+        m->st[m->vst[v]].refs--;
+        st_release(m, m->vst[v]);
+    }
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
+}
+
+/* Python's module scopes let go of the values whose hold ends at oi */
+static void release_holds(Sim *m, int oi)
+{
+    for (int v = m->hold.hold_head[oi]; v >= 0; v = m->hold.hold_next[v]) {
+        m->st[m->vst[v]].holds--;
+        st_release(m, m->vst[v]);
+    }
+}
+
 static void forward(Sim *m)
 {
     MeGraph *g = m->g;
@@ -868,6 +927,11 @@ static void forward(Sim *m)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         if (absorbed(m, ni)) continue;
+        if (opaque(g, n) && (!n->desc || !me_node_skipped(g, n))) {
+            forward_opaque(m, ni, oi);
+            release_holds(m, oi);
+            continue;
+        }
         if (me_node_skipped(g, n)) {
             /* Shape and folded arithmetic never read the data: their reads end now */
             for (int i = 0; i < n->n_in; i++) {
@@ -908,10 +972,7 @@ static void forward(Sim *m)
                         m->rg[x->out[k]] = any && me_dtype_is_float(g->v[x->out[k]].dtype);
             }
         }
-        for (int v = m->hold.hold_head[oi]; v >= 0; v = m->hold.hold_next[v]) {
-            m->st[m->vst[v]].holds--;
-            st_release(m, m->vst[v]);
-        }
+        release_holds(m, oi);
     }
 }
 
@@ -923,7 +984,7 @@ static void recompute(Sim *m, int s)
     m->ckpt.seg_redone[s] = true;
     for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
-        if (me_node_skipped(g, &g->n[ni]) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, &g->n[ni]) || opaque(g, &g->n[ni]) || absorbed(m, ni)) continue;
         forward_node(m, ni, oi, true, true);
         MeCtx c = { .g = g, .n = &g->n[ni] };
         MeCost co;
@@ -1007,7 +1068,7 @@ static void backward(Sim *m, int *param_grad_st)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         m->node = ni;
-        if (me_node_skipped(g, n) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, n) || opaque(g, n) || absorbed(m, ni)) continue;
         int s = m->ckpt.seg[ni];
         if (s >= 0 && !m->ckpt.seg_redone[s]) {
             recompute(m, s);
@@ -1259,13 +1320,6 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         if (err && errlen) snprintf(err, errlen, "invalid memory settings");
         return ME_EINVAL;
     }
-    for (int i = 0; i < g->nn; i++)
-        if (!g->n[i].desc) {
-            if (err && errlen)
-                snprintf(err, errlen, "%s: node '%s': op '%s' is unknown, so the memory timeline cannot be simulated",
-                         g->path, g->n[i].name, g->n[i].op);
-            return ME_EUNSUPPORTED;
-        }
     m.grad = s->mode != MEMEST_RUN_INFER;
     m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
     m.dp.shard = s->shard;
@@ -1533,12 +1587,52 @@ static void *run_step(void *p)
     return NULL;
 }
 
+/* What the timeline assumed for the nodes it cannot model (opaque()):
+ * empty when there are none. Said in the reports and on stderr, loudest
+ * when an output's size is unknown and counted as 0 bytes. */
+static void assumptions(const MeGraph *g, char *buf, size_t len)
+{
+    int nodes = 0, unknown = 0, unsized = 0, first = -1, first_unsized = -1;
+    for (int ni = 0; ni < g->nn; ni++) {
+        const MeNode *n = &g->n[ni];
+        if (!opaque(g, n) || (n->desc && me_node_skipped(g, n))) continue;
+        nodes++;
+        if (!n->desc) {
+            unknown++;
+            if (first < 0) first = ni;
+        }
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && !g->v[n->out[k]].known) {
+                unsized++;
+                if (first_unsized < 0) first_unsized = n->out[k];
+            }
+    }
+    buf[0] = 0;
+    if (!nodes) return;
+    size_t at = 0;
+    int w = snprintf(buf, len, "%d node(s) not modelled (%d of an unknown op", nodes, unknown);
+    if (w > 0 && (size_t)w < len) at = (size_t)w;
+    if (first >= 0 && at < len) {
+        w = snprintf(buf + at, len - at, ", first '%.60s' (%.40s)", g->n[first].name, g->n[first].op);
+        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
+    }
+    if (at < len) {
+        w = snprintf(buf + at, len - at, "%s): their outputs are sized from inferred or declared shapes; they keep nothing for "
+                     "backward and pass no gradient", nodes > unknown ? "; the rest below one, shapes unknown" : "");
+        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
+    }
+    if (unsized && at < len)
+        snprintf(buf + at, len - at, "; WARNING: %d output(s) of unknown shape counted as 0 bytes (first '%.60s'), so the figures may be too low",
+                 unsized, g->v[first_unsized].name);
+}
+
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)
 {
     me_memory_result_free(r);
     r->settings = *s;
     r->n_mem = 0;
     r->skipped[0] = 0;
+    assumptions(&model->g, r->assumed, sizeof(r->assumed));
     int steps = s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE ? 2 : 1;
     StepJob job[2];
     for (int k = 0; k < steps; k++) {
@@ -1589,6 +1683,11 @@ int memest_set_memory(MemestAnalysis *a, const MemestMemorySettings *s, char *er
     }
     a->has_memory = true;
     return me_memory_run(a->model, s, &a->memory, err, errlen);
+}
+
+const char *memest_memory_note(const MemestAnalysis *a)
+{
+    return a && a->has_memory ? a->memory.assumed : "";
 }
 
 int memest_memory_steps(const MemestAnalysis *a, MemestMemory *out, int max)

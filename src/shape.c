@@ -212,6 +212,31 @@ static void assign_roles(MeGraph *g)
     }
 }
 
+/* A value's declared shape (MeValue.decl), its symbolic dims resolved by
+ * name from the bound graph inputs ("batch" is what the input's dim named
+ * "batch" was bound to); unresolved names leave the value as it was. */
+static void declared_shape(MeGraph *g, MeValue *v)
+{
+    if (!v->has_decl) return;
+    MeShape s = v->decl;
+    for (int k = 0; k < s.rank; k++) {
+        if (s.d[k] >= 0) continue;
+        const char *name = v->sym ? v->sym[k] : NULL;
+        for (int i = 0; name && i < g->n_inputs && s.d[k] < 0; i++) {
+            const MeValue *in = &g->v[g->inputs[i]];
+            for (int j = 0; in->sym && j < in->shape.rank; j++)
+                if (in->sym[j] && !strcmp(in->sym[j], name) && in->shape.d[j] >= 0) {
+                    s.d[k] = in->shape.d[j];
+                    break;
+                }
+        }
+        if (s.d[k] < 0) return;
+    }
+    v->shape = s;
+    v->dtype = v->decl_dtype;
+    v->known = true;
+}
+
 void me_shapes_reset(MeGraph *g)
 {
     for (int i = 0; i < g->nv; i++) {
@@ -246,7 +271,11 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
         MeNode *n = &g->n[g->order[oi]];
         MeCtx c = { .g = g, .d = d, .n = n };
         const MeOpDesc *desc = n->desc;
-        if (!desc) continue; /* unknown op: outputs keep what the file said */
+        if (!desc) { /* unknown op: outputs keep what the file said */
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] >= 0) declared_shape(g, &g->v[n->out[k]]);
+            continue;
+        }
         int n_in = n->n_in;
         while (n_in > 0 && n->in[n_in - 1] < 0) n_in--;
         if (n_in < desc->min_in || (desc->max_in != ME_VARIADIC && n_in > desc->max_in))

@@ -90,7 +90,55 @@ def case_huge():
             no_sanitizer(err, label)
 
 
-CASES = {"fifo": case_fifo, "names": case_names, "huge": case_huge}
+def unknown_model(declare_b, batch="batch", extra_nodes=()):
+    """x -> Relu a -> FancyOp (unknown) b -> Add(a, b) y; b's shape declared
+    in value_info when declare_b (symbolic batch named as x's)."""
+    nodes = [oc.node("Relu", ["x"], ["a"], name="relu"), oc.node("FancyOp", ["a"], ["b"], name="fancy"),
+             oc.node("Add", ["a", "b"], ["y"], name="add")] + list(extra_nodes)
+    g = oc.graph(nodes, [oc.value_info("x", [batch, 4])], [oc.value_info("y", [batch, 4])])
+    if declare_b:
+        g += oc.f_bytes(13, oc.value_info("b", [batch, 4]))
+    return oc.model(g)
+
+
+def case_unknown():
+    """Item 5: an unknown op no longer cancels the memory timeline; its
+    outputs are sized from their declared shapes, the assumption is stated
+    on stderr and in the report; --strict stays fatal. CPU runtime, batch 3:
+    x, a, b and y are 3x4 float32 = 48 bytes each, all alive at Add: 192."""
+    p = write("unknown.onnx", unknown_model(True))
+    for train in ((), ("--train",)):
+        rc, out, err = run(p, "--batch", "3", "--runtime", "cpu", "--format", "json", *train)
+        check(rc == 0, f"[{train}] exit {rc}: {err}")
+        if rc == 0:
+            mem = json.loads(out)["memory"]
+            check(len(mem["steps"]) >= 1 and "skipped" not in mem, f"[{train}] no timeline: {mem}")
+            check("fancy" in mem.get("assumed", "") and "nothing for backward" in mem.get("assumed", ""), f"[{train}] JSON lacks the assumption: {mem}")
+            check("WARNING" not in mem.get("assumed", ""), f"[{train}] b's declared shape was not used: {mem.get('assumed')}")
+            if not train and mem["steps"]:
+                check(mem["steps"][0]["peak"] == 4 * 48, f"peak {mem['steps'][0]['peak']}, expected 192")
+        check("note: memory timeline" in err and "fancy" in err, f"[{train}] stderr lacks the assumption: {err}")
+    rc, out, err = run(p, "--batch", "3")
+    check(rc == 0 and "assumed:" in out and "not simulated" not in out, f"table lacks the assumption (rc {rc}): {out[-600:]}")
+    # --max-batch and --plot work with the unknown op
+    rc, out, err = run(p, "--gpu-mem", "1GiB", "--max-batch")
+    check(rc == 0 and out.strip(), f"--max-batch exit {rc}: {err}")
+    svg = os.path.join(TMP, "u.svg")
+    rc, out, err = run(p, "--plot", svg)
+    check(rc == 0 and os.path.getsize(svg) > 200 and "could not write" not in err, f"--plot exit {rc}: {err}")
+    # an output of unknown shape: counted as 0 bytes, and said loudly
+    q = write("unknown_unsized.onnx", unknown_model(False))
+    rc, out, err = run(q, "--batch", "3", "--format", "json")
+    check(rc == 0, f"[unsized] exit {rc}: {err}")
+    if rc == 0:
+        mem = json.loads(out)["memory"]
+        check(mem["steps"] and "WARNING" in mem.get("assumed", "") and "'b'" in mem.get("assumed", ""), f"[unsized] {mem}")
+    check("WARNING" in err, f"[unsized] stderr: {err}")
+    rc, out, err = run(p, "--strict")
+    check(rc == 3 and "FancyOp" in err, f"--strict exit {rc}: {err}")
+
+
+CASES = {"fifo": case_fifo, "names": case_names, "huge": case_huge, "unknown": case_unknown}
 
 CASES[CASE]()
 if failures:

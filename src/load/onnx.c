@@ -806,6 +806,32 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
     } else if (which == 1) {
         if ((rc = me_graph_add_output(o->g, vi)) < 0) goto end;
     }
+    /* The declared shape, symbolic dims named, serves ops the registry
+     * lacks at whatever binding (shape.c resolves the names); a fully
+     * static one is their shape right away. */
+    if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->has_decl &&
+        tt->has_elem_type && tt->elem_type > 0 && tt->elem_type < ME_DT_COUNT) {
+        MeShape s = { .rank = (int)tt->shape->n_dim };
+        bool ok = true;
+        for (size_t k = 0; k < tt->shape->n_dim && ok; k++) {
+            const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+            s.d[k] = -1;
+            if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dm->dim_value >= 0 && dm->dim_value <= ME_MAX_DIM)
+                s.d[k] = dm->dim_value;
+            else ok = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param && *dm->dim_param;
+        }
+        for (size_t k = 0; k < tt->shape->n_dim && ok; k++) {
+            const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+            if (s.d[k] >= 0) continue;
+            if (!v->sym && !(v->sym = me_calloc(ME_MAX_RANK, sizeof(char *)))) { rc = ME_ENOMEM; goto end; }
+            if (!(v->sym[k] = me_strdup(dm->dim_param))) { rc = ME_ENOMEM; goto end; }
+        }
+        if (ok) {
+            v->has_decl = true;
+            v->decl = s;
+            v->decl_dtype = (MeDType)tt->elem_type;
+        }
+    }
     /* A fully static shape from the file serves ops the registry lacks. */
     if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->known) {
         bool ok = tt->has_elem_type && tt->elem_type > 0 && tt->elem_type < ME_DT_COUNT;

@@ -159,6 +159,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         cJSON_AddStringToObject(mem, "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off");
         cJSON_AddStringToObject(mem, "predicts", ms->runtime == MEMEST_RUNTIME_CPU ? "peak of CPU allocator bytes" : "torch.cuda max_memory_allocated / max_memory_reserved");
         if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);
+        if (m->memory.assumed[0]) cJSON_AddStringToObject(mem, "assumed", m->memory.assumed);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
         for (int k = 0; k < m->memory.n_mem; k++) {
             const MemestMemory *r = &m->memory.mem[k];

@@ -257,6 +257,7 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
         fprintf(f, "  not simulated: %s\n", m->memory.skipped);
         return;
     }
+    if (m->memory.assumed[0]) fprintf(f, "  assumed: %s\n", m->memory.assumed);
     for (int k = 0; k < m->memory.n_mem; k++) {
         const MemestMemory *r = &m->memory.mem[k];
         if (s->mode == MEMEST_RUN_TRAIN && m->memory.n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
