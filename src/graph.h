@@ -75,6 +75,7 @@ typedef struct MeValue {
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad */
     bool is_output;      /* listed among the graph's outputs */
+    bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
     /* What the file declares for a value a node makes (value_info, graph
      * outputs): dims < 0 named in sym. Shape inference takes it, its names
      * resolved from the bound graph inputs, for the outputs of ops the

@@ -337,7 +337,8 @@ static int64_t vb(const Sim *m, const MeValue *v)
 bool me_node_skipped(const MeGraph *g, const MeNode *n)
 {
     if (!n->desc || n->desc->cls == ME_C_SHAPE) return true;
-    return n->n_out && n->out[0] >= 0 && g->v[n->out[0]].has_val;
+    /* a Constant node holding a weight: the weight is alive from the start */
+    return n->n_out && n->out[0] >= 0 && (g->v[n->out[0]].has_val || g->v[n->out[0]].from_constant);
 }
 
 /* dropout() returns its input untouched outside training and for p = 0

@@ -6,6 +6,7 @@ Crafted ONNX files come from onnx_craft.py; every expectation is worked
 out by hand in the case (never taken from memest)."""
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -138,7 +139,35 @@ def case_unknown():
     check(rc == 3 and "FancyOp" in err, f"--strict exit {rc}: {err}")
 
 
-CASES = {"fifo": case_fifo, "names": case_names, "huge": case_huge, "unknown": case_unknown}
+def case_const_weight():
+    """Item 3: a 64x32 float MatMul weight held in a Constant node is 2048
+    parameters (8192 bytes) and in memory as weights; the report says it
+    came from a Constant node. A scalar Constant (an eps added) stays a
+    constant. CPU runtime, batch 1: x 1x64 (256 B), y 1x32 (128 B)."""
+    w = oc.tensor("W", [64, 32], dtype=oc.FLOAT, raw=struct.pack("<2048f", *([0.5] * 2048)))
+    eps = oc.tensor("e", [], dtype=oc.FLOAT, raw=struct.pack("<f", 1e-5))
+    nodes = [oc.node("Constant", [], ["W"], name="wconst", attrs=[oc.f_bytes(1, "value") + oc.f_bytes(5, w) + oc.f_varint(20, 4)]),
+             oc.node("Constant", [], ["e"], name="econst", attrs=[oc.f_bytes(1, "value") + oc.f_bytes(5, eps) + oc.f_varint(20, 4)]),
+             oc.node("MatMul", ["x", "W"], ["m"], name="mm"), oc.node("Add", ["m", "e"], ["y"], name="add")]
+    p = write("constw.onnx", oc.model(oc.graph(nodes, [oc.value_info("x", ["batch", 64])], [oc.value_info("y", ["batch", 32])])))
+    rc, out, err = run(p, "--runtime", "cpu", "--format", "json")
+    check(rc == 0, f"exit {rc}: {err}")
+    if rc == 0:
+        d = json.loads(out)
+        check(d["totals"]["params"] == 2048 and d["totals"]["param_bytes"] == 8192, f"totals {d['totals']}")
+        check(d.get("constant_weights") == ["W"], f"constant_weights {d.get('constant_weights')}")
+        step = d["memory"]["steps"][0]
+        check(step["at_peak"]["weights"] == 8192, f"weights at the peak {step['at_peak']}")
+    rc, out, err = run(p)
+    check(rc == 0 and "Weights held in Constant nodes" in out and "'W'" in out, f"table: {out[-400:]}")
+    rc, out, err = run(p, "--train", "--runtime", "cpu", "--format", "json")
+    if rc == 0:
+        step = json.loads(out)["memory"]["steps"][0]
+        check(step["at_peak"]["gradients"] + step["at_peak"]["weights"] >= 8192, f"train {step['at_peak']}")
+    check(rc == 0, f"--train exit {rc}: {err}")
+
+
+CASES = {"fifo": case_fifo, "names": case_names, "huge": case_huge, "unknown": case_unknown, "const_weight": case_const_weight}
 
 CASES[CASE]()
 if failures:

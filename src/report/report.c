@@ -208,6 +208,11 @@ static void print_lists(const MemestAnalysis *m, FILE *f)
         for (int i = 0; i < k; i++) fprintf(f, " %s x%d", ops[i], counts[i]);
         fprintf(f, "\n");
     }
+    int cw = 0;
+    for (int i = 0; i < m->g->nv; i++)
+        if (m->g->v[i].from_constant && m->g->v[i].n_uses)
+            fprintf(f, "%s '%s'", cw++ ? "," : "Weights held in Constant nodes (counted as parameters, in memory as weights):", m->g->v[i].name);
+    if (cw) fprintf(f, "\n");
     k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 64);
     if (k) {
         fprintf(f, "* not counted by %s (its totals leave these out; the rows show memest's own figures):", memest_convention_name(m->conv));
