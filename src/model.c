@@ -299,11 +299,11 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
     for (int i = 0; i < g->nv; i++) {
         const MeValue *v = &g->v[i];
         if (v->kind != ME_V_INIT || !v->n_uses) continue;
-        int64_t n = me_shape_numel(&v->shape);
+        int64_t n = v->sparse ? v->nnz : me_shape_numel(&v->shape); /* sparse: its stored values */
         if (n < 0) continue;
         if (v->role == ME_R_PARAM) {
             t.params = me_sadd(t.params, (uint64_t)n);
-            t.param_bytes = me_sadd(t.param_bytes, me_smul((uint64_t)n, (uint64_t)me_dtype_size(v->dtype)));
+            t.param_bytes = me_sadd(t.param_bytes, (v->sparse ? v->sparse_bytes : me_dtype_bytes(v->dtype, n)));
         } else if (v->role == ME_R_BUFFER) {
             t.buffers = me_sadd(t.buffers, (uint64_t)n);
         }

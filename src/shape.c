@@ -245,6 +245,9 @@ static int weights_in_constants(MeGraph *g)
             v->shape = t->shape;
             v->known = true;
             v->from_constant = true;
+            v->sparse = t->sparse;
+            v->nnz = t->nnz;
+            v->sparse_bytes = t->sparse_bytes;
             found++;
         }
     }
@@ -337,6 +340,14 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
         }
         int rc = desc->infer(&c);
         if (rc < 0) return rc;
+        if ((desc->flags & ME_OPF_CONSTANT) && n->n_attr && n->attr[0].type == ME_A_TENSOR && n->attr[0].tensor >= 0 && n->n_out &&
+            n->out[0] >= 0 && g->v[n->attr[0].tensor].sparse) { /* a sparse Constant's output is sparse too */
+            const MeValue *t = &g->v[n->attr[0].tensor];
+            MeValue *o = &g->v[n->out[0]];
+            o->sparse = true;
+            o->nnz = t->nnz;
+            o->sparse_bytes = t->sparse_bytes;
+        }
         for (int k = 0; k < n->n_out; k++) {
             MeValue *v = me_out(&c, k);
             if (!v || !v->has_val) continue;

@@ -167,7 +167,73 @@ def case_const_weight():
     check(rc == 0, f"--train exit {rc}: {err}")
 
 
-CASES = {"fifo": case_fifo, "names": case_names, "huge": case_huge, "unknown": case_unknown, "const_weight": case_const_weight}
+def json_of(p, *args):
+    rc, out, err = run(p, "--runtime", "cpu", "--format", "json", *args)
+    check(rc == 0, f"[{os.path.basename(p)}] exit {rc}: {err.strip()}")
+    no_sanitizer(err, p)
+    return json.loads(out) if rc == 0 else None
+
+
+def case_types():
+    """Item 4: FLOAT8 (17-20: 1 byte) and UINT4/INT4 (21, 22: two a byte,
+    ceil(n/2)) are known types. A float8 4x2 MatMul weight: 8 parameters,
+    8 bytes; x 1x4 float8: 4 bytes. An int4 4x3 table (6 bytes) gathered by
+    5 int64 indices (40 bytes) into 5x3 int4: ceil(15/2) = 8 bytes."""
+    for dt in (17, 18, 19, 20):
+        w = oc.tensor("w", [4, 2], dtype=dt, raw=bytes(8))
+        g = oc.graph([oc.node("MatMul", ["x", "w"], ["y"], name="mm")], [oc.value_info("x", [1, 4], elem=dt)], [oc.value_info("y", [1, 2])], [w])
+        d = json_of(write(f"f8_{dt}.onnx", oc.model(g, opset=21)))
+        if d:
+            at = d["memory"]["steps"][0]["at_peak"]
+            check(d["totals"]["params"] == 8 and d["totals"]["param_bytes"] == 8, f"[float8 {dt}] totals {d['totals']}")
+            check(at["weights"] == 8 and at["inputs"] == 4 and at["activations"] == 2, f"[float8 {dt}] {at}")
+    for dt in (21, 22):
+        w = oc.tensor("w", [4, 3], dtype=dt, raw=bytes(6))
+        g = oc.graph([oc.node("Gather", ["w", "i"], ["y"], name="g")], [oc.value_info("i", [5], elem=oc.INT64)], [oc.value_info("y", [5, 3])], [w])
+        d = json_of(write(f"i4_{dt}.onnx", oc.model(g, opset=21)))
+        if d:
+            at = d["memory"]["steps"][0]["at_peak"]
+            check(at["weights"] == 6 and at["inputs"] == 40 and at["activations"] == 8, f"[int4 {dt}] {at}")
+        # raw_data of the wrong packed size is still refused
+        w = oc.tensor("w", [4, 3], dtype=dt, raw=bytes(12))
+        g = oc.graph([oc.node("Gather", ["w", "i"], ["y"], name="g")], [oc.value_info("i", [5], elem=oc.INT64)], [oc.value_info("y", [5, 3])], [w])
+        rc, out, err = run(write(f"i4bad_{dt}.onnx", oc.model(g, opset=21)))
+        check(rc == 2 and "raw_data has 12 bytes, its shape needs 6" in err, f"[int4 {dt} bad raw] exit {rc}: {err.strip()}")
+
+
+def case_sparse():
+    """Item 4: sparse initializers and sparse Constants are accepted. memest
+    counts what PyTorch holds of a sparse COO tensor: its values and int64
+    indices (doc/memory.md). W: dense 64x32, 10 float values, indices
+    [10, 2]: 10 parameters, 40 + 160 = 200 bytes. A sparse Constant 4x2
+    with 3 values and linear indices [3]: 12 + 24 = 36 bytes."""
+    vals = oc.tensor("W", [10], dtype=oc.FLOAT, raw=struct.pack("<10f", *range(10)))
+    idx = oc.tensor("", [10, 2], dtype=oc.INT64, raw=oc.int64_raw([0] * 20))
+    sp = oc.f_bytes(1, vals) + oc.f_bytes(2, idx) + oc.f_varint(3, 64) + oc.f_varint(3, 32)
+    g = oc.graph([oc.node("MatMul", ["x", "W"], ["y"], name="mm")], [oc.value_info("x", [1, 64])], [oc.value_info("y", [1, 32])])
+    d = json_of(write("sparse_init.onnx", oc.model(g + oc.f_bytes(15, sp))))
+    if d:
+        check(d["layers"][0]["output_shape"] == [1, 32], f"dense shape seen by MatMul: {d['layers'][0]['output_shape']}")
+        check(d["totals"]["params"] == 10 and d["totals"]["param_bytes"] == 200, f"sparse totals {d['totals']}")
+        check(d["memory"]["steps"][0]["at_peak"]["weights"] == 200, f"sparse weights {d['memory']['steps'][0]['at_peak']}")
+    vals = oc.tensor("v", [3], dtype=oc.FLOAT, raw=struct.pack("<3f", 1, 2, 3))
+    idx = oc.tensor("", [3], dtype=oc.INT64, raw=oc.int64_raw([0, 3, 5]))
+    spc = oc.f_bytes(1, vals) + oc.f_bytes(2, idx) + oc.f_varint(3, 4) + oc.f_varint(3, 2)
+    attr = oc.f_bytes(1, "sparse_value") + oc.f_bytes(22, spc) + oc.f_varint(20, 11)
+    g = oc.graph([oc.node("Constant", [], ["C"], name="c", attrs=[attr]), oc.node("MatMul", ["x", "C"], ["y"], name="mm")],
+                 [oc.value_info("x", [1, 4])], [oc.value_info("y", [1, 2])])
+    d = json_of(write("sparse_const.onnx", oc.model(g)))
+    if d:
+        check(d["layers"][0]["output_shape"] == [1, 2], f"sparse Constant: {d['layers']}")
+        check(d["totals"]["params"] == 3 and d["memory"]["steps"][0]["at_peak"]["weights"] == 36, f"sparse Constant {d['totals']}")
+    # values and indices that disagree are refused, naming the tensor
+    bad = oc.f_bytes(1, vals) + oc.f_bytes(2, oc.tensor("", [4], dtype=oc.INT64, raw=oc.int64_raw([0] * 4))) + oc.f_varint(3, 4)
+    g = oc.graph([oc.node("Relu", ["x"], ["y"], name="r")], [oc.value_info("x", [1, 4])], [oc.value_info("y", [1, 4])])
+    rc, out, err = run(write("sparse_bad.onnx", oc.model(g + oc.f_bytes(15, bad))))
+    check(rc == 2 and "sparse initializer 'v'" in err, f"bad sparse: exit {rc}: {err.strip()}")
+
+
+CASES = {"types": case_types, "sparse": case_sparse, "fifo": case_fifo, "names": case_names, "huge": case_huge, "unknown": case_unknown, "const_weight": case_const_weight}
 
 CASES[CASE]()
 if failures:

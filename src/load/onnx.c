@@ -168,14 +168,22 @@ static int read_message(OCtx *o, const PbField *f, const uint8_t **data, uint8_t
 
 enum { ENC_NONE = 0, ENC_RAW, ENC_FLOAT, ENC_DOUBLE, ENC_VARINT, ENC_UVARINT };
 
+/* Element types whose contents shape inference may read (shapes, axes,
+ * scales): whole bytes, int or float32/64. Half, 8-bit float, 4-bit,
+ * complex and string tensors are never shapes. */
+static bool decodable(MeDType t)
+{
+    return t == ME_DT_F32 || t == ME_DT_F64 || t == ME_DT_BOOL || (t >= ME_DT_U8 && t <= ME_DT_I64 && t != ME_DT_STRING) ||
+           t == ME_DT_U32 || t == ME_DT_U64;
+}
+
 static int decode_tensor(MeGraph *g, int vi, MeDiag *d)
 {
     Reader *r = g->loader;
     MeValue *v = &g->v[vi];
     int64_t n = me_shape_numel(&v->shape);
     if (!r || v->mat_enc == ENC_NONE || n < 0 || n > ME_MAX_FOLD || v->mat_len > 10 * ME_MAX_FOLD) return 0;
-    if (v->dtype == ME_DT_F16 || v->dtype == ME_DT_BF16 || v->dtype == ME_DT_STRING || (v->dtype >= ME_DT_C64 && v->dtype <= ME_DT_C128))
-        return 0; /* never needed to compute shapes */
+    if (!decodable(v->dtype)) return 0; /* never needed to compute shapes */
     uint8_t *data = me_malloc((size_t)v->mat_len + 1);
     if (!data) return ME_ENOMEM;
     if (rd_copy(r, (uint64_t)v->mat_off, (size_t)v->mat_len, data) < 0) {
@@ -311,9 +319,9 @@ static int load_initializer(OCtx *o, uint64_t off, uint64_t len, int index)
         me_free(nm);
         return rc;
     }
-    if (enc == ENC_RAW && !has_ext && location != 1 && es && (int64_t)data_len != numel * es) {
-        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': raw_data has %llu bytes, its shape needs %lld",
-                          o->g->path, nm, (unsigned long long)data_len, (long long)(numel * es));
+    if (enc == ENC_RAW && !has_ext && location != 1 && es && data_len != me_dtype_bytes((MeDType)dtype, numel)) {
+        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': raw_data has %llu bytes, its shape needs %llu",
+                          o->g->path, nm, (unsigned long long)data_len, (unsigned long long)me_dtype_bytes((MeDType)dtype, numel));
         me_free(nm);
         return rc;
     }
@@ -342,6 +350,76 @@ static int load_initializer(OCtx *o, uint64_t off, uint64_t len, int index)
     return 0;
 }
 
+/* The header of a TensorProto at the wire level: dims, data type, name. */
+static int scan_tensor(OCtx *o, uint64_t off, uint64_t len, MeShape *s, int64_t *dtype, uint64_t *name_off, uint64_t *name_len, const char *what)
+{
+    uint64_t cur = off, end = off + len;
+    PbField f = { 0 };
+    int r;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        if (f.num == 1 && (r = scan_dims(o, &f, s, what)) < 0) return r;
+        if (f.num == 2 && f.wt == 0) *dtype = (int64_t)f.v;
+        if (f.num == 8 && f.wt == 2) { *name_off = f.off; *name_len = f.len; }
+    }
+    return r < 0 ? bad(o, what) : 0;
+}
+
+/* A sparse initializer (SparseTensorProto: values [NNZ], indices [NNZ] or
+ * [NNZ, rank], dense dims). Ops see its dense shape; what PyTorch holds
+ * of a sparse COO tensor is its values and its indices, so its memory
+ * and parameter count are those (MeValue.sparse). Data is never read. */
+static int load_sparse_initializer(OCtx *o, const PbField *fld, int index)
+{
+    uint64_t cur = fld->off, end = fld->off + fld->len;
+    PbField f = { 0 };
+    MeShape dense = { 0 }, vs = { 0 }, is = { 0 };
+    int64_t vt = 0, it = 0;
+    uint64_t name_off = 0, name_len = 0, dummy_off = 0, dummy_len = 0;
+    bool has_values = false, has_indices = false;
+    char what[64];
+    snprintf(what, sizeof(what), "sparse initializer %d", index);
+    int r;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        if (f.num == 1 && f.wt == 2) {
+            has_values = true;
+            if ((r = scan_tensor(o, f.off, f.len, &vs, &vt, &name_off, &name_len, what)) < 0) return r;
+        } else if (f.num == 2 && f.wt == 2) {
+            has_indices = true;
+            if ((r = scan_tensor(o, f.off, f.len, &is, &it, &dummy_off, &dummy_len, what)) < 0) return r;
+        } else if (f.num == 3 && (r = scan_dims(o, &f, &dense, what)) < 0) {
+            return r;
+        }
+    }
+    if (r < 0) return bad(o, what);
+    const uint8_t *name = name_len && name_len <= ME_MAX_NAME ? rd_peek(o->r, name_off, (size_t)name_len) : NULL;
+    if (!has_values || !has_indices || !name || memchr(name, 0, (size_t)name_len) || !me_utf8_valid_n((const char *)name, (size_t)name_len))
+        return me_error(o->d, ME_EINVAL, "%s: %s needs values (with a UTF-8 name) and indices", o->g->path, what);
+    int nl = (int)name_len;
+    if (vt <= 0 || vt >= ME_DT_COUNT || it != ME_DT_I64)
+        return me_error(o->d, ME_EINVAL, "%s: sparse initializer '%.*s': values of data_type %lld, indices of %lld (int64 needed)",
+                        o->g->path, nl, name, (long long)vt, (long long)it);
+    int64_t nnz = vs.rank == 1 ? vs.d[0] : -1, in = me_shape_numel(&is), dn = me_shape_numel(&dense);
+    bool ok = nnz >= 0 && in >= 0 && dn >= 0 && nnz <= dn && (is.rank == 1 || is.rank == 2) && is.d[0] == nnz &&
+              (is.rank == 1 || is.d[1] == dense.rank);
+    for (int k = 0; k < dense.rank; k++) ok = ok && dense.d[k] >= 0 && dense.d[k] <= ME_MAX_DIM;
+    if (!ok)
+        return me_error(o->d, ME_EINVAL, "%s: sparse initializer '%.*s': values, indices and dims do not agree (values [NNZ], indices [NNZ] or [NNZ, rank])",
+                        o->g->path, nl, name);
+    if (me_strmap_get_n(&o->g->names, (const char *)name, (size_t)name_len) >= 0)
+        return me_error(o->d, ME_EINVAL, "%s: initializer '%.*s' is defined twice", o->g->path, nl, name);
+    int vi, rc = me_graph_value_n(o->g, (const char *)name, (size_t)name_len, &vi);
+    if (rc < 0) return rc;
+    MeValue *v = &o->g->v[vi];
+    v->kind = ME_V_INIT;
+    v->dtype = (MeDType)vt;
+    v->shape = dense;
+    v->known = true;
+    v->sparse = true;
+    v->nnz = nnz;
+    v->sparse_bytes = me_sadd(me_dtype_bytes((MeDType)vt, nnz), me_dtype_bytes(ME_DT_I64, in));
+    return 0;
+}
+
 /* --- attributes and Constant tensors (already unpacked by protobuf-c) --- */
 
 static int tensor_from_proto(OCtx *o, const Onnx__TensorProto *t, const char *base, int *vi)
@@ -365,6 +443,7 @@ static int tensor_from_proto(OCtx *o, const Onnx__TensorProto *t, const char *ba
     int64_t n = me_shape_numel(&s);
     if (n < 0 || n > ME_MAX_FOLD) return 0;
     int es = me_dtype_size(v->dtype);
+    if (!decodable(v->dtype)) return 0; /* never a shape: its size is what counts */
     if (t->has_raw_data) {
         if (!es || (int64_t)t->raw_data.len != n * es) return 0;
         int64_t iv[64];
@@ -447,6 +526,37 @@ static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
         int vi, rc = tensor_from_proto(o, a->t, base, &vi);
         if (rc < 0) return rc;
         if (!(m = me_node_add_attr(n, a->name, ME_A_TENSOR))) return ME_ENOMEM;
+        m->tensor = vi;
+        return 0;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR: {
+        /* a sparse Constant: its dense shape for the ops, values and
+         * indices for memory (as a sparse initializer) */
+        const Onnx__SparseTensorProto *sp = a->sparse_tensor;
+        if (!sp || !sp->values || !sp->indices || sp->n_dims > ME_MAX_RANK || sp->values->n_dims != 1 ||
+            (sp->indices->n_dims != 1 && sp->indices->n_dims != 2) || sp->indices->dims[0] != sp->values->dims[0] ||
+            (sp->indices->n_dims == 2 && sp->indices->dims[1] != (int64_t)sp->n_dims))
+            return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s': a sparse tensor needs values [NNZ], indices [NNZ] or [NNZ, rank] and dims",
+                            o->g->path, n->name, a->name);
+        Onnx__TensorProto dense = *sp->values;
+        dense.n_dims = sp->n_dims;
+        dense.dims = sp->dims;
+        dense.has_raw_data = false;
+        dense.n_float_data = dense.n_int32_data = dense.n_int64_data = dense.n_double_data = dense.n_uint64_data = 0;
+        char base[2 * ME_MAX_NAME + 2];
+        snprintf(base, sizeof(base), "%s/%s", n->name, a->name);
+        int vi, rc = tensor_from_proto(o, &dense, base, &vi);
+        if (rc < 0) return rc;
+        MeValue *v = &o->g->v[vi];
+        int64_t nnz = sp->values->dims[0], dn = me_shape_numel(&v->shape), in = 1;
+        for (size_t k = 0; k < sp->indices->n_dims; k++) in = sp->indices->dims[k] >= 0 && me_mul64(in, sp->indices->dims[k], &in) ? in : -1;
+        if (nnz < 0 || dn < 0 || nnz > dn || in < 0)
+            return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s': a sparse tensor of %lld values in %lld elements",
+                            o->g->path, n->name, a->name, (long long)nnz, (long long)dn);
+        v->sparse = true;
+        v->nnz = nnz;
+        v->sparse_bytes = me_sadd(me_dtype_bytes(v->dtype, nnz), me_dtype_bytes(ME_DT_I64, in));
+        if (!(m = me_node_add_attr(n, "value", ME_A_TENSOR))) return ME_ENOMEM;
         m->tensor = vi;
         return 0;
     }
@@ -856,7 +966,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
 {
     /* Collect field positions first: initializers must be known before
      * inputs and nodes, whatever order the writer chose. */
-    enum { S_NODE, S_INIT, S_INPUT, S_OUTPUT, S_VI, S_COUNT };
+    enum { S_NODE, S_INIT, S_INPUT, S_OUTPUT, S_VI, S_SPARSE, S_COUNT };
     MePrefault *prefault = NULL;
     PbField *spans[S_COUNT] = { NULL };
     int counts[S_COUNT] = { 0 }, caps[S_COUNT] = { 0 };
@@ -870,10 +980,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
             if (!nm) { rc = bad(o, "graph name"); goto end; }
             if (!(o->g->name = me_strndup((const char *)nm, (size_t)f.len))) { rc = ME_ENOMEM; goto end; }
         }
-        if (f.num == 15) {
-            rc = me_error(o->d, ME_EINVAL, "%s: sparse initializers are not supported", o->g->path);
-            goto end;
-        }
+        if (f.num == 15) slot = S_SPARSE;
         if (slot < 0) continue;
         if (f.wt != 2) { rc = bad(o, "graph field"); goto end; }
         if (me_grow(&spans[slot], &caps[slot], counts[slot] + 1, sizeof(PbField)) < 0) { rc = ME_ENOMEM; goto end; }
@@ -905,6 +1012,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
         if (i + 8 < counts[S_INIT]) prefetch_names(o, &spans[S_INIT][i + 8], 1u << 8); /* TensorProto.name */
         rc = load_initializer(o, spans[S_INIT][i].off, spans[S_INIT][i].len, i);
     }
+    for (int i = 0; i < counts[S_SPARSE] && rc >= 0; i++) rc = load_sparse_initializer(o, &spans[S_SPARSE][i], i);
     for (int i = 0; i < counts[S_INPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_INPUT][i], 0, i);
     for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) {
         if (i + 4 < counts[S_NODE]) prefetch_names(o, &spans[S_NODE][i + 4], 1u << 1 | 1u << 2); /* inputs, outputs */
