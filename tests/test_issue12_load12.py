@@ -233,7 +233,60 @@ def case_sparse():
     check(rc == 2 and "sparse initializer 'v'" in err, f"bad sparse: exit {rc}: {err.strip()}")
 
 
-CASES = {"types": case_types, "sparse": case_sparse, "fifo": case_fifo, "names": case_names, "huge": case_huge, "unknown": case_unknown, "const_weight": case_const_weight}
+def function(name, inputs, outputs, nodes, domain="local", defaults=()):
+    """FunctionProto: name 1, input 4, output 5, node 7, opset_import 9,
+    domain 10, attribute_proto 11."""
+    f = oc.f_bytes(1, name) + b"".join(oc.f_bytes(4, i) for i in inputs) + b"".join(oc.f_bytes(5, o) for o in outputs)
+    f += b"".join(oc.f_bytes(7, n) for n in nodes) + oc.f_bytes(9, oc.f_bytes(1, "") + oc.f_varint(2, 17)) + oc.f_bytes(10, domain)
+    return f + b"".join(oc.f_bytes(11, a) for a in defaults)
+
+
+def call(op, inputs, outputs, name, attrs=(), domain="local"):
+    return oc.node(op, inputs, outputs, name=name, attrs=attrs) + oc.f_bytes(7, domain)
+
+
+def ref_attr(name, ref, type_=2):
+    """An attribute that stands for the caller's (ref_attr_name, field 21)."""
+    return oc.f_bytes(1, name) + oc.f_bytes(21, ref) + oc.f_varint(20, type_)
+
+
+def model_with_functions(g, functions):
+    return oc.model(g) + b"".join(oc.f_bytes(25, f) for f in functions)
+
+
+def case_functions():
+    """Item 4: model-local functions (FunctionProto) are inlined: nested
+    calls, attribute references (ref_attr_name) with the call's value or the
+    function's default, recursion refused. Flatten of 2x3x4 at axis 2 is
+    6x4, at the default axis 0 (given by the function) 1x24. Relu's output
+    there is the function's formal output, so the caller's value."""
+    inner = function("FlatRelu", ["X"], ["Y"], [oc.node("Flatten", ["X"], ["T"], name="flat", attrs=[ref_attr("axis", "ax")]),
+                                                oc.node("Relu", ["T"], ["Y"], name="relu")],
+                     defaults=[oc.attr_int("ax", 0)])
+    outer = function("Outer", ["A"], ["B", "C"], [call("FlatRelu", ["A"], ["B"], "first", attrs=[ref_attr("ax", "outer_ax")]),
+                                                  call("FlatRelu", ["A"], ["C"], "second")])
+    g = oc.graph([call("Outer", ["x"], ["y", "z"], "outer", attrs=[oc.attr_int("outer_ax", 2)])],
+                 [oc.value_info("x", [2, 3, 4])], [oc.value_info("y", []), oc.value_info("z", [])])
+    p = write("functions.onnx", model_with_functions(g, [inner, outer]))
+    rc, out, err = run(p, "--format", "json")
+    check(rc == 0, f"exit {rc}: {err.strip()}")
+    if rc == 0:
+        d = json.loads(out)
+        layers = {layer["name"]: layer for layer in d["layers"]}
+        check(sorted(layers) == ["outer/first/flat", "outer/first/relu", "outer/second/flat", "outer/second/relu"], f"inlined names {sorted(layers)}")
+        check(not d["unknown_ops"], f"unknown ops left: {d['unknown_ops']}")
+        if "outer/first/relu" in layers and "outer/second/relu" in layers:
+            check(layers["outer/first/relu"]["output_shape"] == [6, 4], f"call's attribute: {layers['outer/first/relu']['output_shape']}")
+            check(layers["outer/second/relu"]["output_shape"] == [1, 24], f"function's default: {layers['outer/second/relu']['output_shape']}")
+    # a function that calls itself
+    rec = function("Rec", ["X"], ["Y"], [call("Rec", ["X"], ["Y"], "again")])
+    g = oc.graph([call("Rec", ["x"], ["y"], "r")], [oc.value_info("x", [1, 4])], [oc.value_info("y", [])])
+    rc, out, err = run(write("recursive.onnx", model_with_functions(g, [rec])))
+    check(rc == 2 and "nest deeper" in err and "Rec" in err, f"recursion: exit {rc}: {err.strip()}")
+    no_sanitizer(err, "recursive")
+
+
+CASES = {"functions": case_functions, "types": case_types, "sparse": case_sparse, "fifo": case_fifo, "names": case_names, "huge": case_huge, "unknown": case_unknown, "const_weight": case_const_weight}
 
 CASES[CASE]()
 if failures:

@@ -139,7 +139,37 @@ typedef struct OCtx {
     Reader *r;
     bool threads;    /* a helper thread may prefault a big graph's arrays */
     int *gen, ngen, cap_gen; /* nodes whose name memest made up (unnamed in the file) */
+    struct Func *fn;         /* the model's local functions (FunctionProto) */
+    int nfn;
 } OCtx;
+
+/* A model-local function (ModelProto.functions): nodes calling it by
+ * domain and name are replaced by its body, inlined. */
+typedef struct Func {
+    char *name, *domain;
+    char **in, **out;
+    int n_in, n_out;
+    PbField *nodes;       /* its NodeProtos, in the file */
+    int n_nodes;
+    Onnx__AttributeProto **defaults; /* attribute_proto: defaults for ref_attr_name */
+    int n_defaults;
+} Func;
+
+/* One call being inlined: formal inputs and outputs are the call's
+ * values, other names get the call's prefix, attribute references
+ * (ref_attr_name) read the call's attributes. */
+typedef struct Call {
+    const Func *fn;
+    const struct Call *parent;
+    int *in, *out;
+    int n_in, n_out;
+    Onnx__AttributeProto *attrs; /* shallow copies, names as the call gives them */
+    int n_attrs;
+    const char *prefix;  /* the call node's full name */
+    int depth;
+} Call;
+
+#define ME_MAX_CALL_DEPTH 16 /* nested function calls (a recursive function never ends) */
 
 static int bad(OCtx *o, const char *what)
 {
@@ -713,7 +743,61 @@ static void prefetch_names(OCtx *o, const PbField *fld, unsigned fields)
 /* NodeProto is read at the wire level: its names go straight from the
  * read window into the graph (no protobuf-c copy to make and free, a
  * million times over); only attributes are unpacked by protobuf-c. */
-static int load_node(OCtx *o, const PbField *fld, int index)
+static int inline_call(OCtx *o, const Func *fn, const Call *parent, const uint8_t *data, size_t len, const char *name, size_t name_len);
+
+static const Func *find_func(const OCtx *o, const char *op, size_t op_len, const char *domain, size_t domain_len)
+{
+    for (int i = 0; i < o->nfn; i++) {
+        const Func *fn = &o->fn[i];
+        if (strlen(fn->name) == op_len && !memcmp(fn->name, op, op_len) && strlen(fn->domain) == domain_len && !memcmp(fn->domain, domain, domain_len))
+            return fn;
+    }
+    return NULL;
+}
+
+/* Value for name[0..len) as the node at call's level means it: a formal
+ * input or output is the call's own value (1: the call left it out), other
+ * names are prefixed with the call's name. */
+static int map_name(OCtx *o, const Call *call, const char *name, size_t len, int *vi)
+{
+    if (!call) return me_graph_value_n(o->g, name, len, vi);
+    for (int i = 0; i < call->fn->n_in; i++)
+        if (strlen(call->fn->in[i]) == len && !memcmp(call->fn->in[i], name, len)) {
+            *vi = i < call->n_in ? call->in[i] : -1;
+            return *vi >= 0 ? 0 : 1;
+        }
+    for (int i = 0; i < call->fn->n_out; i++)
+        if (strlen(call->fn->out[i]) == len && !memcmp(call->fn->out[i], name, len)) {
+            *vi = i < call->n_out ? call->out[i] : -1;
+            return *vi >= 0 ? 0 : 1;
+        }
+    size_t pl = strlen(call->prefix);
+    char *full = me_malloc(pl + 1 + len + 1);
+    if (!full) return ME_ENOMEM;
+    memcpy(full, call->prefix, pl);
+    full[pl] = '/';
+    memcpy(full + pl + 1, name, len);
+    int rc = me_graph_value_n(o->g, full, pl + 1 + len, vi);
+    me_free(full);
+    return rc;
+}
+
+/* The attribute a function body's reference (ref_attr_name) stands for:
+ * the call's, else the function's default; NULL: absent. */
+static const Onnx__AttributeProto *ref_attr(const Call *call, const char *ref)
+{
+    for (int i = 0; i < call->n_attrs; i++)
+        if (call->attrs[i].name && !strcmp(call->attrs[i].name, ref)) return &call->attrs[i];
+    for (int i = 0; i < call->fn->n_defaults; i++)
+        if (call->fn->defaults[i]->name && !strcmp(call->fn->defaults[i]->name, ref)) return call->fn->defaults[i];
+    return NULL;
+}
+
+static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call);
+
+static int load_node(OCtx *o, const PbField *fld, int index) { return load_node_in(o, fld, index, NULL); }
+
+static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call)
 {
     const uint8_t *data;
     uint8_t *buf;
@@ -758,8 +842,8 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         name = fallback;
         name_len = strlen(fallback);
         /* noted: unique_names makes sure no explicit name equals it */
-        if (me_grow(&o->gen, &o->cap_gen, o->ngen + 1, sizeof(int)) < 0) { rc = ME_ENOMEM; goto end; }
-        o->gen[o->ngen++] = o->g->nn;
+        if (!call && me_grow(&o->gen, &o->cap_gen, o->ngen + 1, sizeof(int)) < 0) { rc = ME_ENOMEM; goto end; }
+        if (!call) o->gen[o->ngen++] = o->g->nn;
     }
     utf8 = utf8 && me_utf8_valid_n(name, name_len) && me_utf8_valid_n(op, op_len) && me_utf8_valid_n(domain, domain_len);
     if (!utf8) {
@@ -775,8 +859,27 @@ static int load_node(OCtx *o, const PbField *fld, int index)
                       (int)(name_len < 200 ? name_len : 200), name, (int)(op_len < 64 ? op_len : 64), op, n_in, n_out, n_attr, ME_MAX_ATTRS);
         goto end;
     }
+    if (o->nfn) {
+        const Func *fn = find_func(o, op, op_len, domain, domain_len);
+        if (fn) {
+            rc = inline_call(o, fn, call, data, (size_t)fld->len, name, name_len);
+            goto end;
+        }
+    }
+    char *full = NULL;
+    if (call) { /* a function body's node: named under its call */
+        size_t pl = strlen(call->prefix);
+        if (!(full = me_malloc(pl + 1 + name_len + 1))) { rc = ME_ENOMEM; goto end; }
+        memcpy(full, call->prefix, pl);
+        full[pl] = '/';
+        memcpy(full + pl + 1, name, name_len);
+        name = full;
+        name_len += pl + 1;
+    }
     int ni;
-    if ((rc = me_graph_add_node_n(o->g, op, op_len, name, name_len, n_in, n_out, &ni)) < 0) goto end;
+    rc = me_graph_add_node_n(o->g, op, op_len, name, name_len, n_in, n_out, &ni);
+    me_free(full);
+    if (rc < 0) goto end;
     MeNode *n = &o->g->n[ni];
     if (domain_len && !(n->domain = me_graph_strndup(o->g, domain, domain_len))) { rc = ME_ENOMEM; goto end; }
     if (!(n->module = module_name(o->g, n->name))) { rc = ME_ENOMEM; goto end; }
@@ -786,7 +889,8 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         if (f.num == 1 || f.num == 2) {
             int *slot = f.num == 1 ? &o->g->n[ni].in[ki++] : &o->g->n[ni].out[ko++];
             if (!f.len) continue; /* absent optional input or output */
-            if ((rc = me_graph_value_n(o->g, (const char *)f.p, f.len, &vi)) < 0) break;
+            if ((rc = map_name(o, call, (const char *)f.p, f.len, &vi)) < 0) break;
+            if (rc > 0) { rc = 0; continue; } /* a formal input the call left out */
             *slot = vi;
         } else if (f.num == 5) {
             if ((rc = graph_attr(o, &o->g->n[ni], f.p, f.len)) != 0) {
@@ -804,13 +908,164 @@ static int load_node(OCtx *o, const PbField *fld, int index)
                               o->g->path, o->g->n[ni].name, o->g->n[ni].op, o->g->n[ni].n_attr);
                 break;
             }
-            rc = convert_attr(o, &o->g->n[ni], ap);
+            if (call && ap->ref_attr_name && *ap->ref_attr_name) {
+                /* a reference to the call's attribute, under this name */
+                const Onnx__AttributeProto *ref = ref_attr(call, ap->ref_attr_name);
+                if (ref) {
+                    Onnx__AttributeProto tmp = *ref;
+                    tmp.name = ap->name;
+                    rc = convert_attr(o, &o->g->n[ni], &tmp);
+                }
+            } else {
+                rc = convert_attr(o, &o->g->n[ni], ap);
+            }
             onnx__attribute_proto__free_unpacked(ap, NULL);
         }
     }
 end:
     me_free(buf);
     return rc;
+}
+
+/* Inlines a call of fn (the call node's NodeProto in data[0..len)): its
+ * inputs and outputs and attributes are taken from data first, since
+ * reading the body moves the read window data may point into. */
+static int inline_call(OCtx *o, const Func *fn, const Call *parent, const uint8_t *data, size_t len, const char *name, size_t name_len)
+{
+    int depth = parent ? parent->depth + 1 : 1;
+    if (depth > ME_MAX_CALL_DEPTH)
+        return me_error(o->d, ME_EINVAL, "%s: node '%.*s': calls of local functions nest deeper than %d (function '%s' calls itself?)",
+                        o->g->path, (int)(name_len < 200 ? name_len : 200), name, ME_MAX_CALL_DEPTH, fn->name);
+    if (fn->n_nodes > ME_MAX_NODES - o->g->nn)
+        return me_error(o->d, ME_EINVAL, "%s: inlining local function '%s' makes more than %d nodes", o->g->path, fn->name, ME_MAX_NODES);
+    Call c = { .fn = fn, .parent = parent, .depth = depth };
+    Onnx__AttributeProto **owned = NULL;
+    int n_owned = 0, rc = 0;
+    size_t pl = parent ? strlen(parent->prefix) + 1 : 0;
+    char *prefix = me_malloc(pl + name_len + 1);
+    if (!prefix) return ME_ENOMEM;
+    if (parent) {
+        memcpy(prefix, parent->prefix, pl - 1);
+        prefix[pl - 1] = '/';
+    }
+    memcpy(prefix + pl, name, name_len);
+    prefix[pl + name_len] = 0;
+    c.prefix = prefix;
+    const uint8_t *cur = data, *end = data + len;
+    MemField f;
+    int n_in = 0, n_out = 0, n_attr = 0;
+    while (mem_next(&cur, end, &f) > 0) {
+        n_in += f.num == 1;
+        n_out += f.num == 2;
+        n_attr += f.num == 5;
+    }
+    c.in = me_malloc(sizeof(int) * (size_t)(n_in + 1));
+    c.out = me_malloc(sizeof(int) * (size_t)(n_out + 1));
+    c.attrs = me_calloc((size_t)n_attr + 1, sizeof(*c.attrs));
+    owned = me_calloc((size_t)n_attr + 1, sizeof(*owned));
+    if (!c.in || !c.out || !c.attrs || !owned) { rc = ME_ENOMEM; goto end; }
+    for (cur = data; rc >= 0 && mem_next(&cur, end, &f) > 0;) {
+        if (f.num == 1 || f.num == 2) {
+            int vi = -1;
+            if (f.len && (rc = map_name(o, parent, (const char *)f.p, f.len, &vi)) < 0) break;
+            if (rc > 0) { rc = 0; vi = -1; }
+            if (f.num == 1) c.in[c.n_in++] = vi;
+            else c.out[c.n_out++] = vi;
+        } else if (f.num == 5) {
+            Onnx__AttributeProto *ap = pb_too_deep(&onnx__attribute_proto__descriptor, f.p, f.len, 1) ? NULL
+                                     : onnx__attribute_proto__unpack(NULL, f.len, f.p);
+            if (!ap) {
+                rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): an attribute is corrupt or nested too deep", o->g->path, prefix, fn->name);
+                break;
+            }
+            owned[n_owned++] = ap;
+            const Onnx__AttributeProto *val = ap;
+            if (parent && ap->ref_attr_name && *ap->ref_attr_name && !(val = ref_attr(parent, ap->ref_attr_name))) continue;
+            c.attrs[c.n_attrs] = *val;
+            c.attrs[c.n_attrs++].name = ap->name;
+        }
+    }
+    for (int i = 0; rc >= 0 && i < fn->n_nodes; i++) rc = load_node_in(o, &fn->nodes[i], i, &c);
+end:
+    for (int i = 0; i < n_owned; i++) onnx__attribute_proto__free_unpacked(owned[i], NULL);
+    me_free(owned);
+    me_free(c.attrs);
+    me_free(c.in);
+    me_free(c.out);
+    me_free(prefix);
+    return rc;
+}
+
+/* A string field's bytes, copied (NUL-terminated, valid UTF-8), or NULL. */
+static char *field_str(OCtx *o, const PbField *f)
+{
+    if (f->wt != 2 || f->len > ME_MAX_NAME) return NULL;
+    const uint8_t *p = f->len ? rd_peek(o->r, f->off, (size_t)f->len) : (const uint8_t *)"";
+    if (!p || memchr(p, 0, (size_t)f->len) || !me_utf8_valid_n((const char *)p, (size_t)f->len)) return NULL;
+    return me_strndup((const char *)p, (size_t)f->len);
+}
+
+/* FunctionProto at the wire level: name 1, input 4, output 5, node 7,
+ * domain 10, attribute_proto 11 (defaults); its nodes stay in the file. */
+static int load_function(OCtx *o, const PbField *fld, Func *fn)
+{
+    uint64_t cur = fld->off, end = fld->off + fld->len;
+    PbField f;
+    int r, cap_in = 0, cap_out = 0, cap_nodes = 0, cap_def = 0;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        if (f.wt != 2) continue;
+        char *str = NULL;
+        if ((f.num == 1 || f.num == 4 || f.num == 5 || f.num == 10) && !(str = field_str(o, &f)))
+            return me_error(o->d, ME_EINVAL, "%s: a local function has a name, input, output or domain that is not a valid string", o->g->path);
+        if (f.num == 1) { me_free(fn->name); fn->name = str; }
+        else if (f.num == 10) { me_free(fn->domain); fn->domain = str; }
+        else if (f.num == 4 || f.num == 5) {
+            char ***arr = f.num == 4 ? &fn->in : &fn->out;
+            int *n = f.num == 4 ? &fn->n_in : &fn->n_out, *cap = f.num == 4 ? &cap_in : &cap_out;
+            if (*n >= 4096 || me_grow(arr, cap, *n + 1, sizeof(char *)) < 0) { me_free(str); return *n >= 4096 ? bad(o, "function") : ME_ENOMEM; }
+            (*arr)[(*n)++] = str;
+        } else if (f.num == 7) {
+            if (fn->n_nodes >= ME_MAX_NODES || me_grow(&fn->nodes, &cap_nodes, fn->n_nodes + 1, sizeof(PbField)) < 0) return ME_ENOMEM;
+            fn->nodes[fn->n_nodes++] = f;
+        } else if (f.num == 11) {
+            const uint8_t *data;
+            uint8_t *buf;
+            int rc = read_message(o, &f, &data, &buf);
+            if (rc < 0) return rc;
+            Onnx__AttributeProto *ap = pb_too_deep(&onnx__attribute_proto__descriptor, data, (size_t)f.len, 1) ? NULL
+                                     : onnx__attribute_proto__unpack(NULL, (size_t)f.len, data);
+            me_free(buf);
+            if (!ap) return bad(o, "function attribute");
+            if (fn->n_defaults >= ME_MAX_ATTRS || me_grow(&fn->defaults, &cap_def, fn->n_defaults + 1, sizeof(*fn->defaults)) < 0) {
+                onnx__attribute_proto__free_unpacked(ap, NULL);
+                return fn->n_defaults >= ME_MAX_ATTRS ? bad(o, "function attributes") : ME_ENOMEM;
+            }
+            fn->defaults[fn->n_defaults++] = ap;
+        }
+    }
+    if (r < 0) return bad(o, "function");
+    if (!fn->name || !*fn->name) return me_error(o->d, ME_EINVAL, "%s: a local function has no name", o->g->path);
+    if (!fn->domain && !(fn->domain = me_strdup(""))) return ME_ENOMEM;
+    return 0;
+}
+
+static void free_functions(OCtx *o)
+{
+    for (int i = 0; i < o->nfn; i++) {
+        Func *fn = &o->fn[i];
+        for (int k = 0; k < fn->n_in; k++) me_free(fn->in[k]);
+        for (int k = 0; k < fn->n_out; k++) me_free(fn->out[k]);
+        for (int k = 0; k < fn->n_defaults; k++) onnx__attribute_proto__free_unpacked(fn->defaults[k], NULL);
+        me_free(fn->in);
+        me_free(fn->out);
+        me_free(fn->defaults);
+        me_free(fn->nodes);
+        me_free(fn->name);
+        me_free(fn->domain);
+    }
+    me_free(o->fn);
+    o->fn = NULL;
+    o->nfn = 0;
 }
 
 /* An unnamed node is called "<op>_<index>", which another node may carry
@@ -1043,6 +1298,51 @@ static int mark_functional(MeGraph *g)
     return 0;
 }
 
+/* ModelProto: opset, local functions, then the graph. */
+static int load_model(OCtx *o, const char *path)
+{
+    uint64_t cur = 0, end = o->r->size, graph_off = 0, graph_len = 0;
+    bool has_graph = false, any = false;
+    PbField f;
+    int r;
+    int64_t opset = -1;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        any = true;
+        if (f.num == 7 && f.wt == 2) {
+            has_graph = true;
+            graph_off = f.off;
+            graph_len = f.len;
+        } else if (f.num == 8 && f.wt == 2) {
+            const uint8_t *data;
+            uint8_t *p;
+            int rr = read_message(o, &f, &data, &p);
+            if (rr < 0) return rr;
+            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, data);
+            me_free(p);
+            if (!op) return bad(o, "opset_import");
+            if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
+            onnx__operator_set_id_proto__free_unpacked(op, NULL);
+        } else if (f.num == 25 && f.wt == 2) {
+            if (o->nfn >= 65536) return bad(o, "functions");
+            Func *nf = me_realloc(o->fn, sizeof(Func) * (size_t)(o->nfn + 1));
+            if (!nf) return ME_ENOMEM;
+            o->fn = nf;
+            memset(&o->fn[o->nfn], 0, sizeof(Func));
+            int rr = load_function(o, &f, &o->fn[o->nfn++]);
+            if (rr < 0) return rr;
+        } else if (f.num == 7 || f.num == 8) {
+            return bad(o, "model field");
+        }
+    }
+    if (r < 0 || !any) return bad(o, "model");
+    if (!has_graph) return me_error(o->d, ME_EINVAL, "%s: not an ONNX model: no graph", path);
+    if (opset < 1) return me_error(o->d, ME_EINVAL, "%s: opset_import names no version for the default ONNX domain", path);
+    if (opset > ME_ONNX_MAX_OPSET)
+        return me_error(o->d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
+    o->g->opset = (int)opset;
+    return load_graph(o, graph_off, graph_len);
+}
+
 int me_open_regular(const char *file, const char *path, MeDiag *d)
 {
     int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -1096,38 +1396,8 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     g->loader_free = reader_free;
 
     OCtx o = { .g = g, .d = d, .r = rd, .threads = src->threads };
-    uint64_t cur = 0, end = rd->size, graph_off = 0, graph_len = 0;
-    bool has_graph = false, any = false;
-    PbField f;
-    int r;
-    int64_t opset = -1;
-    while ((r = pb_next(rd, &cur, end, &f)) > 0) {
-        any = true;
-        if (f.num == 7 && f.wt == 2) {
-            has_graph = true;
-            graph_off = f.off;
-            graph_len = f.len;
-        } else if (f.num == 8 && f.wt == 2) {
-            const uint8_t *data;
-            uint8_t *p;
-            int rr = read_message(&o, &f, &data, &p);
-            if (rr < 0) return rr;
-            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, data);
-            me_free(p);
-            if (!op) return bad(&o, "opset_import");
-            if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
-            onnx__operator_set_id_proto__free_unpacked(op, NULL);
-        } else if (f.num == 7 || f.num == 8) {
-            return bad(&o, "model field");
-        }
-    }
-    if (r < 0 || !any) return bad(&o, "model");
-    if (!has_graph) return me_error(d, ME_EINVAL, "%s: not an ONNX model: no graph", path);
-    if (opset < 1) return me_error(d, ME_EINVAL, "%s: opset_import names no version for the default ONNX domain", path);
-    if (opset > ME_ONNX_MAX_OPSET)
-        return me_error(d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
-    g->opset = (int)opset;
-    int rc = load_graph(&o, graph_off, graph_len);
+    int rc = load_model(&o, path);
+    free_functions(&o);
     me_free(o.gen);
     return rc < 0 ? rc : mark_functional(g);
 }
