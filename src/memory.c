@@ -490,10 +490,11 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     default:
         break;
     }
-    int64_t extra = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : (int64_t)me_autograd_extra(&c, train_mode(m));
+    uint64_t kept = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : me_autograd_extra(&c, train_mode(m));
+    int64_t extra = kept > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)kept; /* saturated: st_new reports it */
     /* on a CPU, dropout is not the fused kernel with a bool mask: it
      * multiplies by a float noise tensor, which autograd keeps */
-    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->amp.es[n->in[0]];
+    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra = sat_mul(extra, m->amp.es[n->in[0]]);
     if (extra > 0) {
         int id = st_new(m, extra, MEMEST_MEM_SAVED);
         if (id < 0 || !save_link(m, ni, id)) return;
@@ -829,13 +830,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             int v = n->in[i];
             const MeShape *xs = &g->v[v].shape;
             MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
-            for (int k = 0; k < xs->rank - 2; k++) f.d[0] *= xs->d[k];
+            for (int k = 0; k < xs->rank - 2; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
             int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
             if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->layout.mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
                 return;
         }
     }
-    note(m, temp_forward(m, n) + gathered(m, n));
+    note(m, sat_add(temp_forward(m, n), gathered(m, n)));
     if (grad && rg) {
         if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
         else record_saved(m, ni, n);
