@@ -13,7 +13,17 @@ static const struct { const char *name; int size; bool is_float; } dtypes[ME_DT_
     [ME_DT_F64] = { "float64", 8, true },   [ME_DT_U32] = { "uint32", 4, false },
     [ME_DT_U64] = { "uint64", 8, false },   [ME_DT_C64] = { "complex64", 8, true },
     [ME_DT_C128] = { "complex128", 16, true }, [ME_DT_BF16] = { "bfloat16", 2, true },
+    [ME_DT_F8E4M3FN] = { "float8_e4m3fn", 1, true }, [ME_DT_F8E4M3FNUZ] = { "float8_e4m3fnuz", 1, true },
+    [ME_DT_F8E5M2] = { "float8_e5m2", 1, true },     [ME_DT_F8E5M2FNUZ] = { "float8_e5m2fnuz", 1, true },
+    [ME_DT_U4] = { "uint4", 1, false },               [ME_DT_I4] = { "int4", 1, false },
 };
+
+uint64_t me_dtype_bytes(MeDType t, int64_t n)
+{
+    if (n <= 0) return 0;
+    if (t == ME_DT_U4 || t == ME_DT_I4) return (uint64_t)n / 2 + ((uint64_t)n & 1);
+    return me_smul((uint64_t)n, (uint64_t)me_dtype_size(t));
+}
 
 int me_dtype_size(MeDType t) { return t > 0 && t < ME_DT_COUNT ? dtypes[t].size : 0; }
 bool me_dtype_is_float(MeDType t) { return t > 0 && t < ME_DT_COUNT && dtypes[t].is_float; }
@@ -43,8 +53,9 @@ int64_t me_shape_numel(const MeShape *s)
 
 uint64_t me_value_bytes(const MeValue *v)
 {
+    if (v->sparse) return v->sparse_bytes;
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
-    return n > 0 ? me_smul((uint64_t)n, (uint64_t)me_dtype_size(v->dtype)) : 0;
+    return me_dtype_bytes(v->dtype, n);
 }
 
 void me_shape_str(const MeShape *s, char *buf, size_t n, const char *sep, int from)

@@ -27,10 +27,17 @@ typedef enum MeDType {
     ME_DT_I16 = 5, ME_DT_I32 = 6, ME_DT_I64 = 7, ME_DT_STRING = 8,
     ME_DT_BOOL = 9, ME_DT_F16 = 10, ME_DT_F64 = 11, ME_DT_U32 = 12,
     ME_DT_U64 = 13, ME_DT_C64 = 14, ME_DT_C128 = 15, ME_DT_BF16 = 16,
+    ME_DT_F8E4M3FN = 17, ME_DT_F8E4M3FNUZ = 18, ME_DT_F8E5M2 = 19, ME_DT_F8E5M2FNUZ = 20,
+    ME_DT_U4 = 21, ME_DT_I4 = 22,
     ME_DT_COUNT
 } MeDType;
 
-int me_dtype_size(MeDType t);          /* bytes per element; 0 if unknown */
+/* Bytes per element, 0 if unknown. The 4-bit types pack two elements a
+ * byte: they report 1 here (an upper bound); a tensor's bytes come from
+ * me_dtype_bytes, which packs them. */
+int me_dtype_size(MeDType t);
+/* Bytes of n elements of t: ceil(n / 2) for INT4/UINT4; saturates. */
+uint64_t me_dtype_bytes(MeDType t, int64_t n);
 const char *me_dtype_name(MeDType t);  /* "float32", ... */
 int me_dtype_from_name(const char *s); /* -1 if unknown */
 bool me_dtype_is_float(MeDType t);
@@ -71,10 +78,24 @@ typedef struct MeValue {
     bool data_external;  /* initializer whose data lives in another file */
     int producer;        /* node index, -1 for inputs and stored tensors */
     int n_uses;
-    char **sym;          /* graph inputs: symbolic dim names (NULL entries) */
+    char **sym;          /* graph inputs, and decl: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad */
     bool is_output;      /* listed among the graph's outputs */
+    bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
+    /* A sparse tensor (sparse initializer or Constant): shape is its dense
+     * shape, which ops see; PyTorch holds its nnz values and its indices,
+     * sparse_bytes in all, which memory and parameter counts use. */
+    bool sparse;
+    int64_t nnz;
+    uint64_t sparse_bytes;
+    /* What the file declares for a value a node makes (value_info, graph
+     * outputs): dims < 0 named in sym. Shape inference takes it, its names
+     * resolved from the bound graph inputs, for the outputs of ops the
+     * registry does not know. */
+    bool has_decl;
+    MeDType decl_dtype;
+    MeShape decl;
     /* Known contents (constants, folded shapes), as int64 or double. */
     bool has_val;
     int64_t nval;

@@ -149,7 +149,22 @@ typedef struct Sim {
     unsigned heard;   /* kinds some sink hears: the others are not even made */
     bool workspace;   /* cuBLAS workspace made */
     bool failed;
+    /* Bytes alive now, kept below ME_SIM_MAX_BYTES: every sum a sink makes
+     * (totals, per category, a note's extra on top) then fits in int64.
+     * A model past it (a ConstantOfShape of 2^62 elements) is an error
+     * naming the node, never a wrapped figure. */
+    int64_t live;
+    bool too_big;
+    int too_big_node;
+    MemestPhase too_big_phase;
 } Sim;
+
+#define ME_SIM_MAX_BYTES (INT64_C(1) << 60) /* 1 EiB: no device holds a thousandth of it */
+
+/* Byte counts are non-negative: a sum or product past int64 saturates at
+ * INT64_MAX, which the check in st_make/note_open then reports. */
+static int64_t sat_add(int64_t a, int64_t b) { int64_t r; return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r; }
+static int64_t sat_mul(int64_t a, int64_t b) { int64_t r; return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r; }
 
 static const char *const cat_names[MEMEST_MEM_COUNT] = {
     "weights", "inputs", "activations", "saved", "gradients", "activation_grads", "optimizer", "temporary", "workspace",
@@ -179,8 +194,22 @@ static MeTlEvent event(MeTlKind kind)
 }
 
 /* A storage made for value (its gradient when grad), -1 none. */
+static bool fits(Sim *m, int64_t bytes)
+{
+    if (bytes >= 0 && bytes <= ME_SIM_MAX_BYTES - m->live) return true;
+    if (!m->too_big) {
+        m->too_big = true;
+        m->too_big_node = m->node;
+        m->too_big_phase = m->phase;
+    }
+    m->failed = true;
+    return false;
+}
+
 static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool grad)
 {
+    if (!fits(m, bytes)) bytes = 0; /* the run is abandoned: failed is set */
+    m->live += bytes;
     if (me_grow_raw(&m->st, &m->cap, m->nst + 1, sizeof(Storage)) < 0) {
         m->failed = true;
         return -1;
@@ -207,6 +236,7 @@ static void st_free(Sim *m, int id)
     Storage *s = &m->st[id];
     if (!s->alive) return;
     s->alive = false;
+    m->live -= s->bytes;
     MeTlEvent e = event(ME_TL_FREE);
     e.storage = id;
     e.bytes = s->bytes;
@@ -254,6 +284,7 @@ static void bind(Sim *m, int v, int id, bool grad)
 static int note_open(Sim *m, int64_t extra)
 {
     int t = -1;
+    if (!fits(m, extra)) extra = 0;
     if (extra > 0 && m->cuda) {
         if ((t = st_new(m, extra, MEMEST_MEM_TEMPORARY)) < 0) return -1;
         extra = 0;
@@ -297,16 +328,20 @@ static void note_run(Sim *m, int64_t extra, MeTlEvent *r)
  * the file's dtype under autocast (es). */
 static int64_t vb(const Sim *m, const MeValue *v)
 {
+    if (v->sparse) return v->sparse_bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v->sparse_bytes; /* values and indices */
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
     int es = m->amp.es ? m->amp.es[v - m->g->v] : me_dtype_size(v->dtype);
-    return n > 0 ? n * es : 0;
+    if (v->dtype == ME_DT_U4 || v->dtype == ME_DT_I4) /* packed two a byte; autocast leaves them */
+        return n > 0 ? n / 2 + (n & 1) : 0;
+    return n > 0 ? sat_mul(n, es) : 0;
 }
 
 /* Constant and shape arithmetic are evaluated ahead: nothing at run time. */
 bool me_node_skipped(const MeGraph *g, const MeNode *n)
 {
     if (!n->desc || n->desc->cls == ME_C_SHAPE) return true;
-    return n->n_out && n->out[0] >= 0 && g->v[n->out[0]].has_val;
+    /* a Constant node holding a weight: the weight is alive from the start */
+    return n->n_out && n->out[0] >= 0 && (g->v[n->out[0]].has_val || g->v[n->out[0]].from_constant);
 }
 
 /* dropout() returns its input untouched outside training and for p = 0
@@ -349,7 +384,7 @@ static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
     if (!v) return 0;
     if (m->s->amp && me_dtype_is_float(v->dtype) && n->desc->autocast == ME_AC_LOWER) {
         int64_t k = v->known ? me_shape_numel(&v->shape) : 0;
-        return k > 0 ? k * 2 : 0;
+        return k > 0 ? sat_mul(k, 2) : 0;
     }
     return vb(m, v);
 }
@@ -376,7 +411,7 @@ static int64_t gathered(const Sim *m, const MeNode *n)
     int64_t b = 0;
     for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
-        if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b += vb(m, &m->g->v[v]);
+        if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b = sat_add(b, vb(m, &m->g->v[v]));
     }
     return b - b / m->dp.ranks;
 }
@@ -455,10 +490,11 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     default:
         break;
     }
-    int64_t extra = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : (int64_t)me_autograd_extra(&c, train_mode(m));
+    uint64_t kept = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : me_autograd_extra(&c, train_mode(m));
+    int64_t extra = kept > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)kept; /* saturated: st_new reports it */
     /* on a CPU, dropout is not the fused kernel with a bool mask: it
      * multiplies by a float noise tensor, which autograd keeps */
-    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra *= m->amp.es[n->in[0]];
+    if (extra && n->desc->cls == ME_C_DROPOUT && m->s->runtime == MEMEST_RUNTIME_CPU && n->in[0] >= 0) extra = sat_mul(extra, m->amp.es[n->in[0]]);
     if (extra > 0) {
         int id = st_new(m, extra, MEMEST_MEM_SAVED);
         if (id < 0 || !save_link(m, ni, id)) return;
@@ -699,7 +735,7 @@ static void autocast_node(Sim *m, const MeNode *n)
         for (int i = 0; i < n->n_in && i < 8; i++) {
             int v = n->in[i];
             if (!castable(g, v) || m->amp.es[v] == oes || m->vst[v] < 0) continue;
-            int64_t bytes = me_shape_numel(&g->v[v].shape) * oes;
+            int64_t bytes = sat_mul(me_shape_numel(&g->v[v].shape) > 0 ? me_shape_numel(&g->v[v].shape) : 0, oes);
             if (g->v[v].kind == ME_V_INIT && oes == 2) {
                 if (m->amp.wcache[v] < 0) {
                     /* the cache keeps the copy until autocast exits */
@@ -721,6 +757,20 @@ static void autocast_node(Sim *m, const MeNode *n)
 /* Runs node ni (at position oi) forward. grad: autograd records it.
  * redo: a checkpointed segment recomputed in backward (readers outside the
  * segment are done; outputs leaving it are held until its backward ends). */
+/* A node's output v, just made in storage id at position oi: read by its
+ * users, held when it is a graph output or a module scope keeps it. */
+static void keep_output(Sim *m, int v, int id, int oi)
+{
+    bool out = m->g->v[v].is_output;
+    m->st[id].refs += m->g->v[v].n_uses - (out ? 1 : 0);
+    if (out) m->st[id].holds++;
+    if (m->hold.hold_end[v] > oi) {
+        m->st[id].holds++;
+        m->hold.hold_next[v] = m->hold.hold_head[m->hold.hold_end[v]];
+        m->hold.hold_head[m->hold.hold_end[v]] = v;
+    }
+}
+
 static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
 {
     MeGraph *g = m->g;
@@ -761,13 +811,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             if (leaves || out) hold_for_segment(m, s, id);
             continue;
         }
-        m->st[id].refs += g->v[v].n_uses - (out ? 1 : 0);
-        if (out) m->st[id].holds++;
-        if (m->hold.hold_end[v] > oi) {
-            m->st[id].holds++;
-            m->hold.hold_next[v] = m->hold.hold_head[m->hold.hold_end[v]];
-            m->hold.hold_head[m->hold.hold_end[v]] = v;
-        }
+        keep_output(m, v, id, oi);
     }
     MeCostClass cls = n->desc->cls;
     if (m->cuda && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
@@ -786,13 +830,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             int v = n->in[i];
             const MeShape *xs = &g->v[v].shape;
             MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
-            for (int k = 0; k < xs->rank - 2; k++) f.d[0] *= xs->d[k];
+            for (int k = 0; k < xs->rank - 2; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
             int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
             if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->layout.mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
                 return;
         }
     }
-    note(m, temp_forward(m, n) + gathered(m, n));
+    note(m, sat_add(temp_forward(m, n), gathered(m, n)));
     if (grad && rg) {
         if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
         else record_saved(m, ni, n);
@@ -829,6 +873,57 @@ static void drop_autocast_cache(Sim *m)
     }
 }
 
+/* A node the timeline cannot model: an op the registry does not know, or a
+ * known op whose shapes are unknown (below an unknown op whose outputs the
+ * file gives no shape). Its outputs are allocated from the shapes the file
+ * declares or inference found, 0 bytes where none is known (the analysis's
+ * note says so); it keeps nothing for backward and passes no gradient. */
+static bool opaque(const MeGraph *g, const MeNode *n)
+{
+    if (!n->desc) return true;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0 && !g->v[n->in[i]].known) return true;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && !g->v[n->out[k]].known) return true;
+    return false;
+}
+
+static void forward_opaque(Sim *m, int ni, int oi)
+{
+    MeGraph *g = m->g;
+    const MeNode *n = &g->n[ni];
+    m->node = ni;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v < 0) continue;
+        m->rg[v] = false;
+        m->layout.stride_at[v] = -1;
+        int id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
+        if (id < 0) return;
+        m->vst[v] = id;
+        bind(m, v, id, false);
+        keep_output(m, v, id, oi);
+    }
+    note(m, 0);
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0 || m->vst[v] < 0) continue;
+        m->st[m->vst[v]].refs--;
+        st_release(m, m->vst[v]);
+    }
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
+}
+
+/* Python's module scopes let go of the values whose hold ends at oi */
+static void release_holds(Sim *m, int oi)
+{
+    for (int v = m->hold.hold_head[oi]; v >= 0; v = m->hold.hold_next[v]) {
+        m->st[m->vst[v]].holds--;
+        st_release(m, m->vst[v]);
+    }
+}
+
 static void forward(Sim *m)
 {
     MeGraph *g = m->g;
@@ -837,6 +932,11 @@ static void forward(Sim *m)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         if (absorbed(m, ni)) continue;
+        if (opaque(g, n) && (!n->desc || !me_node_skipped(g, n))) {
+            forward_opaque(m, ni, oi);
+            release_holds(m, oi);
+            continue;
+        }
         if (me_node_skipped(g, n)) {
             /* Shape and folded arithmetic never read the data: their reads end now */
             for (int i = 0; i < n->n_in; i++) {
@@ -877,10 +977,7 @@ static void forward(Sim *m)
                         m->rg[x->out[k]] = any && me_dtype_is_float(g->v[x->out[k]].dtype);
             }
         }
-        for (int v = m->hold.hold_head[oi]; v >= 0; v = m->hold.hold_next[v]) {
-            m->st[m->vst[v]].holds--;
-            st_release(m, m->vst[v]);
-        }
+        release_holds(m, oi);
     }
 }
 
@@ -892,7 +989,7 @@ static void recompute(Sim *m, int s)
     m->ckpt.seg_redone[s] = true;
     for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
-        if (me_node_skipped(g, &g->n[ni]) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, &g->n[ni]) || opaque(g, &g->n[ni]) || absorbed(m, ni)) continue;
         forward_node(m, ni, oi, true, true);
         MeCtx c = { .g = g, .n = &g->n[ni] };
         MeCost co;
@@ -976,7 +1073,7 @@ static void backward(Sim *m, int *param_grad_st)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         m->node = ni;
-        if (me_node_skipped(g, n) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, n) || opaque(g, n) || absorbed(m, ni)) continue;
         int s = m->ckpt.seg[ni];
         if (s >= 0 && !m->ckpt.seg_redone[s]) {
             recompute(m, s);
@@ -987,7 +1084,7 @@ static void backward(Sim *m, int *param_grad_st)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
-            int64_t tmp = temp_backward(m, n) + gathered(m, n);
+            int64_t tmp = sat_add(temp_backward(m, n), gathered(m, n));
             int fx = m->fuse.fused_x[ni];
             int n_in = fx >= 0 ? 1 : n->n_in;
             for (int i = 0; i < n_in; i++) {
@@ -1005,7 +1102,7 @@ static void backward(Sim *m, int *param_grad_st)
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
                     if (param_grad_st[v] < 0) {
                         int64_t gb = vb(m, val);
-                        if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = (gb + m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
+                        if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = sat_add(gb, m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
                         int id = st_make(m, gb, MEMEST_MEM_GRADIENTS, v, true);
                         if (id < 0) return;
                         m->st[id].persistent = true;
@@ -1019,8 +1116,8 @@ static void backward(Sim *m, int *param_grad_st)
                         int64_t gb = m->st[param_grad_st[v]].bytes;
                         r.storage = -2;
                         r.accum = param_grad_st[v];
-                        note_run(m, tmp + gb, &r);
-                        note(m, 2 * gb);
+                        note_run(m, sat_add(tmp, gb), &r);
+                        note(m, sat_mul(2, gb));
                     }
                     continue;
                 }
@@ -1228,13 +1325,6 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         if (err && errlen) snprintf(err, errlen, "invalid memory settings");
         return ME_EINVAL;
     }
-    for (int i = 0; i < g->nn; i++)
-        if (!g->n[i].desc) {
-            if (err && errlen)
-                snprintf(err, errlen, "%s: node '%s': op '%s' is unknown, so the memory timeline cannot be simulated",
-                         g->path, g->n[i].name, g->n[i].op);
-            return ME_EUNSUPPORTED;
-        }
     m.grad = s->mode != MEMEST_RUN_INFER;
     m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
     m.dp.shard = s->shard;
@@ -1312,7 +1402,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
             int64_t wb = vb(&m, v);
-            if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = (wb + m.dp.ranks - 1) / m.dp.ranks;
+            if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = sat_add(wb, m.dp.ranks - 1) / m.dp.ranks;
             int id = st_make(&m, wb, MEMEST_MEM_WEIGHTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
@@ -1320,7 +1410,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             bind(&m, i, id, false);
             m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen_w[i];
             if (m.rg[i]) {
-                param_bytes += vb(&m, v);
+                param_bytes = sat_add(param_bytes, vb(&m, v));
                 n_params++;
                 if (vb(&m, v) > max_param) max_param = vb(&m, v);
             }
@@ -1336,8 +1426,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     bool train = s->mode == MEMEST_RUN_TRAIN;
     int factor = train ? state_factor(s->optimizer) : 0, opt_state = -1;
     /* Adam keeps a float32 step counter per tensor too */
-    int64_t opt_bytes = param_bytes * factor + (s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 4 * n_params : 0);
-    if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1) opt_bytes = (opt_bytes + m.dp.ranks - 1) / m.dp.ranks;
+    int64_t opt_bytes = sat_add(sat_mul(param_bytes, factor), s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? sat_mul(4, n_params) : 0);
+    if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1) opt_bytes = sat_add(opt_bytes, m.dp.ranks - 1) / m.dp.ranks;
     if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
         if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[opt_state].persistent = true;
@@ -1352,7 +1442,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         int64_t ob = vb(&m, &g->v[ov]);
         /* cross_entropy is on autocast's fp32 list: a float32 copy of the
          * output feeds log_softmax, whose float32 result is kept */
-        int64_t ob32 = me_shape_numel(&g->v[ov].shape) * (me_dtype_size(g->v[ov].dtype) > 4 ? me_dtype_size(g->v[ov].dtype) : 4);
+        int64_t ob32 = sat_mul(me_shape_numel(&g->v[ov].shape) > 0 ? me_shape_numel(&g->v[ov].shape) : 0, me_dtype_size(g->v[ov].dtype) > 4 ? me_dtype_size(g->v[ov].dtype) : 4);
         if (!s->amp) ob32 = ob;
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
@@ -1407,7 +1497,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
                   : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
         /* the update runs on this rank's shard of the state, one
          * parameter with a gradient after the other */
-        int t = note_open(&m, temps * (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? (max_param + m.dp.ranks - 1) / m.dp.ranks : max_param));
+        int t = note_open(&m, sat_mul(temps, m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? sat_add(max_param, m.dp.ranks - 1) / m.dp.ranks : max_param));
         for (int i = 0, k = 0; heard(&m, ME_TL_RUN) && s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
             if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
                 MeTlEvent r = event(ME_TL_RUN);
@@ -1429,7 +1519,14 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             for (int i = 0; i < m.nst; i++)
                 if (!m.st[i].persistent) st_free(&m, i);
     }
-    if (m.failed) rc = ME_ENOMEM;
+    if (m.too_big) {
+        const MeNode *tn = m.too_big_node >= 0 ? &g->n[m.too_big_node] : NULL;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: %s%s%s%s%s: the memory in use would pass %lld bytes (1 EiB), which no device holds; the model's shapes are not plausible",
+                     g->path, tn ? "node '" : "", tn ? tn->name : m.too_big_phase == MEMEST_PHASE_OPTIMIZER ? "the optimizer step" : "the weights, inputs or loss",
+                     tn ? "' (" : "", tn ? tn->op : "", tn ? ")" : "", (long long)ME_SIM_MAX_BYTES);
+        rc = ME_EINVAL;
+    } else if (m.failed) rc = ME_ENOMEM;
     out->end = (uint64_t)stats.total;
     out->peak_allocated = out->peak;
     if (alloc) {
@@ -1495,12 +1592,52 @@ static void *run_step(void *p)
     return NULL;
 }
 
+/* What the timeline assumed for the nodes it cannot model (opaque()):
+ * empty when there are none. Said in the reports and on stderr, loudest
+ * when an output's size is unknown and counted as 0 bytes. */
+static void assumptions(const MeGraph *g, char *buf, size_t len)
+{
+    int nodes = 0, unknown = 0, unsized = 0, first = -1, first_unsized = -1;
+    for (int ni = 0; ni < g->nn; ni++) {
+        const MeNode *n = &g->n[ni];
+        if (!opaque(g, n) || (n->desc && me_node_skipped(g, n))) continue;
+        nodes++;
+        if (!n->desc) {
+            unknown++;
+            if (first < 0) first = ni;
+        }
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && !g->v[n->out[k]].known) {
+                unsized++;
+                if (first_unsized < 0) first_unsized = n->out[k];
+            }
+    }
+    buf[0] = 0;
+    if (!nodes) return;
+    size_t at = 0;
+    int w = snprintf(buf, len, "%d node(s) not modelled (%d of an unknown op", nodes, unknown);
+    if (w > 0 && (size_t)w < len) at = (size_t)w;
+    if (first >= 0 && at < len) {
+        w = snprintf(buf + at, len - at, ", first '%.60s' (%.40s)", g->n[first].name, g->n[first].op);
+        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
+    }
+    if (at < len) {
+        w = snprintf(buf + at, len - at, "%s): their outputs are sized from inferred or declared shapes; they keep nothing for "
+                     "backward and pass no gradient", nodes > unknown ? "; the rest below one, shapes unknown" : "");
+        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
+    }
+    if (unsized && at < len)
+        snprintf(buf + at, len - at, "; WARNING: %d output(s) of unknown shape counted as 0 bytes (first '%.60s'), so the figures may be too low",
+                 unsized, g->v[first_unsized].name);
+}
+
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)
 {
     me_memory_result_free(r);
     r->settings = *s;
     r->n_mem = 0;
     r->skipped[0] = 0;
+    assumptions(&model->g, r->assumed, sizeof(r->assumed));
     int steps = s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE ? 2 : 1;
     StepJob job[2];
     for (int k = 0; k < steps; k++) {
@@ -1551,6 +1688,11 @@ int memest_set_memory(MemestAnalysis *a, const MemestMemorySettings *s, char *er
     }
     a->has_memory = true;
     return me_memory_run(a->model, s, &a->memory, err, errlen);
+}
+
+const char *memest_memory_note(const MemestAnalysis *a)
+{
+    return a && a->has_memory ? a->memory.assumed : "";
 }
 
 int memest_memory_steps(const MemestAnalysis *a, MemestMemory *out, int max)

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "load/load.h"
 #include "model.h"
@@ -18,22 +19,26 @@ void memest_analyze_default_settings(MemestAnalyzeSettings *s) { *s = (MemestAna
 static bool blank(int ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
 
 /* JSON: a name ending in .json, or text whose first non-blank byte is '{'
- * (data, or the file at path when data is NULL). */
-static bool looks_like_json(const char *name, const uint8_t *data, size_t n, const char *path)
+ * (data, or the file at path when data is NULL). 1 JSON, 0 not, or an
+ * error: a path that is no regular file (a FIFO would block) is refused
+ * here, before either loader opens it. */
+static int looks_like_json(const char *name, const uint8_t *data, size_t n, const char *path, MeDiag *d)
 {
-    size_t l = strlen(name);
-    if (l >= 5 && !strcmp(name + l - 5, ".json")) return true;
     int ch = EOF;
     if (data) {
         size_t i = 0;
         while (i < n && blank(data[i])) i++;
         ch = i < n ? data[i] : EOF;
     } else {
-        FILE *f = fopen(path, "rb");
-        if (!f) return false;
+        int fd = me_open_regular(path, name, d);
+        if (fd < 0) return fd;
+        FILE *f = fdopen(fd, "rb");
+        if (!f) { close(fd); return ME_ENOMEM; }
         while (blank(ch = fgetc(f))) {}
         fclose(f);
     }
+    size_t l = strlen(name);
+    if (l >= 5 && !strcmp(name + l - 5, ".json")) return 1;
     return ch == '{';
 }
 
@@ -115,8 +120,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     m->threads = s && s->threads;
     int rc = me_graph_init(&m->g, name);
     if (rc >= 0) {
-        bool json = looks_like_json(name, src->data, src->len, src->path);
-        rc = json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
+        int json = looks_like_json(name, src->data, src->len, src->path, &d);
+        rc = json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
     if (rc >= 0) rc = keep_binding(m, s);
     if (rc >= 0 && !(m->unbound = me_malloc(sizeof(MeInputState) * (size_t)(m->g.n_inputs + 1)))) rc = ME_ENOMEM;
@@ -294,11 +299,11 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
     for (int i = 0; i < g->nv; i++) {
         const MeValue *v = &g->v[i];
         if (v->kind != ME_V_INIT || !v->n_uses) continue;
-        int64_t n = me_shape_numel(&v->shape);
+        int64_t n = v->sparse ? v->nnz : me_shape_numel(&v->shape); /* sparse: its stored values */
         if (n < 0) continue;
         if (v->role == ME_R_PARAM) {
             t.params = me_sadd(t.params, (uint64_t)n);
-            t.param_bytes = me_sadd(t.param_bytes, me_smul((uint64_t)n, (uint64_t)me_dtype_size(v->dtype)));
+            t.param_bytes = me_sadd(t.param_bytes, (v->sparse ? v->sparse_bytes : me_dtype_bytes(v->dtype, n)));
         } else if (v->role == ME_R_BUFFER) {
             t.buffers = me_sadd(t.buffers, (uint64_t)n);
         }

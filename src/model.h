@@ -48,6 +48,7 @@ typedef struct MeMemResult {
     MemestMemory mem[2];
     int n_mem;
     char skipped[256];   /* why no timeline, when an unknown op prevents it */
+    char assumed[512];   /* what the timeline assumed for nodes it cannot model (unknown ops); "" none */
     MemestSeriesPoint *series[2];
     int n_series[2], cap_series[2];
 } MeMemResult;
@@ -78,8 +79,8 @@ void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *out);
 bool me_convention_covers(MemestConvention conv, MeCostClass cls);
 /* Positions until which Python's module scopes hold each value (memory.c). */
 int me_scope_holds(const MeGraph *g, int *hold_end);
-/* Runs the timeline for s into r (memory.c). An unknown op leaves it out
- * (r->n_mem 0, r->skipped says why) and is not an error. */
+/* Runs the timeline for s into r (memory.c). An unknown op is modelled by
+ * its outputs alone (r->assumed says so) and is not an error. */
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen);
 void me_memory_result_free(MeMemResult *r);
 /* What a step needs on a GPU (capacity.c): the largest of the steps. */

@@ -212,6 +212,73 @@ static void assign_roles(MeGraph *g)
     }
 }
 
+/* A float tensor in a Constant node that a contraction (MatMul, Gemm,
+ * Conv) reads as an operand, or any op in a weight slot, is a weight
+ * PyTorch holds as a parameter, like an initializer there: it becomes a
+ * stored tensor (kind ME_V_INIT, producer still the Constant node, which
+ * then runs nothing). Roles decide, as for initializers; scalars and
+ * constants of other ops (eps, exponents, scales) stay constants. The
+ * tensor's contents are never read for this. Returns how many. */
+static int weights_in_constants(MeGraph *g)
+{
+    int found = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        if (!n->desc) continue;
+        size_t len = strlen(n->desc->roles);
+        MeCostClass cls = n->desc->cls;
+        bool contraction = cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_CONV || cls == ME_C_CONVT;
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0) continue;
+            MeValue *v = &g->v[n->in[k]];
+            if (v->from_constant) { found++; continue; }
+            if (v->producer < 0 || v->kind == ME_V_INIT || !me_node_is_constant(&g->n[v->producer])) continue;
+            char r = len ? n->desc->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
+            if (r != 'w' && !(r == 'x' && contraction)) continue;
+            const MeNode *c = &g->n[v->producer];
+            const MeAttr *a = c->n_attr > 0 && c->attr[0].type == ME_A_TENSOR ? &c->attr[0] : NULL;
+            const MeValue *t = a && a->tensor >= 0 ? &g->v[a->tensor] : NULL;
+            if (!t || !t->known || t->shape.rank < 1 || !me_dtype_is_float(t->dtype)) continue;
+            v->kind = ME_V_INIT;
+            v->role = ME_R_PARAM;
+            v->dtype = t->dtype;
+            v->shape = t->shape;
+            v->known = true;
+            v->from_constant = true;
+            v->sparse = t->sparse;
+            v->nnz = t->nnz;
+            v->sparse_bytes = t->sparse_bytes;
+            found++;
+        }
+    }
+    return found;
+}
+
+/* A value's declared shape (MeValue.decl), its symbolic dims resolved by
+ * name from the bound graph inputs ("batch" is what the input's dim named
+ * "batch" was bound to); unresolved names leave the value as it was. */
+static void declared_shape(MeGraph *g, MeValue *v)
+{
+    if (!v->has_decl) return;
+    MeShape s = v->decl;
+    for (int k = 0; k < s.rank; k++) {
+        if (s.d[k] >= 0) continue;
+        const char *name = v->sym ? v->sym[k] : NULL;
+        for (int i = 0; name && i < g->n_inputs && s.d[k] < 0; i++) {
+            const MeValue *in = &g->v[g->inputs[i]];
+            for (int j = 0; in->sym && j < in->shape.rank; j++)
+                if (in->sym[j] && !strcmp(in->sym[j], name) && in->shape.d[j] >= 0) {
+                    s.d[k] = in->shape.d[j];
+                    break;
+                }
+        }
+        if (s.d[k] < 0) return;
+    }
+    v->shape = s;
+    v->dtype = v->decl_dtype;
+    v->known = true;
+}
+
 void me_shapes_reset(MeGraph *g)
 {
     for (int i = 0; i < g->nv; i++) {
@@ -240,13 +307,19 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
             return me_fail(&c, "memest knows this op from opset %d on; the model imports opset %d", since, g->opset);
         }
     }
+    weights_in_constants(g);
     assign_roles(g);
     int64_t folded = 0;
     for (int oi = 0; oi < g->nn; oi++) {
         MeNode *n = &g->n[g->order[oi]];
         MeCtx c = { .g = g, .d = d, .n = n };
         const MeOpDesc *desc = n->desc;
-        if (!desc) continue; /* unknown op: outputs keep what the file said */
+        if (n->n_out && n->out[0] >= 0 && g->v[n->out[0]].from_constant) continue; /* a weight: set above */
+        if (!desc) { /* unknown op: outputs keep what the file said */
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] >= 0) declared_shape(g, &g->v[n->out[k]]);
+            continue;
+        }
         int n_in = n->n_in;
         while (n_in > 0 && n->in[n_in - 1] < 0) n_in--;
         if (n_in < desc->min_in || (desc->max_in != ME_VARIADIC && n_in > desc->max_in))
@@ -267,6 +340,14 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
         }
         int rc = desc->infer(&c);
         if (rc < 0) return rc;
+        if ((desc->flags & ME_OPF_CONSTANT) && n->n_attr && n->attr[0].type == ME_A_TENSOR && n->attr[0].tensor >= 0 && n->n_out &&
+            n->out[0] >= 0 && g->v[n->attr[0].tensor].sparse) { /* a sparse Constant's output is sparse too */
+            const MeValue *t = &g->v[n->attr[0].tensor];
+            MeValue *o = &g->v[n->out[0]];
+            o->sparse = true;
+            o->nnz = t->nnz;
+            o->sparse_bytes = t->sparse_bytes;
+        }
         for (int k = 0; k < n->n_out; k++) {
             MeValue *v = me_out(&c, k);
             if (!v || !v->has_val) continue;

@@ -278,14 +278,20 @@ MEMEST_API int memest_memory(const MemestModel *model, const MemestMemorySetting
 
 /* Adds the memory simulation the reports show to the analysis (replacing an
  * earlier one): the chosen mode, and for training both step 1 and step 2.
- * An unknown op leaves it out (the reports say why); that is not an error.
- * MEMEST_ERR_STALE when the model was re-bound since the analysis. */
+ * An unknown op is modelled by its outputs alone (memest_memory_note says
+ * what was assumed); that is not an error. MEMEST_ERR_STALE when the model was re-bound since the analysis. */
 MEMEST_API int memest_set_memory(MemestAnalysis *analysis, const MemestMemorySettings *s, char *err, size_t errlen);
 
 /* The simulated steps of the analysis' memory: copies up to max of them to
  * out and returns how many there are (training 2: step 1 and the steady
  * state; 0 without memest_set_memory or when it was left out). */
 MEMEST_API int memest_memory_steps(const MemestAnalysis *analysis, MemestMemory *out, int max);
+
+/* What the memory timeline assumed for nodes it cannot model (an unknown
+ * op: its outputs sized from declared or inferred shapes, nothing kept for
+ * backward, no gradient through it; an output of unknown shape counted as
+ * 0 bytes); "" when it modelled every node. Callers should show it. */
+MEMEST_API const char *memest_memory_note(const MemestAnalysis *analysis);
 
 /* One point of the simulated timeline: live bytes by category just after
  * an allocation or inside an op (op temporaries counted as "temporary"). */

@@ -333,6 +333,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "memest: %s\n", err);
         goto end;
     }
+    if (*memest_memory_note(an)) fprintf(stderr, "memest: note: memory timeline: %s\n", memest_memory_note(an));
     if (gpu) memest_set_device(an, gpu, ms.amp || (ls.dtype && strcmp(ls.dtype, "float32") && strcmp(ls.dtype, "fp32")));
     if (max_batch) {
         MemestMaxBatch mb;

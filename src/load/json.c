@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -651,8 +652,10 @@ static int load_outputs(JCtx *j, const cJSON *root)
 /* file is opened, path named in messages */
 static int read_file(const char *file, const char *path, char **buf, size_t *len, MeDiag *d)
 {
-    FILE *f = fopen(file, "rb");
-    if (!f) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = me_open_regular(file, path, d);
+    if (fd < 0) return fd;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno)); }
     char *b = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;

@@ -17,6 +17,12 @@ typedef struct MeSource {
     bool threads;    /* a helper thread may prefault a big graph's arrays */
 } MeSource;
 
+/* Opens a model file for reading: O_NONBLOCK, so a FIFO or a device
+ * cannot block the open itself, then anything but a regular file
+ * (FIFO, device, directory, socket) is refused with a message naming
+ * path. Returns the descriptor (blocking again), or a negative ME_E*. */
+int me_open_regular(const char *file, const char *path, MeDiag *d);
+
 int me_load_json(MeGraph *g, const MeSource *src, MeDiag *d);
 int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d);
 /* After loading from memory: the caller's bytes are gone; initializer

@@ -138,7 +138,38 @@ typedef struct OCtx {
     MeDiag *d;
     Reader *r;
     bool threads;    /* a helper thread may prefault a big graph's arrays */
+    int *gen, ngen, cap_gen; /* nodes whose name memest made up (unnamed in the file) */
+    struct Func *fn;         /* the model's local functions (FunctionProto) */
+    int nfn;
 } OCtx;
+
+/* A model-local function (ModelProto.functions): nodes calling it by
+ * domain and name are replaced by its body, inlined. */
+typedef struct Func {
+    char *name, *domain;
+    char **in, **out;
+    int n_in, n_out;
+    PbField *nodes;       /* its NodeProtos, in the file */
+    int n_nodes;
+    Onnx__AttributeProto **defaults; /* attribute_proto: defaults for ref_attr_name */
+    int n_defaults;
+} Func;
+
+/* One call being inlined: formal inputs and outputs are the call's
+ * values, other names get the call's prefix, attribute references
+ * (ref_attr_name) read the call's attributes. */
+typedef struct Call {
+    const Func *fn;
+    const struct Call *parent;
+    int *in, *out;
+    int n_in, n_out;
+    Onnx__AttributeProto *attrs; /* shallow copies, names as the call gives them */
+    int n_attrs;
+    const char *prefix;  /* the call node's full name */
+    int depth;
+} Call;
+
+#define ME_MAX_CALL_DEPTH 16 /* nested function calls (a recursive function never ends) */
 
 static int bad(OCtx *o, const char *what)
 {
@@ -167,14 +198,22 @@ static int read_message(OCtx *o, const PbField *f, const uint8_t **data, uint8_t
 
 enum { ENC_NONE = 0, ENC_RAW, ENC_FLOAT, ENC_DOUBLE, ENC_VARINT, ENC_UVARINT };
 
+/* Element types whose contents shape inference may read (shapes, axes,
+ * scales): whole bytes, int or float32/64. Half, 8-bit float, 4-bit,
+ * complex and string tensors are never shapes. */
+static bool decodable(MeDType t)
+{
+    return t == ME_DT_F32 || t == ME_DT_F64 || t == ME_DT_BOOL || (t >= ME_DT_U8 && t <= ME_DT_I64 && t != ME_DT_STRING) ||
+           t == ME_DT_U32 || t == ME_DT_U64;
+}
+
 static int decode_tensor(MeGraph *g, int vi, MeDiag *d)
 {
     Reader *r = g->loader;
     MeValue *v = &g->v[vi];
     int64_t n = me_shape_numel(&v->shape);
     if (!r || v->mat_enc == ENC_NONE || n < 0 || n > ME_MAX_FOLD || v->mat_len > 10 * ME_MAX_FOLD) return 0;
-    if (v->dtype == ME_DT_F16 || v->dtype == ME_DT_BF16 || v->dtype == ME_DT_STRING || (v->dtype >= ME_DT_C64 && v->dtype <= ME_DT_C128))
-        return 0; /* never needed to compute shapes */
+    if (!decodable(v->dtype)) return 0; /* never needed to compute shapes */
     uint8_t *data = me_malloc((size_t)v->mat_len + 1);
     if (!data) return ME_ENOMEM;
     if (rd_copy(r, (uint64_t)v->mat_off, (size_t)v->mat_len, data) < 0) {
@@ -310,9 +349,9 @@ static int load_initializer(OCtx *o, uint64_t off, uint64_t len, int index)
         me_free(nm);
         return rc;
     }
-    if (enc == ENC_RAW && !has_ext && location != 1 && es && (int64_t)data_len != numel * es) {
-        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': raw_data has %llu bytes, its shape needs %lld",
-                          o->g->path, nm, (unsigned long long)data_len, (long long)(numel * es));
+    if (enc == ENC_RAW && !has_ext && location != 1 && es && data_len != me_dtype_bytes((MeDType)dtype, numel)) {
+        int rc = me_error(o->d, ME_EINVAL, "%s: initializer '%s': raw_data has %llu bytes, its shape needs %llu",
+                          o->g->path, nm, (unsigned long long)data_len, (unsigned long long)me_dtype_bytes((MeDType)dtype, numel));
         me_free(nm);
         return rc;
     }
@@ -341,6 +380,76 @@ static int load_initializer(OCtx *o, uint64_t off, uint64_t len, int index)
     return 0;
 }
 
+/* The header of a TensorProto at the wire level: dims, data type, name. */
+static int scan_tensor(OCtx *o, uint64_t off, uint64_t len, MeShape *s, int64_t *dtype, uint64_t *name_off, uint64_t *name_len, const char *what)
+{
+    uint64_t cur = off, end = off + len;
+    PbField f = { 0 };
+    int r;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        if (f.num == 1 && (r = scan_dims(o, &f, s, what)) < 0) return r;
+        if (f.num == 2 && f.wt == 0) *dtype = (int64_t)f.v;
+        if (f.num == 8 && f.wt == 2) { *name_off = f.off; *name_len = f.len; }
+    }
+    return r < 0 ? bad(o, what) : 0;
+}
+
+/* A sparse initializer (SparseTensorProto: values [NNZ], indices [NNZ] or
+ * [NNZ, rank], dense dims). Ops see its dense shape; what PyTorch holds
+ * of a sparse COO tensor is its values and its indices, so its memory
+ * and parameter count are those (MeValue.sparse). Data is never read. */
+static int load_sparse_initializer(OCtx *o, const PbField *fld, int index)
+{
+    uint64_t cur = fld->off, end = fld->off + fld->len;
+    PbField f = { 0 };
+    MeShape dense = { 0 }, vs = { 0 }, is = { 0 };
+    int64_t vt = 0, it = 0;
+    uint64_t name_off = 0, name_len = 0, dummy_off = 0, dummy_len = 0;
+    bool has_values = false, has_indices = false;
+    char what[64];
+    snprintf(what, sizeof(what), "sparse initializer %d", index);
+    int r;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        if (f.num == 1 && f.wt == 2) {
+            has_values = true;
+            if ((r = scan_tensor(o, f.off, f.len, &vs, &vt, &name_off, &name_len, what)) < 0) return r;
+        } else if (f.num == 2 && f.wt == 2) {
+            has_indices = true;
+            if ((r = scan_tensor(o, f.off, f.len, &is, &it, &dummy_off, &dummy_len, what)) < 0) return r;
+        } else if (f.num == 3 && (r = scan_dims(o, &f, &dense, what)) < 0) {
+            return r;
+        }
+    }
+    if (r < 0) return bad(o, what);
+    const uint8_t *name = name_len && name_len <= ME_MAX_NAME ? rd_peek(o->r, name_off, (size_t)name_len) : NULL;
+    if (!has_values || !has_indices || !name || memchr(name, 0, (size_t)name_len) || !me_utf8_valid_n((const char *)name, (size_t)name_len))
+        return me_error(o->d, ME_EINVAL, "%s: %s needs values (with a UTF-8 name) and indices", o->g->path, what);
+    int nl = (int)name_len;
+    if (vt <= 0 || vt >= ME_DT_COUNT || it != ME_DT_I64)
+        return me_error(o->d, ME_EINVAL, "%s: sparse initializer '%.*s': values of data_type %lld, indices of %lld (int64 needed)",
+                        o->g->path, nl, name, (long long)vt, (long long)it);
+    int64_t nnz = vs.rank == 1 ? vs.d[0] : -1, in = me_shape_numel(&is), dn = me_shape_numel(&dense);
+    bool ok = nnz >= 0 && in >= 0 && dn >= 0 && nnz <= dn && (is.rank == 1 || is.rank == 2) && is.d[0] == nnz &&
+              (is.rank == 1 || is.d[1] == dense.rank);
+    for (int k = 0; k < dense.rank; k++) ok = ok && dense.d[k] >= 0 && dense.d[k] <= ME_MAX_DIM;
+    if (!ok)
+        return me_error(o->d, ME_EINVAL, "%s: sparse initializer '%.*s': values, indices and dims do not agree (values [NNZ], indices [NNZ] or [NNZ, rank])",
+                        o->g->path, nl, name);
+    if (me_strmap_get_n(&o->g->names, (const char *)name, (size_t)name_len) >= 0)
+        return me_error(o->d, ME_EINVAL, "%s: initializer '%.*s' is defined twice", o->g->path, nl, name);
+    int vi, rc = me_graph_value_n(o->g, (const char *)name, (size_t)name_len, &vi);
+    if (rc < 0) return rc;
+    MeValue *v = &o->g->v[vi];
+    v->kind = ME_V_INIT;
+    v->dtype = (MeDType)vt;
+    v->shape = dense;
+    v->known = true;
+    v->sparse = true;
+    v->nnz = nnz;
+    v->sparse_bytes = me_sadd(me_dtype_bytes((MeDType)vt, nnz), me_dtype_bytes(ME_DT_I64, in));
+    return 0;
+}
+
 /* --- attributes and Constant tensors (already unpacked by protobuf-c) --- */
 
 static int tensor_from_proto(OCtx *o, const Onnx__TensorProto *t, const char *base, int *vi)
@@ -364,6 +473,7 @@ static int tensor_from_proto(OCtx *o, const Onnx__TensorProto *t, const char *ba
     int64_t n = me_shape_numel(&s);
     if (n < 0 || n > ME_MAX_FOLD) return 0;
     int es = me_dtype_size(v->dtype);
+    if (!decodable(v->dtype)) return 0; /* never a shape: its size is what counts */
     if (t->has_raw_data) {
         if (!es || (int64_t)t->raw_data.len != n * es) return 0;
         int64_t iv[64];
@@ -446,6 +556,37 @@ static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
         int vi, rc = tensor_from_proto(o, a->t, base, &vi);
         if (rc < 0) return rc;
         if (!(m = me_node_add_attr(n, a->name, ME_A_TENSOR))) return ME_ENOMEM;
+        m->tensor = vi;
+        return 0;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR: {
+        /* a sparse Constant: its dense shape for the ops, values and
+         * indices for memory (as a sparse initializer) */
+        const Onnx__SparseTensorProto *sp = a->sparse_tensor;
+        if (!sp || !sp->values || !sp->indices || sp->n_dims > ME_MAX_RANK || sp->values->n_dims != 1 ||
+            (sp->indices->n_dims != 1 && sp->indices->n_dims != 2) || sp->indices->dims[0] != sp->values->dims[0] ||
+            (sp->indices->n_dims == 2 && sp->indices->dims[1] != (int64_t)sp->n_dims))
+            return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s': a sparse tensor needs values [NNZ], indices [NNZ] or [NNZ, rank] and dims",
+                            o->g->path, n->name, a->name);
+        Onnx__TensorProto dense = *sp->values;
+        dense.n_dims = sp->n_dims;
+        dense.dims = sp->dims;
+        dense.has_raw_data = false;
+        dense.n_float_data = dense.n_int32_data = dense.n_int64_data = dense.n_double_data = dense.n_uint64_data = 0;
+        char base[2 * ME_MAX_NAME + 2];
+        snprintf(base, sizeof(base), "%s/%s", n->name, a->name);
+        int vi, rc = tensor_from_proto(o, &dense, base, &vi);
+        if (rc < 0) return rc;
+        MeValue *v = &o->g->v[vi];
+        int64_t nnz = sp->values->dims[0], dn = me_shape_numel(&v->shape), in = 1;
+        for (size_t k = 0; k < sp->indices->n_dims; k++) in = sp->indices->dims[k] >= 0 && me_mul64(in, sp->indices->dims[k], &in) ? in : -1;
+        if (nnz < 0 || dn < 0 || nnz > dn || in < 0)
+            return me_error(o->d, ME_EINVAL, "%s: node '%s': attribute '%s': a sparse tensor of %lld values in %lld elements",
+                            o->g->path, n->name, a->name, (long long)nnz, (long long)dn);
+        v->sparse = true;
+        v->nnz = nnz;
+        v->sparse_bytes = me_sadd(me_dtype_bytes(v->dtype, nnz), me_dtype_bytes(ME_DT_I64, in));
+        if (!(m = me_node_add_attr(n, "value", ME_A_TENSOR))) return ME_ENOMEM;
         m->tensor = vi;
         return 0;
     }
@@ -602,7 +743,61 @@ static void prefetch_names(OCtx *o, const PbField *fld, unsigned fields)
 /* NodeProto is read at the wire level: its names go straight from the
  * read window into the graph (no protobuf-c copy to make and free, a
  * million times over); only attributes are unpacked by protobuf-c. */
-static int load_node(OCtx *o, const PbField *fld, int index)
+static int inline_call(OCtx *o, const Func *fn, const Call *parent, const uint8_t *data, size_t len, const char *name, size_t name_len);
+
+static const Func *find_func(const OCtx *o, const char *op, size_t op_len, const char *domain, size_t domain_len)
+{
+    for (int i = 0; i < o->nfn; i++) {
+        const Func *fn = &o->fn[i];
+        if (strlen(fn->name) == op_len && !memcmp(fn->name, op, op_len) && strlen(fn->domain) == domain_len && !memcmp(fn->domain, domain, domain_len))
+            return fn;
+    }
+    return NULL;
+}
+
+/* Value for name[0..len) as the node at call's level means it: a formal
+ * input or output is the call's own value (1: the call left it out), other
+ * names are prefixed with the call's name. */
+static int map_name(OCtx *o, const Call *call, const char *name, size_t len, int *vi)
+{
+    if (!call) return me_graph_value_n(o->g, name, len, vi);
+    for (int i = 0; i < call->fn->n_in; i++)
+        if (strlen(call->fn->in[i]) == len && !memcmp(call->fn->in[i], name, len)) {
+            *vi = i < call->n_in ? call->in[i] : -1;
+            return *vi >= 0 ? 0 : 1;
+        }
+    for (int i = 0; i < call->fn->n_out; i++)
+        if (strlen(call->fn->out[i]) == len && !memcmp(call->fn->out[i], name, len)) {
+            *vi = i < call->n_out ? call->out[i] : -1;
+            return *vi >= 0 ? 0 : 1;
+        }
+    size_t pl = strlen(call->prefix);
+    char *full = me_malloc(pl + 1 + len + 1);
+    if (!full) return ME_ENOMEM;
+    memcpy(full, call->prefix, pl);
+    full[pl] = '/';
+    memcpy(full + pl + 1, name, len);
+    int rc = me_graph_value_n(o->g, full, pl + 1 + len, vi);
+    me_free(full);
+    return rc;
+}
+
+/* The attribute a function body's reference (ref_attr_name) stands for:
+ * the call's, else the function's default; NULL: absent. */
+static const Onnx__AttributeProto *ref_attr(const Call *call, const char *ref)
+{
+    for (int i = 0; i < call->n_attrs; i++)
+        if (call->attrs[i].name && !strcmp(call->attrs[i].name, ref)) return &call->attrs[i];
+    for (int i = 0; i < call->fn->n_defaults; i++)
+        if (call->fn->defaults[i]->name && !strcmp(call->fn->defaults[i]->name, ref)) return call->fn->defaults[i];
+    return NULL;
+}
+
+static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call);
+
+static int load_node(OCtx *o, const PbField *fld, int index) { return load_node_in(o, fld, index, NULL); }
+
+static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call)
 {
     const uint8_t *data;
     uint8_t *buf;
@@ -646,6 +841,9 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         snprintf(fallback, sizeof(fallback), "%.*s_%d", op_len && op_len < 40 ? (int)op_len : 4, op_len && op_len < 40 ? op : "node", index);
         name = fallback;
         name_len = strlen(fallback);
+        /* noted: unique_names makes sure no explicit name equals it */
+        if (!call && me_grow(&o->gen, &o->cap_gen, o->ngen + 1, sizeof(int)) < 0) { rc = ME_ENOMEM; goto end; }
+        if (!call) o->gen[o->ngen++] = o->g->nn;
     }
     utf8 = utf8 && me_utf8_valid_n(name, name_len) && me_utf8_valid_n(op, op_len) && me_utf8_valid_n(domain, domain_len);
     if (!utf8) {
@@ -661,8 +859,27 @@ static int load_node(OCtx *o, const PbField *fld, int index)
                       (int)(name_len < 200 ? name_len : 200), name, (int)(op_len < 64 ? op_len : 64), op, n_in, n_out, n_attr, ME_MAX_ATTRS);
         goto end;
     }
+    if (o->nfn) {
+        const Func *fn = find_func(o, op, op_len, domain, domain_len);
+        if (fn) {
+            rc = inline_call(o, fn, call, data, (size_t)fld->len, name, name_len);
+            goto end;
+        }
+    }
+    char *full = NULL;
+    if (call) { /* a function body's node: named under its call */
+        size_t pl = strlen(call->prefix);
+        if (!(full = me_malloc(pl + 1 + name_len + 1))) { rc = ME_ENOMEM; goto end; }
+        memcpy(full, call->prefix, pl);
+        full[pl] = '/';
+        memcpy(full + pl + 1, name, name_len);
+        name = full;
+        name_len += pl + 1;
+    }
     int ni;
-    if ((rc = me_graph_add_node_n(o->g, op, op_len, name, name_len, n_in, n_out, &ni)) < 0) goto end;
+    rc = me_graph_add_node_n(o->g, op, op_len, name, name_len, n_in, n_out, &ni);
+    me_free(full);
+    if (rc < 0) goto end;
     MeNode *n = &o->g->n[ni];
     if (domain_len && !(n->domain = me_graph_strndup(o->g, domain, domain_len))) { rc = ME_ENOMEM; goto end; }
     if (!(n->module = module_name(o->g, n->name))) { rc = ME_ENOMEM; goto end; }
@@ -672,7 +889,8 @@ static int load_node(OCtx *o, const PbField *fld, int index)
         if (f.num == 1 || f.num == 2) {
             int *slot = f.num == 1 ? &o->g->n[ni].in[ki++] : &o->g->n[ni].out[ko++];
             if (!f.len) continue; /* absent optional input or output */
-            if ((rc = me_graph_value_n(o->g, (const char *)f.p, f.len, &vi)) < 0) break;
+            if ((rc = map_name(o, call, (const char *)f.p, f.len, &vi)) < 0) break;
+            if (rc > 0) { rc = 0; continue; } /* a formal input the call left out */
             *slot = vi;
         } else if (f.num == 5) {
             if ((rc = graph_attr(o, &o->g->n[ni], f.p, f.len)) != 0) {
@@ -690,13 +908,196 @@ static int load_node(OCtx *o, const PbField *fld, int index)
                               o->g->path, o->g->n[ni].name, o->g->n[ni].op, o->g->n[ni].n_attr);
                 break;
             }
-            rc = convert_attr(o, &o->g->n[ni], ap);
+            if (call && ap->ref_attr_name && *ap->ref_attr_name) {
+                /* a reference to the call's attribute, under this name */
+                const Onnx__AttributeProto *ref = ref_attr(call, ap->ref_attr_name);
+                if (ref) {
+                    Onnx__AttributeProto tmp = *ref;
+                    tmp.name = ap->name;
+                    rc = convert_attr(o, &o->g->n[ni], &tmp);
+                }
+            } else {
+                rc = convert_attr(o, &o->g->n[ni], ap);
+            }
             onnx__attribute_proto__free_unpacked(ap, NULL);
         }
     }
 end:
     me_free(buf);
     return rc;
+}
+
+/* Inlines a call of fn (the call node's NodeProto in data[0..len)): its
+ * inputs and outputs and attributes are taken from data first, since
+ * reading the body moves the read window data may point into. */
+static int inline_call(OCtx *o, const Func *fn, const Call *parent, const uint8_t *data, size_t len, const char *name, size_t name_len)
+{
+    int depth = parent ? parent->depth + 1 : 1;
+    if (depth > ME_MAX_CALL_DEPTH)
+        return me_error(o->d, ME_EINVAL, "%s: node '%.*s': calls of local functions nest deeper than %d (function '%s' calls itself?)",
+                        o->g->path, (int)(name_len < 200 ? name_len : 200), name, ME_MAX_CALL_DEPTH, fn->name);
+    if (fn->n_nodes > ME_MAX_NODES - o->g->nn)
+        return me_error(o->d, ME_EINVAL, "%s: inlining local function '%s' makes more than %d nodes", o->g->path, fn->name, ME_MAX_NODES);
+    Call c = { .fn = fn, .parent = parent, .depth = depth };
+    Onnx__AttributeProto **owned = NULL;
+    int n_owned = 0, rc = 0;
+    size_t pl = parent ? strlen(parent->prefix) + 1 : 0;
+    char *prefix = me_malloc(pl + name_len + 1);
+    if (!prefix) return ME_ENOMEM;
+    if (parent) {
+        memcpy(prefix, parent->prefix, pl - 1);
+        prefix[pl - 1] = '/';
+    }
+    memcpy(prefix + pl, name, name_len);
+    prefix[pl + name_len] = 0;
+    c.prefix = prefix;
+    const uint8_t *cur = data, *end = data + len;
+    MemField f;
+    int n_in = 0, n_out = 0, n_attr = 0;
+    while (mem_next(&cur, end, &f) > 0) {
+        n_in += f.num == 1;
+        n_out += f.num == 2;
+        n_attr += f.num == 5;
+    }
+    c.in = me_malloc(sizeof(int) * (size_t)(n_in + 1));
+    c.out = me_malloc(sizeof(int) * (size_t)(n_out + 1));
+    c.attrs = me_calloc((size_t)n_attr + 1, sizeof(*c.attrs));
+    owned = me_calloc((size_t)n_attr + 1, sizeof(*owned));
+    if (!c.in || !c.out || !c.attrs || !owned) { rc = ME_ENOMEM; goto end; }
+    for (cur = data; rc >= 0 && mem_next(&cur, end, &f) > 0;) {
+        if (f.num == 1 || f.num == 2) {
+            int vi = -1;
+            if (f.len && (rc = map_name(o, parent, (const char *)f.p, f.len, &vi)) < 0) break;
+            if (rc > 0) { rc = 0; vi = -1; }
+            if (f.num == 1) c.in[c.n_in++] = vi;
+            else c.out[c.n_out++] = vi;
+        } else if (f.num == 5) {
+            Onnx__AttributeProto *ap = pb_too_deep(&onnx__attribute_proto__descriptor, f.p, f.len, 1) ? NULL
+                                     : onnx__attribute_proto__unpack(NULL, f.len, f.p);
+            if (!ap) {
+                rc = me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): an attribute is corrupt or nested too deep", o->g->path, prefix, fn->name);
+                break;
+            }
+            owned[n_owned++] = ap;
+            const Onnx__AttributeProto *val = ap;
+            if (parent && ap->ref_attr_name && *ap->ref_attr_name && !(val = ref_attr(parent, ap->ref_attr_name))) continue;
+            c.attrs[c.n_attrs] = *val;
+            c.attrs[c.n_attrs++].name = ap->name;
+        }
+    }
+    for (int i = 0; rc >= 0 && i < fn->n_nodes; i++) rc = load_node_in(o, &fn->nodes[i], i, &c);
+end:
+    for (int i = 0; i < n_owned; i++) onnx__attribute_proto__free_unpacked(owned[i], NULL);
+    me_free(owned);
+    me_free(c.attrs);
+    me_free(c.in);
+    me_free(c.out);
+    me_free(prefix);
+    return rc;
+}
+
+/* A string field's bytes, copied (NUL-terminated, valid UTF-8), or NULL. */
+static char *field_str(OCtx *o, const PbField *f)
+{
+    if (f->wt != 2 || f->len > ME_MAX_NAME) return NULL;
+    const uint8_t *p = f->len ? rd_peek(o->r, f->off, (size_t)f->len) : (const uint8_t *)"";
+    if (!p || memchr(p, 0, (size_t)f->len) || !me_utf8_valid_n((const char *)p, (size_t)f->len)) return NULL;
+    return me_strndup((const char *)p, (size_t)f->len);
+}
+
+/* FunctionProto at the wire level: name 1, input 4, output 5, node 7,
+ * domain 10, attribute_proto 11 (defaults); its nodes stay in the file. */
+static int load_function(OCtx *o, const PbField *fld, Func *fn)
+{
+    uint64_t cur = fld->off, end = fld->off + fld->len;
+    PbField f;
+    int r, cap_in = 0, cap_out = 0, cap_nodes = 0, cap_def = 0;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        if (f.wt != 2) continue;
+        char *str = NULL;
+        if ((f.num == 1 || f.num == 4 || f.num == 5 || f.num == 10) && !(str = field_str(o, &f)))
+            return me_error(o->d, ME_EINVAL, "%s: a local function has a name, input, output or domain that is not a valid string", o->g->path);
+        if (f.num == 1) { me_free(fn->name); fn->name = str; }
+        else if (f.num == 10) { me_free(fn->domain); fn->domain = str; }
+        else if (f.num == 4 || f.num == 5) {
+            char ***arr = f.num == 4 ? &fn->in : &fn->out;
+            int *n = f.num == 4 ? &fn->n_in : &fn->n_out, *cap = f.num == 4 ? &cap_in : &cap_out;
+            if (*n >= 4096 || me_grow(arr, cap, *n + 1, sizeof(char *)) < 0) { me_free(str); return *n >= 4096 ? bad(o, "function") : ME_ENOMEM; }
+            (*arr)[(*n)++] = str;
+        } else if (f.num == 7) {
+            if (fn->n_nodes >= ME_MAX_NODES || me_grow(&fn->nodes, &cap_nodes, fn->n_nodes + 1, sizeof(PbField)) < 0) return ME_ENOMEM;
+            fn->nodes[fn->n_nodes++] = f;
+        } else if (f.num == 11) {
+            const uint8_t *data;
+            uint8_t *buf;
+            int rc = read_message(o, &f, &data, &buf);
+            if (rc < 0) return rc;
+            Onnx__AttributeProto *ap = pb_too_deep(&onnx__attribute_proto__descriptor, data, (size_t)f.len, 1) ? NULL
+                                     : onnx__attribute_proto__unpack(NULL, (size_t)f.len, data);
+            me_free(buf);
+            if (!ap) return bad(o, "function attribute");
+            if (fn->n_defaults >= ME_MAX_ATTRS || me_grow(&fn->defaults, &cap_def, fn->n_defaults + 1, sizeof(*fn->defaults)) < 0) {
+                onnx__attribute_proto__free_unpacked(ap, NULL);
+                return fn->n_defaults >= ME_MAX_ATTRS ? bad(o, "function attributes") : ME_ENOMEM;
+            }
+            fn->defaults[fn->n_defaults++] = ap;
+        }
+    }
+    if (r < 0) return bad(o, "function");
+    if (!fn->name || !*fn->name) return me_error(o->d, ME_EINVAL, "%s: a local function has no name", o->g->path);
+    if (!fn->domain && !(fn->domain = me_strdup(""))) return ME_ENOMEM;
+    return 0;
+}
+
+static void free_functions(OCtx *o)
+{
+    for (int i = 0; i < o->nfn; i++) {
+        Func *fn = &o->fn[i];
+        for (int k = 0; k < fn->n_in; k++) me_free(fn->in[k]);
+        for (int k = 0; k < fn->n_out; k++) me_free(fn->out[k]);
+        for (int k = 0; k < fn->n_defaults; k++) onnx__attribute_proto__free_unpacked(fn->defaults[k], NULL);
+        me_free(fn->in);
+        me_free(fn->out);
+        me_free(fn->defaults);
+        me_free(fn->nodes);
+        me_free(fn->name);
+        me_free(fn->domain);
+    }
+    me_free(o->fn);
+    o->fn = NULL;
+    o->nfn = 0;
+}
+
+/* An unnamed node is called "<op>_<index>", which another node may carry
+ * as its explicit name (exporters write "Relu_1"): reports and --freeze
+ * patterns would then mean two nodes by one name. Explicit names are kept
+ * as the file has them; a made-up name that meets one (or an earlier
+ * made-up one) takes the first free "_2", "_3", ... suffix. */
+static int unique_names(OCtx *o)
+{
+    if (!o->ngen) return 0;
+    MeGraph *g = o->g;
+    MeStrMap taken = { 0 };
+    int rc = me_strmap_reserve(&taken, (uint32_t)g->nn);
+    int k = 0;
+    for (int i = 0; rc >= 0 && i < g->nn; i++) {
+        if (k < o->ngen && o->gen[k] == i) { k++; continue; }
+        rc = me_strmap_put(&taken, g->n[i].name, i);
+    }
+    for (k = 0; rc >= 0 && k < o->ngen; k++) {
+        MeNode *n = &g->n[o->gen[k]];
+        if (me_strmap_get(&taken, n->name) >= 0) {
+            char buf[96];
+            for (int s = 2;; s++) {
+                snprintf(buf, sizeof(buf), "%s_%d", n->name, s);
+                if (me_strmap_get(&taken, buf) < 0) break;
+            }
+            if (!(n->name = me_graph_strdup(g, buf)) || !(n->module = module_name(g, n->name))) { rc = ME_ENOMEM; break; }
+        }
+        rc = me_strmap_put(&taken, n->name, o->gen[k]);
+    }
+    me_strmap_free(&taken);
+    return rc < 0 ? ME_ENOMEM : 0;
 }
 
 /* Graph inputs/outputs/value_info: element type and shape, symbolic dims named. */
@@ -770,6 +1171,32 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
     } else if (which == 1) {
         if ((rc = me_graph_add_output(o->g, vi)) < 0) goto end;
     }
+    /* The declared shape, symbolic dims named, serves ops the registry
+     * lacks at whatever binding (shape.c resolves the names); a fully
+     * static one is their shape right away. */
+    if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->has_decl &&
+        tt->has_elem_type && tt->elem_type > 0 && tt->elem_type < ME_DT_COUNT) {
+        MeShape s = { .rank = (int)tt->shape->n_dim };
+        bool ok = true;
+        for (size_t k = 0; k < tt->shape->n_dim && ok; k++) {
+            const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+            s.d[k] = -1;
+            if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dm->dim_value >= 0 && dm->dim_value <= ME_MAX_DIM)
+                s.d[k] = dm->dim_value;
+            else ok = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param && *dm->dim_param;
+        }
+        for (size_t k = 0; k < tt->shape->n_dim && ok; k++) {
+            const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+            if (s.d[k] >= 0) continue;
+            if (!v->sym && !(v->sym = me_calloc(ME_MAX_RANK, sizeof(char *)))) { rc = ME_ENOMEM; goto end; }
+            if (!(v->sym[k] = me_strdup(dm->dim_param))) { rc = ME_ENOMEM; goto end; }
+        }
+        if (ok) {
+            v->has_decl = true;
+            v->decl = s;
+            v->decl_dtype = (MeDType)tt->elem_type;
+        }
+    }
     /* A fully static shape from the file serves ops the registry lacks. */
     if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->known) {
         bool ok = tt->has_elem_type && tt->elem_type > 0 && tt->elem_type < ME_DT_COUNT;
@@ -794,7 +1221,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
 {
     /* Collect field positions first: initializers must be known before
      * inputs and nodes, whatever order the writer chose. */
-    enum { S_NODE, S_INIT, S_INPUT, S_OUTPUT, S_VI, S_COUNT };
+    enum { S_NODE, S_INIT, S_INPUT, S_OUTPUT, S_VI, S_SPARSE, S_COUNT };
     MePrefault *prefault = NULL;
     PbField *spans[S_COUNT] = { NULL };
     int counts[S_COUNT] = { 0 }, caps[S_COUNT] = { 0 };
@@ -808,10 +1235,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
             if (!nm) { rc = bad(o, "graph name"); goto end; }
             if (!(o->g->name = me_strndup((const char *)nm, (size_t)f.len))) { rc = ME_ENOMEM; goto end; }
         }
-        if (f.num == 15) {
-            rc = me_error(o->d, ME_EINVAL, "%s: sparse initializers are not supported", o->g->path);
-            goto end;
-        }
+        if (f.num == 15) slot = S_SPARSE;
         if (slot < 0) continue;
         if (f.wt != 2) { rc = bad(o, "graph field"); goto end; }
         if (me_grow(&spans[slot], &caps[slot], counts[slot] + 1, sizeof(PbField)) < 0) { rc = ME_ENOMEM; goto end; }
@@ -843,11 +1267,13 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
         if (i + 8 < counts[S_INIT]) prefetch_names(o, &spans[S_INIT][i + 8], 1u << 8); /* TensorProto.name */
         rc = load_initializer(o, spans[S_INIT][i].off, spans[S_INIT][i].len, i);
     }
+    for (int i = 0; i < counts[S_SPARSE] && rc >= 0; i++) rc = load_sparse_initializer(o, &spans[S_SPARSE][i], i);
     for (int i = 0; i < counts[S_INPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_INPUT][i], 0, i);
     for (int i = 0; i < counts[S_NODE] && rc >= 0; i++) {
         if (i + 4 < counts[S_NODE]) prefetch_names(o, &spans[S_NODE][i + 4], 1u << 1 | 1u << 2); /* inputs, outputs */
         rc = load_node(o, &spans[S_NODE][i], i);
     }
+    if (rc >= 0) rc = unique_names(o);
     for (int i = 0; i < counts[S_OUTPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_OUTPUT][i], 1, i);
     for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, &spans[S_VI][i], 2, i);
     if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
@@ -872,17 +1298,84 @@ static int mark_functional(MeGraph *g)
     return 0;
 }
 
+/* ModelProto: opset, local functions, then the graph. */
+static int load_model(OCtx *o, const char *path)
+{
+    uint64_t cur = 0, end = o->r->size, graph_off = 0, graph_len = 0;
+    bool has_graph = false, any = false;
+    PbField f;
+    int r;
+    int64_t opset = -1;
+    while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
+        any = true;
+        if (f.num == 7 && f.wt == 2) {
+            has_graph = true;
+            graph_off = f.off;
+            graph_len = f.len;
+        } else if (f.num == 8 && f.wt == 2) {
+            const uint8_t *data;
+            uint8_t *p;
+            int rr = read_message(o, &f, &data, &p);
+            if (rr < 0) return rr;
+            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, data);
+            me_free(p);
+            if (!op) return bad(o, "opset_import");
+            if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
+            onnx__operator_set_id_proto__free_unpacked(op, NULL);
+        } else if (f.num == 25 && f.wt == 2) {
+            if (o->nfn >= 65536) return bad(o, "functions");
+            Func *nf = me_realloc(o->fn, sizeof(Func) * (size_t)(o->nfn + 1));
+            if (!nf) return ME_ENOMEM;
+            o->fn = nf;
+            memset(&o->fn[o->nfn], 0, sizeof(Func));
+            int rr = load_function(o, &f, &o->fn[o->nfn++]);
+            if (rr < 0) return rr;
+        } else if (f.num == 7 || f.num == 8) {
+            return bad(o, "model field");
+        }
+    }
+    if (r < 0 || !any) return bad(o, "model");
+    if (!has_graph) return me_error(o->d, ME_EINVAL, "%s: not an ONNX model: no graph", path);
+    if (opset < 1) return me_error(o->d, ME_EINVAL, "%s: opset_import names no version for the default ONNX domain", path);
+    if (opset > ME_ONNX_MAX_OPSET)
+        return me_error(o->d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
+    o->g->opset = (int)opset;
+    return load_graph(o, graph_off, graph_len);
+}
+
+int me_open_regular(const char *file, const char *path, MeDiag *d)
+{
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return me_error(d, ME_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "a special file";
+        return me_error(d, ME_EINVAL, "%s: is %s, not a regular file; a model must be a regular file", path, what);
+    }
+    /* regular files never block; clear the flag so reads behave as usual */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
 {
     const char *path = g->path;
     int fd = -1;
     uint64_t size = src->len;
     if (!src->data) {
-        if ((fd = open(src->path, O_RDONLY)) < 0) return me_error(d, ME_EIO, "%s: cannot open: %s", path, strerror(errno));
+        if ((fd = me_open_regular(src->path, path, d)) < 0) return fd;
         struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fstat(fd, &st) < 0) {
             close(fd);
-            return me_error(d, ME_EIO, "%s: not a regular file", path);
+            return me_error(d, ME_EIO, "%s: cannot stat: %s", path, strerror(errno));
         }
         size = (uint64_t)st.st_size;
     }
@@ -903,38 +1396,9 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     g->loader_free = reader_free;
 
     OCtx o = { .g = g, .d = d, .r = rd, .threads = src->threads };
-    uint64_t cur = 0, end = rd->size, graph_off = 0, graph_len = 0;
-    bool has_graph = false, any = false;
-    PbField f;
-    int r;
-    int64_t opset = -1;
-    while ((r = pb_next(rd, &cur, end, &f)) > 0) {
-        any = true;
-        if (f.num == 7 && f.wt == 2) {
-            has_graph = true;
-            graph_off = f.off;
-            graph_len = f.len;
-        } else if (f.num == 8 && f.wt == 2) {
-            const uint8_t *data;
-            uint8_t *p;
-            int rr = read_message(&o, &f, &data, &p);
-            if (rr < 0) return rr;
-            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, data);
-            me_free(p);
-            if (!op) return bad(&o, "opset_import");
-            if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
-            onnx__operator_set_id_proto__free_unpacked(op, NULL);
-        } else if (f.num == 7 || f.num == 8) {
-            return bad(&o, "model field");
-        }
-    }
-    if (r < 0 || !any) return bad(&o, "model");
-    if (!has_graph) return me_error(d, ME_EINVAL, "%s: not an ONNX model: no graph", path);
-    if (opset < 1) return me_error(d, ME_EINVAL, "%s: opset_import names no version for the default ONNX domain", path);
-    if (opset > ME_ONNX_MAX_OPSET)
-        return me_error(d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
-    g->opset = (int)opset;
-    int rc = load_graph(&o, graph_off, graph_len);
+    int rc = load_model(&o, path);
+    free_functions(&o);
+    me_free(o.gen);
     return rc < 0 ? rc : mark_functional(g);
 }
 

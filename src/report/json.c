@@ -166,6 +166,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddStringToObject(mem, "per_gpu", "every figure in steps is what one of the GPUs holds");
         }
         if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);
+        if (m->memory.assumed[0]) cJSON_AddStringToObject(mem, "assumed", m->memory.assumed);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
         for (int k = 0; k < m->memory.n_mem; k++) {
             const MemestMemory *r = &m->memory.mem[k];
@@ -225,6 +226,10 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
     for (int i = 0; i < g->nn; i++)
         if (me_node_is_constant(&g->n[i]) && g->n[i].n_out && g->n[i].out[0] >= 0)
             cJSON_AddItemToArray(consts, cJSON_CreateString(g->v[g->n[i].out[0]].name));
+    cJSON *cw = NULL;
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].from_constant && g->v[i].n_uses && (cw || (cw = cJSON_AddArrayToObject(root, "constant_weights"))))
+            cJSON_AddItemToArray(cw, cJSON_CreateString(g->v[i].name));
     cJSON_AddItemToObject(root, "unknown_ops", op_counts_json(m, ME_COST_UNKNOWN_OP));
     cJSON_AddItemToObject(root, "uncounted_ops", op_counts_json(m, ME_COST_UNCOUNTED));
     char *s = cJSON_Print(root);

@@ -206,6 +206,11 @@ static void print_lists(const MemestAnalysis *m, FILE *f)
         for (int i = 0; i < k; i++) fprintf(f, " %s x%d", me_escape(ops[i], name, sizeof(name)), counts[i]);
         fprintf(f, "\n");
     }
+    int cw = 0;
+    for (int i = 0; i < m->g->nv; i++)
+        if (m->g->v[i].from_constant && m->g->v[i].n_uses)
+            fprintf(f, "%s '%s'", cw++ ? "," : "Weights held in Constant nodes (counted as parameters, in memory as weights):", m->g->v[i].name);
+    if (cw) fprintf(f, "\n");
     k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 64);
     if (k) {
         fprintf(f, "* not counted by %s (its totals leave these out; the rows show memest's own figures):", memest_convention_name(m->conv));
@@ -269,6 +274,7 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
         fprintf(f, "  not simulated: %s\n", me_escape(m->memory.skipped, name, sizeof(name)));
         return;
     }
+    if (m->memory.assumed[0]) fprintf(f, "  assumed: %s\n", m->memory.assumed);
     for (int k = 0; k < m->memory.n_mem; k++) {
         const MemestMemory *r = &m->memory.mem[k];
         if (s->mode == MEMEST_RUN_TRAIN && m->memory.n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
