@@ -121,6 +121,9 @@ def case_unknown():
         check("note: memory timeline" in err and "fancy" in err, f"[{train}] stderr lacks the assumption: {err}")
     rc, out, err = run(p, "--batch", "3")
     check(rc == 0 and "assumed:" in out and "not simulated" not in out, f"table lacks the assumption (rc {rc}): {out[-600:]}")
+    for fmt, key in (("csv", "memory,assumed,"), ("markdown", "| memory | assumed |")):
+        rc, out, err = run(p, "--batch", "3", "--format", fmt)
+        check(rc == 0 and key in out and "fancy" in out.split(key, 1)[-1], f"{fmt} lacks the assumption (rc {rc}): {out[-600:]}")
     # --max-batch and --plot work with the unknown op
     rc, out, err = run(p, "--gpu-mem", "1GiB", "--max-batch")
     check(rc == 0 and out.strip(), f"--max-batch exit {rc}: {err}")
@@ -160,6 +163,9 @@ def case_const_weight():
         check(step["at_peak"]["weights"] == 8192, f"weights at the peak {step['at_peak']}")
     rc, out, err = run(p)
     check(rc == 0 and "Weights held in Constant nodes" in out and "'W'" in out, f"table: {out[-400:]}")
+    for fmt, key in (("csv", "constant_weights,W,2048,count"), ("markdown", "| constant_weights | W | 2048 | count |")):
+        rc, out, err = run(p, "--format", fmt)
+        check(rc == 0 and key in out, f"{fmt} lacks the Constant-node weight (rc {rc}): {out[-400:]}")
     rc, out, err = run(p, "--train", "--runtime", "cpu", "--format", "json")
     if rc == 0:
         step = json.loads(out)["memory"]["steps"][0]

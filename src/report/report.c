@@ -613,6 +613,11 @@ static void facts(const MemestAnalysis *m, Facts *x)
     for (int i = 0; i < k; i++) fact_u64(x, "unknown_ops", ops[i], (uint64_t)counts[i], "count");
     k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 256);
     for (int i = 0; i < k; i++) fact_u64(x, "uncounted_ops", ops[i], (uint64_t)counts[i], "count");
+    for (int i = 0; i < m->g->nv; i++) {
+        const MeValue *v = &m->g->v[i];
+        int64_t n = me_shape_numel(&v->shape);
+        if (v->from_constant && v->n_uses) fact_u64(x, "constant_weights", v->name, n > 0 ? (uint64_t)n : 0, "count");
+    }
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
         static const char *const modes[] = { "infer", "infer_grad", "train" };
@@ -626,6 +631,7 @@ static void facts(const MemestAnalysis *m, Facts *x)
         char pg[64];
         if (per_gpu(m, pg, sizeof(pg))) fact(x, "memory", "per_gpu", pg, "");
         if (!m->memory.n_mem) fact(x, "memory", "skipped", m->memory.skipped, "");
+        if (m->memory.assumed[0]) fact(x, "memory", "assumed", m->memory.assumed, "");
         for (int s = 0; s < m->memory.n_mem; s++) {
             const MemestMemory *r = &m->memory.mem[s];
             char sec[48], sec2[64];
