@@ -1521,10 +1521,14 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     }
     if (m.too_big) {
         const MeNode *tn = m.too_big_node >= 0 ? &g->n[m.too_big_node] : NULL;
+        /* names come from the file and end up on a terminal: escaped */
+        char ename[256], eop[128];
+        me_escape(tn ? tn->name : NULL, ename, sizeof(ename));
+        me_escape(tn ? tn->op : NULL, eop, sizeof(eop));
         if (err && errlen)
             snprintf(err, errlen, "%s: %s%s%s%s%s: the memory in use would pass %lld bytes (1 EiB), which no device holds; the model's shapes are not plausible",
-                     g->path, tn ? "node '" : "", tn ? tn->name : m.too_big_phase == MEMEST_PHASE_OPTIMIZER ? "the optimizer step" : "the weights, inputs or loss",
-                     tn ? "' (" : "", tn ? tn->op : "", tn ? ")" : "", (long long)ME_SIM_MAX_BYTES);
+                     g->path, tn ? "node '" : "", tn ? ename : m.too_big_phase == MEMEST_PHASE_OPTIMIZER ? "the optimizer step" : "the weights, inputs or loss",
+                     tn ? "' (" : "", eop, tn ? ")" : "", (long long)ME_SIM_MAX_BYTES);
         rc = ME_EINVAL;
     } else if (m.failed) rc = ME_ENOMEM;
     out->end = (uint64_t)stats.total;
@@ -1618,7 +1622,9 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
     int w = snprintf(buf, len, "%d node(s) not modelled (%d of an unknown op", nodes, unknown);
     if (w > 0 && (size_t)w < len) at = (size_t)w;
     if (first >= 0 && at < len) {
-        w = snprintf(buf + at, len - at, ", first '%.60s' (%.40s)", g->n[first].name, g->n[first].op);
+        char ename[256], eop[128]; /* file names reach terminals: escaped */
+        w = snprintf(buf + at, len - at, ", first '%.60s' (%.40s)", me_escape(g->n[first].name, ename, sizeof(ename)),
+                     me_escape(g->n[first].op, eop, sizeof(eop)));
         if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
     }
     if (at < len) {
@@ -1628,7 +1634,7 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
     }
     if (unsized && at < len)
         snprintf(buf + at, len - at, "; WARNING: %d output(s) of unknown shape counted as 0 bytes (first '%.60s'), so the figures may be too low",
-                 unsized, g->v[first_unsized].name);
+                 unsized, me_escape(g->v[first_unsized].name, (char[256]){ 0 }, 256));
 }
 
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)

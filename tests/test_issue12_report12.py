@@ -223,6 +223,15 @@ def case_escape_names():
         rc, out, err = run(bad)
         check(rc == 2 and "relu\\e[31mRED\\nnext\\u009b" in err and not raw_control(err) and err.count("\n") == 1,
               f"stderr: rc {rc} {err!r}")
+        # an unknown op: the timeline's note about it names the node on stderr
+        unk = craft.model(craft.graph([craft.node("NoSuchOp", ["x"], ["y"], name=EVIL)], [craft.value_info("x", [1, 4])],
+                                      [craft.value_info("y", [1, 4])]))
+        p = os.path.join(tmp, "evil_unknown.onnx")
+        with open(p, "wb") as f:
+            f.write(unk)
+        rc, out, err = run(p)
+        check(rc == 0 and "relu\\e[31mRED\\nnext\\u009b" in err and not raw_control(out + err) and "\nnext" not in err,
+              f"unknown op's note: rc {rc} {err!r}")
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
