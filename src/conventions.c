@@ -491,7 +491,7 @@ void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
     if (conv == MEMEST_CONVENTION_TORCHSTAT) {
         /* torchstat's memory(MB): the first output, one sample */
         const MeValue *v = me_out(c, 0);
-        o->out_bytes = v && v->known ? me_smul(me_per_sample(&v->shape), (uint64_t)me_dtype_size(v->dtype)) : 0;
+        o->out_bytes = v && v->known ? me_dtype_bytes(v->dtype, (int64_t)me_per_sample(&v->shape)) : 0;
     }
     if (o->status != ME_COST_OK) return;
     switch (conv) {

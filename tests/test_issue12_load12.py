@@ -200,6 +200,9 @@ def case_types():
         if d:
             at = d["memory"]["steps"][0]["at_peak"]
             check(at["weights"] == 6 and at["inputs"] == 40 and at["activations"] == 8, f"[int4 {dt}] {at}")
+            # the gather reads the rows it takes (15 int4: 8 bytes) and the indices (40)
+            g_row = [l for l in d["layers"] if l["op"] == "Gather"]
+            check(g_row and g_row[0]["mem_read"] == 48, f"[int4 {dt}] Gather reads {g_row and g_row[0].get('mem_read')} bytes, not 48")
         # raw_data of the wrong packed size is still refused
         w = oc.tensor("w", [4, 3], dtype=dt, raw=bytes(12))
         g = oc.graph([oc.node("Gather", ["w", "i"], ["y"], name="g")], [oc.value_info("i", [5], elem=oc.INT64)], [oc.value_info("y", [5, 3])], [w])

@@ -837,8 +837,7 @@ static void cost_gather(const MeCtx *c, MeOpCost *o)
 {
     const MeValue *d = me_in(c, 0), *i = me_in(c, 1);
     o->has_read = true;
-    o->read = me_sadd(me_smul((uint64_t)me_numel_out(c, 0), (uint64_t)me_dtype_size(d->dtype)),
-                      me_smul((uint64_t)me_numel_in(c, 1), (uint64_t)me_dtype_size(i->dtype)));
+    o->read = me_sadd(me_dtype_bytes(d->dtype, me_numel_out(c, 0)), me_dtype_bytes(i->dtype, me_numel_in(c, 1)));
 }
 
 static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops = 0; }
