@@ -6,6 +6,9 @@ usage: test_issue12_cli12.py MEMEST SOURCE_ROOT CASE
   batch_binding  item 6: --batch, --input, --dim that conflict or bind
                  nothing are errors naming both (the library's rule,
                  src/load/bind.c); agreeing ones are not
+  option_rules   item 7: an option that needs another that is absent, or
+                 conflicts with one given, or is given twice with two values,
+                 is exit 2 naming both; with what it needs it runs
 """
 import json
 import os
@@ -74,7 +77,64 @@ def case_batch_binding():
     check(batch_of([JSON_MODEL, "--batch", "5"]) == 5, "--batch 5 alone")
 
 
-CASES = {"batch_binding": case_batch_binding}
+# item 7's examples, then every other pair the table holds: (option with a
+# value, what it needs or conflicts with)
+NEEDS = [
+    (["--optimizer", "adam"], ["--train"]),
+    (["--checkpoint", "4"], ["--train"]),
+    (["--loss", "mse"], ["--train"]),
+    (["--freeze", "layer1"], ["--train", "--grad"]),
+    (["--input-grad"], ["--train", "--grad"]),
+    (["--tolerance", "3"], ["--check"]),
+    (["--shard", "zero3"], ["--gpus"]),
+    (["--max-batch"], ["--gpu", "--gpu-mem", "--device-profile"]),
+    (["--gpu-file", "GPUS"], ["--gpu"]),
+]
+CONFLICTS = [
+    (["--train"], ["--grad"]),
+    (["--amp", "fp16"], ["--dtype", "bf16"]),
+    (["--gpu", "h100"], ["--device-profile", "PROFILE"]),
+]
+
+
+def case_option_rules():
+    gpus = write("gpus.json", json.dumps([{"name": "lab", "memory_mib": 20000, "bandwidth_gbs": 900, "fp32_tflops": 20}]))
+    prof = write("prof.json", json.dumps({
+        "format": "memest-device-profile", "version": 1, "name": "lab-gpu", "memory_bytes": 16 << 30,
+        "bandwidth_bytes_per_s": 5e11, "fp32_flops": 1e13, "fp16_flops": 5e13, "sms": 40,
+        "cuda_context_bytes": 300 << 20, "allocation_granularity": 2 << 20, "cublas_workspace_bytes": 4 << 20,
+        "measured": "test"}))
+    golden = os.path.join(TMP, "golden.json")
+    expect([JSON_MODEL, "--update-golden", golden], 0, label="write a golden")
+    values = {"GPUS": gpus, "PROFILE": prof}
+    with_value = {"--check": ["--check", golden], "--gpus": ["--gpus", "2"], "--gpu": ["--gpu", "rtx3090"], "--gpu-mem": ["--gpu-mem", "8GiB"], "--device-profile": ["--device-profile", prof]}
+
+    def fill(args):
+        return [values.get(a, a) for a in args]
+
+    for opt, needed in NEEDS:
+        opt = fill(opt)
+        expect([JSON_MODEL, *opt], 2, [opt[0], *needed], label=f"{opt[0]} alone")
+        for n in needed:
+            other = with_value.get(n, [n])
+            extra = ["--train"] if opt[0] == "--max-batch" else []
+            expect([JSON_MODEL, *opt, *other, *extra], 0, label=f"{opt[0]} with {n}")
+    for a, b in CONFLICTS:
+        a, b = fill(a), fill(b)
+        expect([JSON_MODEL, *a, *b], 2, [a[0], b[0]], label=f"{a[0]} with {b[0]}")
+        expect([JSON_MODEL, *b, *a], 2, [a[0], b[0]], label=f"{b[0]} with {a[0]}")
+    # twice with two values is a conflict; the same twice is not; options
+    # that add (--input, --dim, --freeze, --gpu-file) may repeat
+    for opt, v1, v2 in (("--batch", "2", "4"), ("--format", "json", "csv"), ("--convention", "fvcore", "thop"),
+                        ("--runtime", "cuda", "cpu"), ("-o", os.path.join(TMP, "a.txt"), os.path.join(TMP, "b.txt"))):
+        expect([JSON_MODEL, opt, v1, opt, v2], 2, [opt, f"'{v1}'", f"'{v2}'"], label=f"{opt} twice")
+    expect([JSON_MODEL, "--batch", "2", "--batch", "2"], 0, label="--batch 2 twice")
+    expect([JSON_MODEL, "--train", "--freeze", "layer1", "--freeze", "layer2"], 0, label="--freeze twice")
+    # --gpu-file is read before --gpu looks a name up, wherever it comes
+    expect([JSON_MODEL, "--gpu", "lab", "--gpu-file", gpus], 0, label="--gpu before --gpu-file")
+
+
+CASES = {"batch_binding": case_batch_binding, "option_rules": case_option_rules}
 
 if __name__ == "__main__":
     CASES[CASE]()
