@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Issue 12, options: one rule for every option.
+"""Issue 12, options: one rule for every option, and one table for --help,
+the man page and README.
 
-usage: test_issue12_cli12.py MEMEST SOURCE_ROOT CASE
+usage: test_issue12_cli12.py MEMEST SOURCE_ROOT CASE [MEMEST_1]
 
   batch_binding  item 6: --batch, --input, --dim that conflict or bind
                  nothing are errors naming both (the library's rule,
@@ -9,10 +10,14 @@ usage: test_issue12_cli12.py MEMEST SOURCE_ROOT CASE
   option_rules   item 7: an option that needs another that is absent, or
                  conflicts with one given, or is given twice with two values,
                  is exit 2 naming both; with what it needs it runs
+  options_doc    item 16: --help, memest.1 and README's option table list
+                 the same options with the same placeholders
 """
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -22,6 +27,7 @@ from harness import check, failures, path, run  # noqa: E402
 from test_cli import expect_bad  # noqa: E402
 
 CASE = sys.argv[3]
+MAN = sys.argv[4] if len(sys.argv) > 4 else None
 TMP = tempfile.mkdtemp(prefix="memest-cli12-")
 JSON_MODEL = path("models", "resnet18.json")  # inputs [batch, 3, 224, 224], symbolic dim 'batch'
 ONNX_MODEL = path("models", "onnx", "resnet18_op17_eval.onnx")  # input 'input' [batch, 3, 224, 224]
@@ -134,7 +140,114 @@ def case_option_rules():
     expect([JSON_MODEL, "--gpu", "lab", "--gpu-file", gpus], 0, label="--gpu before --gpu-file")
 
 
-CASES = {"batch_binding": case_batch_binding, "option_rules": case_option_rules}
+def help_options(text):
+    """(option, placeholder) of each row of --help: the first 32 columns."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("  -") and len(line) > 2:
+            col = line[2:32].split()
+            rows.append((col[0], col[1] if len(col) > 1 else None))
+    return rows
+
+
+def man_options(text):
+    rows, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line == ".TP" and i + 1 < len(lines):
+            tag = re.sub(r"\\f[BIRP]", "", lines[i + 1]).replace("\\-", "-").replace("\\e", "\\")
+            parts = tag.split(" ", 1)
+            rows.append((parts[0], parts[1] if len(parts) > 1 else None))
+    return rows
+
+
+def readme_options(text):
+    """The options in README's table: each `-option ARG` in the first column."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("| option |"):
+            inside = True
+            continue
+        if inside and not line.startswith("|"):
+            break
+        if inside and not line.startswith("|---"):
+            first = re.split(r"(?<!\\)\|", line)[1]
+            for code in re.findall(r"`([^`]+)`", first):
+                code = code.replace("\\|", "|")
+                if code.startswith("-"):
+                    parts = code.split(" ", 1)
+                    rows.append((parts[0], parts[1] if len(parts) > 1 else None))
+    return rows
+
+
+def readme_rows(text):
+    """README's option table: each option's row text, by option."""
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\| `(-[a-z-]+)", line)
+        if m:
+            rows[m.group(1)] = line
+    return rows
+
+
+def man_rules(text):
+    """(option, [options it needs], [options it conflicts with]) from memest.1."""
+    out, cur = [], None
+    plain = re.sub(r"\\f[BIRP]", "", text).replace("\\-", "-")
+    for line in plain.splitlines():
+        if line.startswith("-") and cur is None:
+            cur = (line.split(" ")[0], [], [])
+            out.append(cur)
+        elif line.startswith("Needs "):
+            cur[1].extend(re.findall(r"(--[a-z-]+)", line))
+        elif line.startswith("Not with "):
+            cur[2].append(re.findall(r"(--[a-z-]+)", line)[0])
+        if line == ".TP":
+            cur = None
+    return out
+
+
+def case_options_doc():
+    rc, help_text, err = run("--help")
+    check(rc == 0, f"--help exit {rc}")
+    rc, h_text, err = run("-h")
+    check(rc == 0 and h_text == help_text, "-h is not --help")
+    helped = help_options(help_text)
+    check(len(helped) >= 30, f"--help lists {len(helped)} options")
+    check(MAN is not None and os.path.isfile(MAN), f"no man page at {MAN}")
+    manned = man_options(open(MAN).read()) if MAN and os.path.isfile(MAN) else []
+    readme = readme_options(open(path("README.md")).read())
+    for name, rows in (("memest.1", manned), ("README's option table", readme)):
+        for opt in helped:
+            check(opt in rows, f"{name} lacks {opt[0]} {opt[1] or ''} that --help has")
+        for opt in rows:
+            check(opt in helped, f"{name} has {opt[0]} {opt[1] or ''}, --help does not")
+    check(len(set(helped)) == len(helped), "--help lists an option twice")
+    # the rules the man page states from the table, README states too:
+    # "needs `--x`" on the option's row, "not with `--y`" on either side's
+    rows = readme_rows(open(path("README.md")).read())
+    if MAN and os.path.isfile(MAN):
+        for opt, needs, conflicts in man_rules(open(MAN).read()):
+            row = rows.get(opt, "")
+            for n in needs:
+                check("needs" in row and f"`{n}`" in row, f"README's row of {opt} does not say it needs `{n}`: {row}")
+            for c in conflicts:
+                check(f"not with `{c}`" in row or f"not with `{opt}`" in rows.get(c, ""),
+                      f"README's rows of {opt} and {c} do not say they conflict")
+    # every option --help lists is one the command takes
+    for opt, arg in helped:
+        rc, out, err = run(JSON_MODEL, opt, *(["x"] if arg else []), "--format", "nosuch")
+        check("unknown option" not in err, f"{opt}: --help lists it, the command does not take it")
+    # meson installs the page
+    meson = shutil.which("meson")
+    if meson and MAN:
+        p = subprocess.run([meson, "introspect", "--installed", os.path.dirname(os.path.abspath(MAN))], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        check(p.returncode == 0, f"meson introspect --installed: {p.stderr.strip()}")
+        dests = json.loads(p.stdout).values() if p.returncode == 0 else []
+        check(any(d.endswith(os.path.join("man1", "memest.1")) for d in dests), f"memest.1 is not installed: {list(dests)}")
+
+
+CASES = {"batch_binding": case_batch_binding, "option_rules": case_option_rules, "options_doc": case_options_doc}
 
 if __name__ == "__main__":
     CASES[CASE]()
