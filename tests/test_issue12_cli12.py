@@ -94,7 +94,7 @@ NEEDS = [
     (["--tolerance", "3"], ["--check"]),
     (["--shard", "zero3"], ["--gpus"]),
     (["--max-batch"], ["--gpu", "--gpu-mem", "--device-profile"]),
-    (["--gpu-file", "GPUS"], ["--gpu"]),
+    (["--gpu-file", "GPUS"], ["--gpu", "--list-gpus"]),
 ]
 CONFLICTS = [
     (["--train"], ["--grad"]),
@@ -129,6 +129,14 @@ def case_option_rules():
         a, b = fill(a), fill(b)
         expect([JSON_MODEL, *a, *b], 2, [a[0], b[0]], label=f"{a[0]} with {b[0]}")
         expect([JSON_MODEL, *b, *a], 2, [a[0], b[0]], label=f"{b[0]} with {a[0]}")
+    # the same rule for a value: without --train only ZeRO-3 shards
+    # anything (the weights); --gpus alone was a note on main
+    expect([JSON_MODEL, "--gpus", "4"], 2, ["--gpus '4'", "--train", "zero3"], label="--gpus in inference")
+    expect([JSON_MODEL, "--gpus", "4", "--grad", "--shard", "zero1"], 2, ["--gpus '4'", "--shard zero1", "--train"],
+           label="--gpus --shard zero1 under --grad")
+    expect([JSON_MODEL, "--gpus", "4", "--shard", "zero3"], 0, label="--gpus --shard zero3 in inference")
+    expect([JSON_MODEL, "--gpus", "4", "--train"], 0, label="--gpus --train")
+    expect([JSON_MODEL, "--gpus", "1", "--shard", "zero3", "--train"], 2, ["--shard zero3", "--gpus '1'"], label="--shard on one GPU")
     # twice with two values is a conflict; the same twice is not; options
     # that add (--input, --dim, --freeze, --gpu-file) may repeat
     for opt, v1, v2 in (("--batch", "2", "4"), ("--format", "json", "csv"), ("--convention", "fvcore", "thop"),
@@ -136,8 +144,11 @@ def case_option_rules():
         expect([JSON_MODEL, opt, v1, opt, v2], 2, [opt, f"'{v1}'", f"'{v2}'"], label=f"{opt} twice")
     expect([JSON_MODEL, "--batch", "2", "--batch", "2"], 0, label="--batch 2 twice")
     expect([JSON_MODEL, "--train", "--freeze", "layer1", "--freeze", "layer2"], 0, label="--freeze twice")
-    # --gpu-file is read before --gpu looks a name up, wherever it comes
+    # --gpu-file is read before --gpu looks a name up or --list-gpus
+    # lists, wherever it comes
     expect([JSON_MODEL, "--gpu", "lab", "--gpu-file", gpus], 0, label="--gpu before --gpu-file")
+    rc, out, err = run("--list-gpus", "--gpu-file", gpus)
+    check(rc == 0 and re.search(r"^lab ", out, re.M), f"--list-gpus --gpu-file: exit {rc}, 'lab' not listed: {out[-200:]}{err}")
 
 
 def help_options(text):

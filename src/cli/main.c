@@ -30,14 +30,17 @@ static void usage(FILE *f)
     fprintf(f, "\nexit status: " MEMEST_EXIT_STATUS "\n");
 }
 
-static void list_gpus(void)
+/* --list-gpus: the built-in table, then those of any --gpu-file. */
+static void list_gpus(const MemestGpu *user, int n_user)
 {
     int n;
     const MemestGpu *t = memest_gpu_table(&n);
     printf("%-12s %10s %10s %10s %12s %5s\n", "gpu", "memory", "GB/s", "FP32 TF/s", "FP16/BF16 TF/s", "SMs");
-    for (int i = 0; i < n; i++)
-        printf("%-12s %6.2f GiB %10.0f %10.1f %12.1f %5d\n", t[i].name, (double)t[i].memory / (1u << 30), t[i].bandwidth / 1e9,
-               t[i].fp32_flops / 1e12, t[i].fp16_flops / 1e12, t[i].sms);
+    for (int i = 0; i < n + n_user; i++) {
+        const MemestGpu *g = i < n ? &t[i] : &user[i - n];
+        printf("%-12s %6.2f GiB %10.0f %10.1f %12.1f %5d\n", g->name, (double)g->memory / (1u << 30), g->bandwidth / 1e9,
+               g->fp32_flops / 1e12, g->fp16_flops / 1e12, g->sms);
+    }
 }
 
 /* A terminal sees progress; a pipe or a file stays clean. */
@@ -222,8 +225,8 @@ static int apply(Cli *c, int o, const char *val)
     }
     case OPT_UPDATE_GOLDEN: c->update = val; break;
     case OPT_OUTPUT: c->outfile = val; break;
-    case OPT_LIST_GPUS: /* acted on as they come */
-    case OPT_VERSION:
+    case OPT_LIST_GPUS: break; /* once every --gpu-file is read */
+    case OPT_VERSION: /* acted on as they come */
     case OPT_HELP:
     case OPT_COUNT: break;
     }
@@ -256,6 +259,25 @@ static int check_rules(const Cli *c)
         name_option(x, sizeof(x), c, cf->a);
         name_option(y, sizeof(y), c, cf->b);
         fprintf(stderr, "memest: %s and %s cannot be given together (%s): give one\n", x, y, cf->why);
+        return -1;
+    }
+    return 0;
+}
+
+/* The same rule where a value decides whether an option binds anything. */
+static int check_values(const Cli *c)
+{
+    const MemestMemorySettings *ms = &c->ms;
+    if ((c->given & OPT_BIT(SHARD)) && ms->gpus < 2) {
+        fprintf(stderr, "memest: --shard %s with --gpus '%s' shards nothing: give --gpus 2 or more\n", c->val[OPT_SHARD], c->val[OPT_GPUS]);
+        return -1;
+    }
+    if (ms->gpus > 1 && ms->mode != MEMEST_RUN_TRAIN && ms->shard < MEMEST_SHARD_ZERO3) {
+        /* inference has no gradients or optimizer state to shard, only
+         * ZeRO-3's weights */
+        fprintf(stderr, "memest: --gpus '%s' with --shard %s needs --train: inference keeps a whole model per GPU "
+                        "(only --shard zero3 shards its weights)\n",
+                c->val[OPT_GPUS], c->val[OPT_SHARD] ? c->val[OPT_SHARD] : "ddp (the default)");
         return -1;
     }
     return 0;
@@ -316,10 +338,6 @@ int main(int argc, char **argv)
             printf("memest %s\n", memest_version());
             rc = EXIT_OK;
             goto end;
-        } else if (o == OPT_LIST_GPUS) {
-            list_gpus();
-            rc = EXIT_OK;
-            goto end;
         }
         if ((c.given & OPT_BIT_OF(o)) && !op->many) {
             /* the same again changes nothing; another value is a conflict */
@@ -331,11 +349,16 @@ int main(int argc, char **argv)
         c.given |= OPT_BIT_OF(o);
         if (apply(&c, o, val) < 0) goto end;
     }
+    if (c.given & OPT_BIT(LIST_GPUS)) {
+        list_gpus(c.user_gpus, c.n_user_gpus);
+        rc = EXIT_OK;
+        goto end;
+    }
     if (!c.model) {
         usage(stderr);
         goto end;
     }
-    if (check_rules(&c) < 0) goto end;
+    if (check_rules(&c) < 0 || check_values(&c) < 0) goto end;
     max_batch = (c.given & OPT_BIT(MAX_BATCH)) != 0;
     if (c.given & OPT_BIT(GPU)) {
         if (memest_gpu_find(c.val[OPT_GPU], c.user_gpus, c.n_user_gpus, &c.named) < 0) {
@@ -364,8 +387,6 @@ int main(int argc, char **argv)
         if (!ms->cublas_workspace && (!strncmp(gpu->name, "h100", 4) || !strncmp(gpu->name, "h200", 4) || !strncmp(gpu->name, "b200", 4)))
             ms->cublas_workspace = UINT64_C(32) << 20;
     }
-    if (ms->gpus > 1 && ms->mode != MEMEST_RUN_TRAIN)
-        fprintf(stderr, "memest: note: --gpus shards training state; inference keeps a whole model per GPU\n");
     if (memest_model_load(&m, c.model, &c.ls, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);
         goto end;

@@ -54,13 +54,15 @@
     X(GPU_MEM, "--gpu-mem", "SIZE", 0, 0,                                                                        \
       "a GPU with SIZE of memory (24GiB, 16GB, 81920MiB); with --gpu,\n"                                         \
       "that GPU's speeds")                                                                                       \
-    X(GPU_FILE, "--gpu-file", "FILE", 1, OPT_BIT(GPU), "more GPUs for --gpu (JSON list)")                       \
-    X(LIST_GPUS, "--list-gpus", NULL, 0, 0, "the GPUs --gpu knows, and exit")                                  \
+    X(GPU_FILE, "--gpu-file", "FILE", 1, OPT_BIT(GPU) | OPT_BIT(LIST_GPUS), "more GPUs for --gpu (JSON list)")  \
+    X(LIST_GPUS, "--list-gpus", NULL, 0, 0, "the GPUs --gpu knows (with --gpu-file's), and exit")                \
     X(DEVICE_PROFILE, "--device-profile", "FILE",                                                                \
       0, 0, "a GPU as memest-measure --calibrate measured it (doc/device-profile.md)")                          \
     X(MAX_BATCH, "--max-batch", NULL, 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),             \
       "the largest batch that fits on the GPU")                                                                  \
-    X(GPUS, "--gpus", "N", 0, 0, "data parallel on N GPUs; memory per GPU")                                     \
+    X(GPUS, "--gpus", "N", 0, 0,                                                                                 \
+      "data parallel on N GPUs; memory per GPU (inference:\n"                                                   \
+      "with --shard zero3 only, the one that shards weights)")                                                   \
     X(SHARD, "--shard", "S", 0, OPT_BIT(GPUS), "ddp | zero1 | zero2 | zero3 (fsdp): what the GPUs shard")       \
     X(PLOT, "--plot", "FILE.svg", 0, 0, "memory timeline")                                                       \
     X(NETRON, "--netron", "FILE", 0, 0, "Netron metrics attachment")                                             \
