@@ -13,7 +13,7 @@ static void copy_err(const MeDiag *d, char *err, size_t errlen)
     if (err && errlen) snprintf(err, errlen, "%s", d->msg[0] ? d->msg : "out of memory");
 }
 
-void memest_load_default_settings(MemestLoadSettings *s) { *s = (MemestLoadSettings){ .batch = 1 }; }
+void memest_load_default_settings(MemestLoadSettings *s) { *s = (MemestLoadSettings){ .batch = 0 }; } /* 0: not given */
 void memest_analyze_default_settings(MemestAnalyzeSettings *s) { *s = (MemestAnalyzeSettings){ 0 }; }
 
 static bool blank(int ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }

@@ -76,10 +76,15 @@ typedef struct MemestLoadSettings {
      * copied. */
     const char *const *inputs;
     int n_inputs;
-    /* Symbolic dimension bindings, "name=N" (copied). */
+    /* Symbolic dimension bindings, "name=N" (copied); a name no input
+     * has, or one bound twice to two values, is an error. */
     const char *const *dims;
     int n_dims;
-    int64_t batch; /* 0 means 1 */
+    /* 0: not given, 1 where the model leaves the batch open and the
+     * model's own where it fixes it. A batch given that binds nothing, or
+     * that disagrees with a fixed batch, a --dim or a full input shape, is
+     * an error (MEMEST_ERR_INVALID) naming both. */
+    int64_t batch;
     /* Converts float weights and inputs (model.half(), model.bfloat16()):
      * "float16", "bfloat16" or NULL to keep the file's types. */
     const char *dtype;

@@ -1,17 +1,36 @@
 /* Binds graph input shapes from the command line: --input specs, --dim
  * name=N and --batch. Works on the IR only: symbolic dims are d < 0 with an
- * optional name in sym[]. */
+ * optional name in sym[].
+ *
+ * One rule for every binding: an option that binds nothing, or that binds
+ * a dim another option already bound to another value, is an error naming
+ * both (the dim, the model's value, the options). A batch the caller did
+ * not give (settings.batch 0) is 1 where the model leaves it open and the
+ * model's own where the model fixes it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "load/load.h"
 
+/* A symbolic dim bound so far, and the option that bound it (for messages). */
 typedef struct Binding {
     const char *name;
     size_t len;
     int64_t val;
+    char from[160];
 } Binding;
+
+typedef struct Binder {
+    MeGraph *g;
+    MeDiag *d;
+    Binding b[64];
+    int nb;
+    int64_t batch;  /* 1 unless given */
+    bool batch_given;
+    char batch_opt[40]; /* "--batch N" */
+    int batch_used;     /* dims the batch bound, or agreed with */
+} Binder;
 
 static int parse_int(const char *s, const char *end, int64_t *out)
 {
@@ -25,108 +44,196 @@ static int parse_int(const char *s, const char *end, int64_t *out)
     return 0;
 }
 
-static int find_binding(const Binding *b, int n, const char *name)
+static int find_binding(const Binder *bd, const char *name, size_t len)
 {
-    for (int i = 0; i < n; i++)
-        if (strlen(name) == b[i].len && !strncmp(b[i].name, name, b[i].len)) return i;
+    for (int i = 0; i < bd->nb; i++)
+        if (len == bd->b[i].len && !strncmp(bd->b[i].name, name, len)) return i;
     return -1;
 }
 
-static int bind_dim(MeGraph *g, MeValue *v, int k, int64_t val, Binding *b, int *nb, const char *what, MeDiag *d)
+static int add_binding(Binder *bd, const char *name, size_t len, int64_t val, const char *from)
+{
+    if (bd->nb >= 64) return me_error(bd->d, ME_EINVAL, "%s: %s: more than 64 symbolic dims bound", bd->g->path, from);
+    Binding *b = &bd->b[bd->nb++];
+    *b = (Binding){ name, len, val, "" };
+    snprintf(b->from, sizeof(b->from), "%s", from);
+    return 0;
+}
+
+/* Whether any graph input has a symbolic dim called name. */
+static bool has_sym(const MeGraph *g, const char *name, size_t len)
+{
+    for (int k = 0; k < g->n_inputs; k++) {
+        const MeValue *v = &g->v[g->inputs[k]];
+        for (int i = 0; v->sym && i < v->shape.rank; i++)
+            if (v->sym[i] && strlen(v->sym[i]) == len && !strncmp(v->sym[i], name, len)) return true;
+    }
+    return false;
+}
+
+/* Sets dim k of input v to val for option what: a fixed dim must already
+ * be val; a named symbolic dim is recorded, and must agree with whatever
+ * bound that name before. */
+static int bind_dim(Binder *bd, MeValue *v, int k, int64_t val, const char *what)
 {
     int64_t cur = v->shape.d[k];
     const char *sym = v->sym ? v->sym[k] : NULL;
     if (cur >= 0 && !sym && !v->dims_default) {
         if (cur != val)
-            return me_error(d, ME_EINVAL, "%s: %s: input '%s' dim %d is %lld in the model, not %lld",
-                            g->path, what, v->name, k, (long long)cur, (long long)val);
+            return me_error(bd->d, ME_EINVAL, "%s: %s: input '%s' dim %d is %lld in the model, not %lld",
+                            bd->g->path, what, v->name, k, (long long)cur, (long long)val);
         return 0;
     }
     if (sym) {
-        int i = find_binding(b, *nb, sym);
-        if (i >= 0 && b[i].val != val)
-            return me_error(d, ME_EINVAL, "%s: %s: dim '%s' of input '%s' would be %lld, but it is already %lld",
-                            g->path, what, sym, v->name, (long long)val, (long long)b[i].val);
-        if (i < 0 && *nb < 64) b[(*nb)++] = (Binding){ sym, strlen(sym), val };
+        int i = find_binding(bd, sym, strlen(sym));
+        if (i >= 0 && bd->b[i].val != val)
+            return me_error(bd->d, ME_EINVAL, "%s: %s and %s both bind dim '%s' of input '%s' (%lld and %lld): give one",
+                            bd->g->path, bd->b[i].from, what, sym, v->name, (long long)bd->b[i].val, (long long)val);
+        int rc;
+        if (i < 0 && (rc = add_binding(bd, sym, strlen(sym), val, what)) < 0) return rc;
     }
     v->shape.d[k] = val;
     return 0;
 }
 
-int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
+/* --dim NAME=N: each names a symbolic dim of the model, once (or again
+ * with the same value). */
+static int bind_dims(Binder *bd, const MemestLoadSettings *s)
 {
-    Binding b[64];
-    int nb = 0;
-    int64_t batch = s && s->batch > 0 ? s->batch : 1;
-    if (s && (s->batch < 0 || s->batch > ME_MAX_DIM))
-        return me_error(d, ME_EINVAL, "--batch %lld is not a valid batch size", (long long)s->batch);
-    bool explicit_done[256] = { false };
-
-    for (int i = 0; s && i < s->n_dims; i++) {
+    MeGraph *g = bd->g;
+    for (int i = 0; i < s->n_dims; i++) {
         const char *spec = s->dims[i], *eq = strchr(spec, '=');
         int64_t val;
-        if (!eq || eq == spec || parse_int(eq + 1, eq + 1 + strlen(eq + 1), &val) < 0 || val > ME_MAX_DIM || nb >= 64)
-            return me_error(d, ME_EINVAL, "--dim '%s': expected NAME=N with N a size", spec);
-        b[nb++] = (Binding){ spec, (size_t)(eq - spec), val };
-    }
-
-    for (int i = 0; s && i < s->n_inputs; i++) {
-        const char *spec = s->inputs[i], *eq = strchr(spec, '='), *shape = eq ? eq + 1 : spec;
-        const char *colon = strchr(shape, ':');
-        const char *send = colon ? colon : shape + strlen(shape);
-        int target = -1;
-        if (eq) {
-            for (int k = 0; k < g->n_inputs; k++)
-                if (strlen(g->v[g->inputs[k]].name) == (size_t)(eq - spec) && !strncmp(g->v[g->inputs[k]].name, spec, (size_t)(eq - spec)))
-                    target = k;
-            if (target < 0) {
-                char names[512] = "";
-                for (int k = 0; k < g->n_inputs && strlen(names) < 400; k++) {
-                    strcat(names, k ? ", " : "");
-                    strncat(names, g->v[g->inputs[k]].name, 100);
-                }
-                return me_error(d, ME_EINVAL, "%s: --input '%s': the model has no input named '%.*s' (inputs: %s)",
-                                g->path, spec, (int)(eq - spec), spec, names);
-            }
-        } else {
-            for (int k = 0; k < g->n_inputs && target < 0; k++)
-                if (k < 256 && !explicit_done[k]) target = k;
-            if (target < 0) return me_error(d, ME_EINVAL, "%s: --input '%s': every input already has a shape", g->path, spec);
-        }
-        int64_t dims[ME_MAX_RANK];
-        int nd = 0;
-        for (const char *p = shape; p < send;) {
-            const char *x = memchr(p, 'x', (size_t)(send - p));
-            const char *e = x ? x : send;
-            if (nd >= ME_MAX_RANK || parse_int(p, e, &dims[nd]) < 0 || dims[nd] > ME_MAX_DIM)
-                return me_error(d, ME_EINVAL, "--input '%s': expected sizes like 3x224x224 (each at most 2^40, rank at most %d)", spec, ME_MAX_RANK);
-            nd++;
-            p = x ? x + 1 : send;
-            if (x && p == send) return me_error(d, ME_EINVAL, "--input '%s': shape ends with 'x'", spec);
-        }
-        if (!nd) return me_error(d, ME_EINVAL, "--input '%s': no shape given", spec);
-        MeValue *v = &g->v[g->inputs[target]];
-        int rank = v->shape.rank, off;
-        if (nd == rank) off = 0;
-        else if (nd == rank - 1) off = 1;
-        else
-            return me_error(d, ME_EINVAL, "%s: --input '%s': input '%s' has rank %d; give %d sizes (one sample) or %d (with the batch)",
-                            g->path, spec, v->name, rank, rank - 1, rank);
+        if (!eq || eq == spec || parse_int(eq + 1, eq + 1 + strlen(eq + 1), &val) < 0 || val > ME_MAX_DIM)
+            return me_error(bd->d, ME_EINVAL, "--dim '%s': expected NAME=N with N a size", spec);
+        size_t len = (size_t)(eq - spec);
         char what[96];
-        snprintf(what, sizeof(what), "--input '%.60s'", spec);
-        int rc;
-        if (off && (rc = bind_dim(g, v, 0, batch, b, &nb, what, d)) < 0) return rc;
-        for (int k = 0; k < nd; k++)
-            if ((rc = bind_dim(g, v, k + off, dims[k], b, &nb, what, d)) < 0) return rc;
-        if (colon) {
-            int t = me_dtype_from_name(colon + 1);
-            if (t < 0) return me_error(d, ME_EINVAL, "--input '%s': unknown dtype '%s'", spec, colon + 1);
-            v->dtype = (MeDType)t;
+        snprintf(what, sizeof(what), "--dim '%.60s'", spec);
+        if (!has_sym(g, spec, len)) {
+            const char *seen[16];
+            int ns = 0;
+            char names[400] = "";
+            size_t n = 0;
+            for (int k = 0; k < g->n_inputs; k++) {
+                const MeValue *v = &g->v[g->inputs[k]];
+                for (int j = 0; v->sym && j < v->shape.rank && ns < 16; j++) {
+                    int q = 0;
+                    while (v->sym[j] && q < ns && strcmp(seen[q], v->sym[j])) q++;
+                    if (!v->sym[j] || q < ns) continue;
+                    seen[ns++] = v->sym[j];
+                    n += (size_t)snprintf(names + n, sizeof(names) - n, "%s'%.20s'", n ? ", " : "", v->sym[j]);
+                }
+            }
+            return me_error(bd->d, ME_EINVAL, "%s: %s: the model has no symbolic dim '%.*s' (%s%s)", g->path, what,
+                            (int)len, spec, n ? "its symbolic dims: " : "its inputs have no symbolic dims", names);
         }
-        if (target < 256) explicit_done[target] = true;
+        int j = find_binding(bd, spec, len), rc;
+        if (j >= 0 && bd->b[j].val != val)
+            return me_error(bd->d, ME_EINVAL, "%s: %s and %s both bind dim '%.*s' (%lld and %lld): give one", g->path,
+                            bd->b[j].from, what, (int)len, spec, (long long)bd->b[j].val, (long long)val);
+        if (j < 0 && (rc = add_binding(bd, spec, len, val, what)) < 0) return rc;
     }
+    return 0;
+}
 
-    if (s && s->dtype) {
+/* One --input spec onto its input (named, or the first without a spec). */
+static int bind_input(Binder *bd, const char *spec, const char **spec_of)
+{
+    MeGraph *g = bd->g;
+    const char *eq = strchr(spec, '='), *shape = eq ? eq + 1 : spec;
+    const char *colon = strchr(shape, ':');
+    const char *send = colon ? colon : shape + strlen(shape);
+    int target = -1;
+    if (eq) {
+        for (int k = 0; k < g->n_inputs; k++)
+            if (strlen(g->v[g->inputs[k]].name) == (size_t)(eq - spec) && !strncmp(g->v[g->inputs[k]].name, spec, (size_t)(eq - spec)))
+                target = k;
+        if (target < 0) {
+            char names[512] = "";
+            for (int k = 0; k < g->n_inputs && strlen(names) < 400; k++) {
+                strcat(names, k ? ", " : "");
+                strncat(names, g->v[g->inputs[k]].name, 100);
+            }
+            return me_error(bd->d, ME_EINVAL, "%s: --input '%s': the model has no input named '%.*s' (inputs: %s)",
+                            g->path, spec, (int)(eq - spec), spec, names);
+        }
+        if (target < 256 && spec_of[target])
+            return me_error(bd->d, ME_EINVAL, "%s: --input '%s' and --input '%s' both give input '%s': give one",
+                            g->path, spec_of[target], spec, g->v[g->inputs[target]].name);
+    } else {
+        for (int k = 0; k < g->n_inputs && k < 256 && target < 0; k++)
+            if (!spec_of[k]) target = k;
+        if (target < 0) return me_error(bd->d, ME_EINVAL, "%s: --input '%s': every input already has a shape", g->path, spec);
+    }
+    int64_t dims[ME_MAX_RANK];
+    int nd = 0;
+    for (const char *p = shape; p < send;) {
+        const char *x = memchr(p, 'x', (size_t)(send - p));
+        const char *e = x ? x : send;
+        if (nd >= ME_MAX_RANK || parse_int(p, e, &dims[nd]) < 0 || dims[nd] > ME_MAX_DIM)
+            return me_error(bd->d, ME_EINVAL, "--input '%s': expected sizes like 3x224x224 (each at most 2^40, rank at most %d)", spec, ME_MAX_RANK);
+        nd++;
+        p = x ? x + 1 : send;
+        if (x && p == send) return me_error(bd->d, ME_EINVAL, "--input '%s': shape ends with 'x'", spec);
+    }
+    if (!nd) return me_error(bd->d, ME_EINVAL, "--input '%s': no shape given", spec);
+    MeValue *v = &g->v[g->inputs[target]];
+    int rank = v->shape.rank, off;
+    if (nd == rank) off = 0;
+    else if (nd == rank - 1) off = 1;
+    else
+        return me_error(bd->d, ME_EINVAL, "%s: --input '%s': input '%s' has rank %d; give %d sizes (one sample) or %d (with the batch)",
+                        g->path, spec, v->name, rank, rank - 1, rank);
+    char what[96];
+    snprintf(what, sizeof(what), "--input '%.60s'", spec);
+    bool batch_open = v->shape.d[0] < 0 || v->dims_default || (v->sym && v->sym[0]);
+    int rc;
+    if (off) {
+        /* one sample: the batch is prepended; without --batch, a batch the
+         * model fixes stays */
+        if (bd->batch_given || batch_open) {
+            /* not given: a --dim (or an earlier full shape) naming this
+             * batch dim says what it is */
+            int j = !bd->batch_given && v->sym && v->sym[0] ? find_binding(bd, v->sym[0], strlen(v->sym[0])) : -1;
+            char bw[160];
+            snprintf(bw, sizeof(bw), "%s (%s is one sample)", bd->batch_given ? bd->batch_opt : "the default batch 1", what);
+            if ((rc = bind_dim(bd, v, 0, j >= 0 ? bd->b[j].val : bd->batch, bw)) < 0) return rc;
+            bd->batch_used++;
+        }
+    } else if (bd->batch_given && batch_open) {
+        /* the full shape gives the batch too: it must be --batch's */
+        if (dims[0] != bd->batch)
+            return me_error(bd->d, ME_EINVAL, "%s: %s gives input '%s' a batch (dim 0) of %lld, %s another: give one",
+                            g->path, what, v->name, (long long)dims[0], bd->batch_opt);
+        bd->batch_used++;
+    }
+    for (int k = 0; k < nd; k++)
+        if ((rc = bind_dim(bd, v, k + off, dims[k], what)) < 0) return rc;
+    if (colon) {
+        int t = me_dtype_from_name(colon + 1);
+        if (t < 0) return me_error(bd->d, ME_EINVAL, "--input '%s': unknown dtype '%s'", spec, colon + 1);
+        v->dtype = (MeDType)t;
+    }
+    if (target < 256) spec_of[target] = spec;
+    return 0;
+}
+
+int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
+{
+    static const MemestLoadSettings none = { 0 };
+    if (!s) s = &none;
+    if (s->batch < 0 || s->batch > ME_MAX_DIM)
+        return me_error(d, ME_EINVAL, "--batch %lld is not a valid batch size", (long long)s->batch);
+    Binder bd = { .g = g, .d = d, .batch = s->batch > 0 ? s->batch : 1, .batch_given = s->batch > 0 };
+    snprintf(bd.batch_opt, sizeof(bd.batch_opt), "--batch %lld", (long long)bd.batch);
+    const char *spec_of[256] = { NULL }; /* the --input that gave input k its shape */
+    int rc;
+
+    if ((rc = bind_dims(&bd, s)) < 0) return rc;
+    for (int i = 0; i < s->n_inputs; i++)
+        if ((rc = bind_input(&bd, s->inputs[i], spec_of)) < 0) return rc;
+
+    if (s->dtype) {
         int t = me_dtype_from_name(s->dtype);
         if (t != ME_DT_F16 && t != ME_DT_BF16 && t != ME_DT_F32 && t != ME_DT_F64)
             return me_error(d, ME_EINVAL, "--dtype '%s': expected float32, float16 or bfloat16", s->dtype);
@@ -135,21 +242,45 @@ int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
             if ((v->kind == ME_V_INIT || v->kind == ME_V_INPUT) && me_dtype_is_float(v->dtype)) v->dtype = (MeDType)t;
         }
     }
-    /* Whatever is still symbolic: a named binding, else the batch for dim 0. */
+    /* Whatever is still symbolic: a named binding, else the batch for dim
+     * 0. A batch dim the model fixes is noted: --batch must not silently
+     * leave it. */
+    const MeValue *fixed = NULL;
+    bool has_batch_dim = false;
     for (int k = 0; k < g->n_inputs; k++) {
         MeValue *v = &g->v[g->inputs[k]];
+        has_batch_dim |= v->shape.rank > 0;
+        if (v->shape.rank > 0 && v->shape.d[0] >= 0 && !(v->sym && v->sym[0]) && v->shape.d[0] != bd.batch && !fixed)
+            fixed = v;
         for (int i = 0; i < v->shape.rank; i++) {
             if (v->shape.d[i] >= 0) continue;
             const char *sym = v->sym ? v->sym[i] : NULL;
-            int bi = sym ? find_binding(b, nb, sym) : -1;
-            int rc;
-            if (bi >= 0) v->shape.d[i] = b[bi].val;
-            else if (i == 0 && (rc = bind_dim(g, v, 0, batch, b, &nb, "--batch", d)) < 0) return rc;
-            else if (i != 0)
+            int bi = sym ? find_binding(&bd, sym, strlen(sym)) : -1;
+            if (bi >= 0) {
+                v->shape.d[i] = bd.b[bi].val;
+                if (i == 0 && bd.batch_given) {
+                    if (bd.b[bi].val != bd.batch)
+                        return me_error(d, ME_EINVAL, "%s: %s and %s both bind dim '%s' of input '%s' (%lld and %lld): give one",
+                                        g->path, bd.b[bi].from, bd.batch_opt, sym, v->name, (long long)bd.b[bi].val, (long long)bd.batch);
+                    bd.batch_used++;
+                }
+            } else if (i == 0) {
+                if ((rc = bind_dim(&bd, v, 0, bd.batch, bd.batch_given ? bd.batch_opt : "the default batch 1")) < 0) return rc;
+                bd.batch_used++;
+            } else
                 return me_error(d, ME_EINVAL, "%s: input '%s' dim %d%s%s%s is not fixed; give --input %s=... or --dim %s=N",
                                 g->path, v->name, i, sym ? " ('" : "", sym ? sym : "", sym ? "')" : "", v->name, sym ? sym : "NAME");
         }
         v->known = true;
     }
+    /* --batch given and nothing took it: a batch the model fixes to
+     * another value, or no dim 0 at all (a fixed batch of the same value,
+     * or a full --input shape that agrees, is no conflict) */
+    if (bd.batch_given && !bd.batch_used && fixed)
+        return me_error(d, ME_EINVAL, "%s: %s: input '%s' has a fixed batch: dim 0 is %lld in the model, not a symbolic dim "
+                        "(re-binding a static batch is not supported yet)",
+                        g->path, bd.batch_opt, fixed->name, (long long)fixed->shape.d[0]);
+    if (bd.batch_given && !has_batch_dim && bd.batch != 1)
+        return me_error(d, ME_EINVAL, "%s: %s binds nothing: no input of the model has a dim 0", g->path, bd.batch_opt);
     return 0;
 }

@@ -185,8 +185,9 @@ int main(int argc, char **argv)
     }
 
     /* the symbolic batch dim ("batch" in the file) bound by name: the same
-     * figures; a bad binding is refused and the model keeps its own */
-    MemestModel *byname = load(path, 1, 0);
+     * figures; a bad binding is refused and the model keeps its own (no
+     * batch given: a batch of 1 would conflict with batch=4) */
+    MemestModel *byname = load(path, 0, 0);
     MemestAnalysis *ad = NULL;
     if (byname) {
         static const char *const dims[] = { "batch=4" }, *const bad_dims[] = { "batch=four" };

@@ -1,0 +1,119 @@
+/* memest's options, once. The parser (main.c), --help and the man page
+ * (memest.1, written at build time by mkman.c) all read this table, so
+ * they cannot drift apart; tests/test_issue12_cli12.py holds README's
+ * option table to them.
+ *
+ * X(ID, NAME, ARG, MANY, NEEDS, HELP)
+ *   ID     OPT_ID in the enum below; OPT_BIT(ID) in a set of options
+ *   NAME   as typed
+ *   ARG    the value's placeholder; NULL for a flag
+ *   MANY   1: may be given more than once (each adds); 0: given twice
+ *          with two values is an error naming both
+ *   NEEDS  the options of which one must be given too, 0 for none: without
+ *          them the option would bind nothing, which is an error
+ *   HELP   --help's text; '\n' starts a continuation line
+ *
+ * One rule, for every option: an option that binds nothing (NEEDS), that
+ * conflicts with another (MEMEST_OPTION_CONFLICTS) or that is given twice
+ * with two values is an error (exit 2) naming both. The library applies the
+ * same rule to what only the model can tell (a --dim no input has, a batch
+ * the model fixes): src/load/bind.c. */
+#ifndef MEMEST_CLI_OPTIONS_H
+#define MEMEST_CLI_OPTIONS_H
+
+#include <stdint.h>
+
+#define MEMEST_OPTIONS(X)                                                                                        \
+    X(INPUT, "--input", "[NAME=]SHAPE[:DTYPE]", 1, 0,                                                            \
+      "input shape, e.g. 3x224x224 (one sample; the batch\n"                                                    \
+      "is prepended) or input_ids=8x128:int64 (full shape)")                                                     \
+    X(BATCH, "--batch", "N", 0, 0, "batch size (default 1)")                                                    \
+    X(DIM, "--dim", "NAME=N", 1, 0, "bind a symbolic dimension")                                                 \
+    X(CONVENTION, "--convention", "NAME", 0, 0, "default | torchstat | fvcore | ptflops | thop | deepspeed")     \
+    X(FORMAT, "--format", "NAME", 0, 0, "table | json | csv | markdown")                                         \
+    X(STRICT, "--strict", NULL, 0, 0, "unknown ops are an error (exit 3)")                                       \
+    X(TRAIN, "--train", NULL, 0, 0, "simulate a training step (default: inference under no_grad)")              \
+    X(GRAD, "--grad", NULL, 0, 0, "inference with autograd on (no torch.no_grad())")                             \
+    X(OPTIMIZER, "--optimizer", "NAME", 0, OPT_BIT(TRAIN),                                                       \
+      "sgd | momentum | adam | adamw | adagrad | rmsprop | none\n"                                               \
+      "(default sgd; none: backward only, gradients kept)")                                                      \
+    X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN), "cross-entropy | mse (default cross-entropy)")                  \
+    X(RUNTIME, "--runtime", "NAME", 0, 0, "cuda | cpu: what PyTorch allocates inside ops (default cuda)")        \
+    X(CHECKPOINT, "--checkpoint", "sqrt|N", 0, OPT_BIT(TRAIN),                                                   \
+      "activation checkpointing in N segments (sqrt: sqrt of the chain's\n"                                     \
+      "layers, the places a single tensor crosses);\n"                                                           \
+      "without it, JSON layers flagged \"checkpoint\" form the segments")                                       \
+    /* autograd alone (--grad) saves more for inputs that require grad */                                       \
+    X(INPUT_GRAD, "--input-grad", NULL, 0, OPT_BIT(TRAIN) | OPT_BIT(GRAD), "graph inputs require grad")         \
+    X(AMP, "--amp", "fp16|bf16", 0, 0, "torch.autocast (fp32 weights, low-precision activations)")             \
+    X(DTYPE, "--dtype", "fp16|bf16", 0, 0, "convert weights and inputs (model.half() / .bfloat16())")           \
+    /* under --grad a frozen layer's weights want no grad: less is saved */                                     \
+    X(FREEZE, "--freeze", "PATTERN", 1, OPT_BIT(TRAIN) | OPT_BIT(GRAD),                                          \
+      "freeze layers whose module name matches (glob or prefix)")                                                \
+    X(GPU, "--gpu", "NAME", 0, 0, "a GPU: fits or not, headroom, roofline time (--list-gpus)")                  \
+    X(GPU_MEM, "--gpu-mem", "SIZE", 0, 0,                                                                        \
+      "a GPU with SIZE of memory (24GiB, 16GB, 81920MiB); with --gpu,\n"                                         \
+      "that GPU's speeds")                                                                                       \
+    X(GPU_FILE, "--gpu-file", "FILE", 1, OPT_BIT(GPU) | OPT_BIT(LIST_GPUS), "more GPUs for --gpu (JSON list)")  \
+    X(LIST_GPUS, "--list-gpus", NULL, 0, 0, "the GPUs --gpu knows (with --gpu-file's), and exit")                \
+    X(DEVICE_PROFILE, "--device-profile", "FILE",                                                                \
+      0, 0, "a GPU as memest-measure --calibrate measured it (doc/device-profile.md)")                          \
+    X(MAX_BATCH, "--max-batch", NULL, 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),             \
+      "the largest batch that fits on the GPU")                                                                  \
+    X(GPUS, "--gpus", "N", 0, 0,                                                                                 \
+      "data parallel on N GPUs; memory per GPU (inference:\n"                                                   \
+      "with --shard zero3 only, the one that shards weights)")                                                   \
+    X(SHARD, "--shard", "S", 0, OPT_BIT(GPUS), "ddp | zero1 | zero2 | zero3 (fsdp): what the GPUs shard")       \
+    X(PLOT, "--plot", "FILE.svg", 0, 0, "memory timeline")                                                       \
+    X(NETRON, "--netron", "FILE", 0, 0, "Netron metrics attachment")                                             \
+    X(CHECK, "--check", "GOLDEN", 0, 0, "CI golden check (exit 1 if moved)")                                     \
+    X(TOLERANCE, "--tolerance", "PCT", 0, OPT_BIT(CHECK), "how far --check lets a figure move (default 1%)")   \
+    X(UPDATE_GOLDEN, "--update-golden", "FILE", 0, 0, "write the golden --check reads")                         \
+    X(OUTPUT, "-o", "FILE", 0, 0, "write the report to FILE")                                                    \
+    X(VERSION, "--version", NULL, 0, 0, "the version, and exit")                                                 \
+    X(HELP, "--help", NULL, 0, 0, "this text, and exit (also -h)")
+
+/* Options that must not be given together, and why (both are named). */
+#define MEMEST_OPTION_CONFLICTS(Y)                                                              \
+    Y(TRAIN, GRAD, "a training step runs autograd already")                                    \
+    Y(AMP, DTYPE, "autocast keeps fp32 weights, --dtype converts them")                        \
+    Y(GPU, DEVICE_PROFILE, "the profile is the GPU, measured")
+
+typedef enum MeCliOpt {
+#define X(id, name, arg, many, needs, help) OPT_##id,
+    MEMEST_OPTIONS(X)
+#undef X
+    OPT_COUNT
+} MeCliOpt;
+#define OPT_BIT_OF(o) (UINT64_C(1) << (o))
+#define OPT_BIT(id) OPT_BIT_OF(OPT_##id)
+_Static_assert(OPT_COUNT <= 64, "a set of options is a uint64_t");
+
+typedef struct MeCliOption {
+    const char *name, *arg;
+    int many;
+    uint64_t needs;
+    const char *help;
+} MeCliOption;
+
+static const MeCliOption me_cli_options[OPT_COUNT] = {
+#define X(id, name, arg, many, needs, help) [OPT_##id] = { name, arg, many, needs, help },
+    MEMEST_OPTIONS(X)
+#undef X
+};
+
+typedef struct MeCliConflict {
+    int a, b;
+    const char *why;
+} MeCliConflict;
+
+static const MeCliConflict me_cli_conflicts[] = {
+#define Y(a, b, why) { OPT_##a, OPT_##b, why },
+    MEMEST_OPTION_CONFLICTS(Y)
+#undef Y
+};
+
+#define MEMEST_SYNOPSIS "memest MODEL.onnx|MODEL.json [options]"
+#define MEMEST_EXIT_STATUS "0 ok, 1 golden check failed, 2 bad input or usage, 3 unsupported op under --strict"
+
+#endif
