@@ -57,7 +57,7 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out)
 static int parse_args(int argc, char **argv, Args *a)
 {
     memset(a, 0, sizeof(*a));
-    a->batch = 1;
+    a->batch = 0; /* not given: the model's own or 1, as memest binds it */
     a->warmup = 3;
     a->iterations = 10;
     a->optimizer = MEMEST_OPT_SGD;
@@ -227,6 +227,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "memest-measure: %s\n", err);
         return 2;
     }
+    /* the batch as bound (a fixed batch, or --dim, may have set it) */
+    const MeValue *in0 = m->g.n_inputs ? &m->g.v[m->g.inputs[0]] : NULL;
+    if (in0 && in0->known && in0->shape.rank > 0) a.batch = in0->shape.d[0];
+    else if (!a.batch) a.batch = 1;
     int status = 0;
     MePlan plans[2];
     MePlan *pp[2] = { &plans[0], &plans[1] };

@@ -47,6 +47,19 @@ expect("bad batch", rc == 2 and "--batch" in err, f"exit {rc}; stderr: {err!r}")
 rc, out, err = run("models/resnet18.json", "--device-profile", "models/does_not_exist_profile.json")
 expect("missing profile", rc == 2 and "does_not_exist_profile.json" in err, f"exit {rc}; stderr: {err!r}")
 
+# a model whose batch is fixed at 4: without --batch it is taken as it is
+# (not refused as "--batch 1", an option nobody gave)
+sys.path.insert(0, os.path.join(root, "tests"))
+import tempfile  # noqa: E402
+import onnx_craft as oc  # noqa: E402
+with tempfile.TemporaryDirectory() as tmp:
+    static = os.path.join(tmp, "static4.onnx")
+    with open(static, "wb") as f:
+        f.write(oc.model(oc.graph([oc.node("Relu", ["x"], ["y"], name="r")], [oc.value_info("x", [4, 8])],
+                                  [oc.value_info("y", [4, 8])])))
+    rc, out, err = run(static)
+    expect("fixed batch", rc in (0, 77) and "--batch" not in err, f"exit {rc}; stderr: {err!r}")
+
 # the no-GPU answer
 rc, out, err = run("models/resnet18.json")
 if rc == 0:
