@@ -49,7 +49,7 @@ def estimate(model, input_size=None, example_inputs=None, batch=None, mode="infe
     ex = model if isinstance(model, Exported) else export(model, input_size, example_inputs, opset, progress)
     if batch is None:
         batch = ex.batch or 1
-    m = Model.load(ex.data, inputs=ex.inputs, batch=batch, dtype=dtype, name=ex.name + ".onnx")
+    m = Model.load(ex.data, inputs=ex.inputs, batch=batch, dtype=dtype, name=ex.name)
     patterns = [freeze] if isinstance(freeze, str) else list(freeze or [])
     for p in patterns + [n for n in ex.frozen if not any(_covers(p, n) for p in patterns)]:
         m.freeze(p)

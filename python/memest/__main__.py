@@ -112,8 +112,7 @@ def main(argv=None):
             r.write_golden(a.update_golden)
         if a.check:
             res = r.check(a.check, a.tolerance)
-            for line in res.moved:
-                print(line, file=sys.stderr)
+            print(res, file=sys.stderr)
             return 0 if res else 1
     except memest.MemestError as e:
         print("memest: %s" % e, file=sys.stderr)

@@ -152,8 +152,11 @@ def export(module, input_size=None, example_inputs=None, opset=None, progress=No
                 f = io.BytesIO()
                 _run_export(torch, module, xs, f, names, opset, torch.onnx.TrainingMode.PRESERVE)
     except Exception as e:  # noqa: BLE001 - re-raised with where and what to try
-        where = qual.get(stack[-1]) if stack else None
-        raise _export_error(e, cls, where, stack[-1] if stack else None, opset, example_inputs is not None) from e
+        mod = stack[-1] if stack else None
+        op = _OP.search(str(e))
+        if mod is None and op:  # failed converting the trace: which module called the op
+            mod = _locate(torch, module, xs, op.group(1), qual)
+        raise _export_error(e, cls, qual.get(mod), mod, opset, example_inputs is not None) from e
     finally:
         for h in hooks:
             h.remove()
@@ -165,6 +168,38 @@ def export(module, input_size=None, example_inputs=None, opset=None, progress=No
         bar.done()
     params = sum(p.numel() for p in module.parameters())
     return Exported(f.getvalue(), inputs, cls, params, _frozen_modules(module), opset, batch)
+
+
+def _locate(torch, module, xs, op, qual):
+    """The innermost module whose forward called op ('aten::linalg_inv'),
+    found by running the module once more under a TorchFunctionMode."""
+    from torch.overrides import TorchFunctionMode
+    tail = op.split("::")[-1]
+    stack, found, hooks = [], [], []
+
+    class Spy(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "")
+            if not found and stack and name and (name == tail or name.lstrip("_") == tail.lstrip("_")):
+                found.append(stack[-1])
+            return func(*args, **(kwargs or {}))
+    def pre(m, _args):
+        stack.append(m)
+
+    def post(_m, _args, _out):  # returns None: a hook's result would replace the output
+        stack.pop()
+    for m in qual:
+        hooks.append(m.register_forward_pre_hook(pre))
+        hooks.append(m.register_forward_hook(post))
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), Spy():
+            module(*xs)
+    except Exception:  # noqa: BLE001 - only a hint for the message
+        pass
+    finally:
+        for h in hooks:
+            h.remove()
+    return found[0] if found and found[0] is not module else None
 
 
 def _run_export(torch, module, xs, f, names, opset, training):

@@ -448,7 +448,7 @@ class Report:
             _check(rc, err)
             with open(out) as f:
                 lines = f.read().splitlines()
-        return CheckResult(rc == 0, lines)
+        return CheckResult(rc == 0, lines[:-1], lines[-1] if lines else "")
 
     def write_golden(self, path):
         """Writes this report as a golden file (labelled: made by memest, a
@@ -477,10 +477,11 @@ class Report:
 @dataclass
 class CheckResult:
     ok: bool
-    moved: list
+    moved: list   # one line per figure that moved ("totals.macs: a -> b (+5.00%)")
+    summary: str  # the library's closing line
 
     def __bool__(self):
         return self.ok
 
     def __str__(self):
-        return "\n".join(self.moved) if self.moved else "within tolerance"
+        return "\n".join(self.moved + [self.summary])
