@@ -107,6 +107,7 @@ def memory_settings(mode="infer", optimizer=None, loss=None, runtime="cuda", che
     """MemestMemorySettings as the memest command fills them."""
     s = L.MemorySettings()
     L.lib().memest_memory_default_settings(ctypes.byref(s))
+    mode = {"infer_grad": "grad"}.get(mode, mode)
     s.mode = _choice("mode", mode, L.RUN_MODES)
     if mode != "train":
         for what, v in (("optimizer", optimizer), ("loss", loss), ("checkpoint", checkpoint)):
@@ -172,6 +173,7 @@ class Model:
         s.batch = batch
         dt = _dtype_name(dtype).encode() if dtype is not None else None
         s.dtype = dt
+        s.threads = 1  # as the memest command: a big graph loads and simulates faster with a helper thread
         h, err = ctypes.c_void_p(), _err()
         if isinstance(source, (bytes, bytearray, memoryview)):
             data = bytes(source)
