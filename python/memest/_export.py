@@ -204,8 +204,19 @@ def _locate(torch, module, xs, op, qual):
 
 def _run_export(torch, module, xs, f, names, opset, training):
     dyn = {n: {0: "batch"} for n in names + ["output"]}
-    torch.onnx.export(module, tuple(xs), f, input_names=names, output_names=["output"], dynamic_axes=dyn,
-                      opset_version=opset, training=training, do_constant_folding=False, verbose=False)
+    # An eval-mode export merges initializers of equal value (a fresh
+    # model's BatchNorm weights are all ones), which would count distinct
+    # parameters once; keep only the merging of tensors really shared (tied
+    # weights), as a training-mode export does.
+    dedup = getattr(torch._C, "_jit_pass_onnx_deduplicate_initializers", None)
+    if dedup is not None:
+        torch._C._jit_pass_onnx_deduplicate_initializers = lambda g, p, _is_train: dedup(g, p, True)
+    try:
+        torch.onnx.export(module, tuple(xs), f, input_names=names, output_names=["output"], dynamic_axes=dyn,
+                          opset_version=opset, training=training, do_constant_folding=False, verbose=False)
+    finally:
+        if dedup is not None:
+            torch._C._jit_pass_onnx_deduplicate_initializers = dedup
 
 
 def _export_error(e, cls, where, mod, opset, had_examples):

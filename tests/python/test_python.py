@@ -118,6 +118,24 @@ def case_api():
     check([s.peak for s in fr.memory.steps] == [s["peak"] for s in cli["memory"]["steps"]],
           "requires_grad=False: peaks %s, --freeze %s" % ([s.peak for s in fr.memory.steps],
                                                           [s["peak"] for s in cli["memory"]["steps"]]))
+    # stochastic depth cannot be exported in training mode (Bernoulli): an
+    # eval-mode export, where torch would merge the fresh, equal BatchNorm
+    # weights into one initializer
+    from torchvision.ops import StochasticDepth
+
+    class Sd(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn1, self.bn2 = torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.BatchNorm2d(8)
+            self.sd = StochasticDepth(0.2, "row")
+
+        def forward(self, x):
+            y = self.bn1(self.conv(x))
+            return y + self.sd(self.bn2(y))
+    sd = Sd()
+    r = memest.estimate(sd, input_size=(3, 16, 16), mode="train")
+    check(r.params == sum(p.numel() for p in sd.parameters()), "stochastic depth: params %d, PyTorch %d"
+          % (r.params, sum(p.numel() for p in sd.parameters())))
     try:
         memest.estimate(ex, mode="infer", optimizer="adam")
         check(False, "optimizer without mode='train' was accepted")
