@@ -24,6 +24,7 @@ the release build's libmemest.so; the ASan build's cannot be loaded here)
   progress      a progress line on a terminal, nothing otherwise
   install       pip install --no-build-isolation of python/ into a venv finds
                 the library from another folder
+  example       doc/example_resnet50_a100.py runs: table, breakdown, max batch, PNG
 """
 import contextlib
 import io
@@ -401,6 +402,17 @@ def case_install():
         if len(lines) == 3:
             check(lines[0].startswith(venv), "imported %s, not the installed package" % lines[0])
             check(os.path.realpath(lines[1]) == os.path.realpath(lib), "found %s, not %s" % (lines[1], lib))
+
+
+def case_example():
+    with tempfile.TemporaryDirectory() as tmp:
+        png = os.path.join(tmp, "t.png")
+        rc, out, err = py(path("doc", "example_resnet50_a100.py"), env={"MEMEST_EXAMPLE_PNG": png})
+        check(rc == 0, "doc/example_resnet50_a100.py: exit %d: %s" % (rc, err[-800:]))
+        check("largest batch on a100-80gb: " in out and "Total params: 25,557,032" in out and "saved" in out,
+              "the example's output lacks the table, breakdown or max batch:\n" + out[-800:])
+        if shutil.which("rsvg-convert"):
+            check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "no PNG plot")
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
