@@ -55,16 +55,18 @@ class Exported:
             f.write(self.data)
 
 
-def _dummy(torch, shape, dtype):
+def _dummy(torch, shape, dtype, device):
     dt = getattr(torch, dtype, None)
     if not isinstance(dt, torch.dtype):
         raise ValueError("input dtype %r: not a torch dtype" % dtype)
     if dt.is_floating_point:
-        return torch.randn((EXPORT_BATCH,) + shape, dtype=dt)
-    return torch.zeros((EXPORT_BATCH,) + shape, dtype=dt)  # index 0 is valid for any embedding
+        return torch.randn((EXPORT_BATCH,) + shape, dtype=dt, device=device)
+    return torch.zeros((EXPORT_BATCH,) + shape, dtype=dt, device=device)  # index 0 is valid for any embedding
 
 
-def _inputs(torch, input_size, example_inputs):
+def _inputs(torch, input_size, example_inputs, like):
+    """like: a parameter of the module (its device, and its float dtype for
+    shapes given without one: a model.half() takes half inputs)."""
     """Tensors to trace with, and the per-sample specs to bind."""
     if example_inputs is not None:
         xs = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
@@ -85,11 +87,13 @@ def _inputs(torch, input_size, example_inputs):
         if isinstance(s, str):
             specs.append(parse_spec(s))
         elif isinstance(s, (tuple, list)) and all(isinstance(d, int) and d > 0 for d in s):
-            specs.append((None, tuple(s), "float32"))
+            fdt = like.dtype if like is not None and like.is_floating_point() else torch.float32
+            specs.append((None, tuple(s), str(fdt).replace("torch.", "")))
         else:
             raise ValueError("input_size: %r is not a shape such as (3, 224, 224) nor a spec such as "
                              "'input_ids=128:int64'" % (s,))
-    return tuple(_dummy(torch, shape, dt) for _, shape, dt in specs), specs, None
+    device = like.device if like is not None else None
+    return tuple(_dummy(torch, shape, dt, device) for _, shape, dt in specs), specs, None
 
 
 def _frozen_modules(module):
@@ -113,7 +117,7 @@ def export(module, input_size=None, example_inputs=None, opset=None, progress=No
     if not isinstance(module, torch.nn.Module):
         raise TypeError("expected a torch.nn.Module, not %s" % type(module).__name__)
     opset = opset or newest_opset()
-    xs, specs, batch = _inputs(torch, input_size, example_inputs)
+    xs, specs, batch = _inputs(torch, input_size, example_inputs, next(module.parameters(), None))
     names = [n or ("input" if len(specs) == 1 else "input_%d" % i) for i, (n, _, _) in enumerate(specs)]
     inputs = ["%s=%s:%s" % (n, "x".join(map(str, shape)), dt) for n, (_, shape, dt) in zip(names, specs)]
     bar = Progress(progress)
