@@ -104,8 +104,11 @@ def main(argv=None):
                 f.write(text)
         else:
             sys.stdout.write(text)
-        if a.plot:
-            r.plot(a.plot) if not a.plot.endswith(".svg") else open(a.plot, "w").write(r.svg())
+        if a.plot and a.plot.endswith(".svg"):  # the library's plot, as the memest command writes it
+            with open(a.plot, "w") as f:
+                f.write(r.svg())
+        elif a.plot:
+            r.plot(a.plot)
         if a.netron:
             r.netron(a.netron)
         if a.update_golden:
