@@ -1,11 +1,12 @@
 #!/bin/bash
 # Installs what memest needs to build and test (Debian, as root), builds it
 # twice (release, and ASan+UBSan halting on the first error), runs every test
-# in both builds and ends with "N passed, N failed".
+# in both builds and ends with "N passed, N failed". The Python package's
+# tests (suite python, Debian's python3-torch) run in the release build only.
 set -u
 cd "$(dirname "$0")/.."
 
-deps="gcc pkg-config meson ninja-build python3 valgrind libcjson-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev librsvg2-bin"
+deps="gcc pkg-config meson ninja-build python3 valgrind libcjson-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev librsvg2-bin python3-torch python3-torchvision python3-pip python3-venv python3-setuptools python3-wheel"
 missing=""
 for p in $deps; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
