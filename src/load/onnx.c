@@ -841,9 +841,6 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
         snprintf(fallback, sizeof(fallback), "%.*s_%d", op_len && op_len < 40 ? (int)op_len : 4, op_len && op_len < 40 ? op : "node", index);
         name = fallback;
         name_len = strlen(fallback);
-        /* noted: unique_names makes sure no explicit name equals it */
-        if (!call && me_grow(&o->gen, &o->cap_gen, o->ngen + 1, sizeof(int)) < 0) { rc = ME_ENOMEM; goto end; }
-        if (!call) o->gen[o->ngen++] = o->g->nn;
     }
     utf8 = utf8 && me_utf8_valid_n(name, name_len) && me_utf8_valid_n(op, op_len) && me_utf8_valid_n(domain, domain_len);
     if (!utf8) {
@@ -865,6 +862,13 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
             rc = inline_call(o, fn, call, data, (size_t)fld->len, name, name_len);
             goto end;
         }
+    }
+    if (name == fallback && !call) {
+        /* noted once the node is sure to be added (a call to a local
+         * function adds its body instead, possibly nothing): unique_names
+         * makes sure no explicit name equals it */
+        if (me_grow(&o->gen, &o->cap_gen, o->ngen + 1, sizeof(int)) < 0) { rc = ME_ENOMEM; goto end; }
+        o->gen[o->ngen++] = o->g->nn;
     }
     char *full = NULL;
     if (call) { /* a function body's node: named under its call */
