@@ -754,10 +754,14 @@ static int resize_shape(MeCtx *c, bool upsample)
     for (int i = 0; i < n; i++) {
         double d = (double)x->d[i] * sc[i];
         if (!(sc[i] > 0) || d > (double)ME_MAX_DIM) return me_fail(c, "scale %g on axis %d is not valid", sc[i], i);
-        /* floor(dim · scale), but scales are float32: an exporter's out/in
-         * (PyTorch's for interpolate(size=...)) lands up to 2^-24 relative
-         * below out, and PyTorch's own op gives out. Closer than float32
-         * can tell is taken as the integer. */
+        /* floor(dim · scale) (ONNX Upsample/Resize: output_dimension =
+         * floor(input_dimension * scale)), but scales are float32: for
+         * interpolate(size=...) PyTorch's exporter writes scales = size / dim
+         * computed in float (torch/onnx/symbolic_helper.py,
+         * _interpolate_size_to_scales: Cast to float, Div), which lands a
+         * rounding or two (2^-23 relative each) below size, while PyTorch
+         * itself ran upsample with size exactly. Closer than two float32
+         * roundings is taken as the integer. */
         double r = nearbyint(d);
         o.d[i] = (int64_t)(r > d && r - d <= r * 0x1p-22 ? r : floor(d));
     }
