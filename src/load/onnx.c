@@ -398,6 +398,15 @@ static int scan_tensor(OCtx *o, uint64_t off, uint64_t len, MeShape *s, int64_t 
  * [NNZ, rank], dense dims). Ops see its dense shape; what PyTorch holds
  * of a sparse COO tensor is its values and its indices, so its memory
  * and parameter count are those (MeValue.sparse). Data is never read. */
+/* Bytes of a sparse tensor as PyTorch holds it (a COO tensor,
+ * aten/src/ATen/SparseTensorImpl.h: values [nnz] and int64 indices
+ * [sparse_dim, nnz]), whatever index layout the file used (ONNX allows
+ * linear [nnz] or [nnz, rank] indices). */
+static uint64_t coo_bytes(MeDType t, int64_t nnz, int rank)
+{
+    return me_sadd(me_dtype_bytes(t, nnz), me_smul(me_dtype_bytes(ME_DT_I64, nnz), (uint64_t)(rank > 0 ? rank : 1)));
+}
+
 static int load_sparse_initializer(OCtx *o, const PbField *fld, int index)
 {
     uint64_t cur = fld->off, end = fld->off + fld->len;
@@ -446,7 +455,7 @@ static int load_sparse_initializer(OCtx *o, const PbField *fld, int index)
     v->known = true;
     v->sparse = true;
     v->nnz = nnz;
-    v->sparse_bytes = me_sadd(me_dtype_bytes((MeDType)vt, nnz), me_dtype_bytes(ME_DT_I64, in));
+    v->sparse_bytes = coo_bytes((MeDType)vt, nnz, dense.rank);
     return 0;
 }
 
@@ -585,7 +594,7 @@ static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
                             o->g->path, n->name, a->name, (long long)nnz, (long long)dn);
         v->sparse = true;
         v->nnz = nnz;
-        v->sparse_bytes = me_sadd(me_dtype_bytes(v->dtype, nnz), me_dtype_bytes(ME_DT_I64, in));
+        v->sparse_bytes = coo_bytes(v->dtype, nnz, v->shape.rank);
         if (!(m = me_node_add_attr(n, "value", ME_A_TENSOR))) return ME_ENOMEM;
         m->tensor = vi;
         return 0;
