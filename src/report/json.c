@@ -160,9 +160,8 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         cJSON_AddStringToObject(mem, "predicts", ms->runtime == MEMEST_RUNTIME_CPU ? "peak of CPU allocator bytes" : "torch.cuda max_memory_allocated / max_memory_reserved");
         if (ms->gpus > 1) {
             /* the figures are one rank's: a reader must not take them for the whole job */
-            static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
             cJSON_AddNumberToObject(mem, "gpus", ms->gpus);
-            cJSON_AddStringToObject(mem, "shard", sh[ms->shard & 3]);
+            cJSON_AddStringToObject(mem, "shard", me_shard_name(ms->shard));
             cJSON_AddStringToObject(mem, "per_gpu", "every figure in steps is what one of the GPUs holds");
         }
         if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);

@@ -242,6 +242,12 @@ const char *me_phase_name(MemestPhase p)
     return p == MEMEST_PHASE_FORWARD ? "forward" : p == MEMEST_PHASE_BACKWARD ? "backward" : "optimizer";
 }
 
+const char *me_shard_name(int shard)
+{
+    static const char *const n[] = { "ddp", "zero1", "zero2", "zero3" };
+    return n[shard & 3];
+}
+
 static void thousands(uint64_t v, char *buf, size_t n);
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -251,8 +257,7 @@ static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 static const char *per_gpu(const MemestAnalysis *m, char *buf, size_t n)
 {
     if (!m->has_memory || m->memory.settings.gpus <= 1) return NULL;
-    static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
-    snprintf(buf, n, "%d GPUs, %s", m->memory.settings.gpus, sh[m->memory.settings.shard & 3]);
+    snprintf(buf, n, "%d GPUs, %s", m->memory.settings.gpus, me_shard_name(m->memory.settings.shard));
     return buf;
 }
 

@@ -30,6 +30,8 @@ int me_render_string(char **out, size_t *len, MeRenderFn render, const void *ctx
 const char *me_mode_name(const MemestMemorySettings *s);
 const char *me_optimizer_name(MemestOptimizer o);
 const char *me_phase_name(MemestPhase p);
+/* "ddp", "zero1", "zero2" or "zero3" for MemestMemorySettings.shard */
+const char *me_shard_name(int shard);
 /* Why the GPU section has no roofline (NULL when it has one). */
 const char *me_roofline_missing(const MemestAnalysis *m);
 
