@@ -338,10 +338,11 @@ static void print_answer(const MemestAnalysis *m, FILE *f)
     }
     uint64_t need = memest_memory_needed(m);
     bool fits = need <= g->memory;
+    const char *shared = per_gpu(m, pg, sizeof(pg));
     fprintf(f, "%s on %s (%.2f GiB = %.2f MiB): needs %.2f MiB, %s %.2f MiB%s%s%s\n", fits ? "FITS" : "DOES NOT FIT", name,
             (double)g->memory / (1u << 30), mib(g->memory), mib(need), fits ? "headroom" : "short by",
-            mib(fits ? g->memory - need : need - g->memory), per_gpu(m, pg, sizeof(pg)) ? " (per GPU: " : "",
-            per_gpu(m, pg, sizeof(pg)) ? pg : "", per_gpu(m, pg, sizeof(pg)) ? ")" : "");
+            mib(fits ? g->memory - need : need - g->memory), shared ? " (per GPU: " : "", shared ? shared : "",
+            shared ? ")" : "");
     fprintf(f, "  compared with the card: %s\n\n", needed_what(m));
 }
 
