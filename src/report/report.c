@@ -231,6 +231,14 @@ const char *me_mode_name(const MemestMemorySettings *s)
     return (int)s->mode >= 0 && s->mode <= MEMEST_RUN_TRAIN ? n[s->mode] : "?";
 }
 
+const char *me_mode_key(MemestRunMode mode)
+{
+    static const char *const n[] = { "infer", "infer_grad", "train" };
+    return n[mode];
+}
+
+const char *me_autocast_key(int amp) { return amp == 2 ? "bfloat16" : amp == 1 ? "float16" : "off"; }
+
 const char *me_optimizer_name(MemestOptimizer o)
 {
     static const char *const n[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none" };
@@ -627,14 +635,13 @@ static void facts(const MemestAnalysis *m, Facts *x)
     }
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
-        static const char *const modes[] = { "infer", "infer_grad", "train" };
-        fact(x, "memory", "mode", modes[ms->mode], "");
+        fact(x, "memory", "mode", me_mode_key(ms->mode), "");
         if (ms->mode == MEMEST_RUN_TRAIN) {
             fact(x, "memory", "optimizer", me_optimizer_name(ms->optimizer), "");
             fact(x, "memory", "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy", "");
         }
         fact(x, "memory", "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda", "");
-        fact(x, "memory", "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off", "");
+        fact(x, "memory", "autocast", me_autocast_key(ms->amp), "");
         char pg[64];
         if (per_gpu(m, pg, sizeof(pg))) fact(x, "memory", "per_gpu", pg, "");
         if (!m->memory.n_mem) fact(x, "memory", "skipped", m->memory.skipped, "");
