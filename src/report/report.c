@@ -155,7 +155,7 @@ static const char *const head_ts[NCOL - 1] = { "", "module name", "input shape",
 static int ncols(bool ts) { return ts ? NCOL - 1 : NCOL; }
 static const char *heading(bool ts, int i) { return ts ? head_ts[i] : head_default[i]; }
 
-static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
+static void totals_cells(const MemestAnalysis *m, double fwd, Cells *c, bool ts)
 {
     const MemestTotals *t = &m->totals;
     memset(c, 0, sizeof(*c));
@@ -174,7 +174,7 @@ static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
         snprintf(c->c[k++], 128, "%s.0", a);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_read);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_write);
-        snprintf(c->c[k++], 128, forward_time(m) > 0 ? "100.00%%" : "-");
+        snprintf(c->c[k++], 128, fwd > 0 ? "100.00%%" : "-");
         snprintf(c->c[k++], 128, "%.1f", (double)(t->mem_read + t->mem_write));
         return;
     }
@@ -184,7 +184,7 @@ static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
     thousands(t->flops, c->c[k++], 128);
     thousands(t->mem_read, c->c[k++], 128);
     thousands(t->mem_write, c->c[k++], 128);
-    snprintf(c->c[k++], 128, forward_time(m) > 0 ? "100.00%%" : "-");
+    snprintf(c->c[k++], 128, fwd > 0 ? "100.00%%" : "-");
     thousands(me_sadd(t->mem_read, t->mem_write), c->c[k++], 64);
 }
 
@@ -450,7 +450,7 @@ static int report_table(const MemestAnalysis *m, FILE *f)
         me_free(text.p);
         return ME_ENOMEM;
     }
-    totals_cells(m, &tot, ts);
+    totals_cells(m, fwd, &tot, ts);
     for (int i = 0; i < nc; i++) {
         int l = (int)strlen(tot.c[i]);
         if (l > w[i]) w[i] = l;
