@@ -164,7 +164,7 @@ end:
 
 /* Whether gpu carries what a roofline needs: --gpu-mem alone gives only a
  * capacity, and 0 bytes/s or 0 FLOP/s would make every time 0/0 (NaN). */
-static bool roofline_known(const MemestGpu *gpu)
+bool me_roofline_known(const MemestGpu *gpu)
 {
     return gpu->bandwidth > 0 && gpu->fp32_flops > 0 && gpu->bandwidth < 1e300 && gpu->fp32_flops < 1e300;
 }
@@ -183,7 +183,7 @@ int memest_set_device(MemestAnalysis *a, const MemestGpu *gpu, int low_precision
     a->gpu = *gpu;
     a->has_gpu = true;
     a->low_precision = low_precision;
-    bool known = roofline_known(gpu);
+    bool known = me_roofline_known(gpu);
     for (int i = 0; i < g->nn; i++) {
         if (!known) { a->time_s[i] = 0; continue; }
         const MeCost *d = &dc[i];
@@ -201,7 +201,7 @@ int memest_timing(const MemestAnalysis *a, MemestTiming *out)
 {
     memset(out, 0, sizeof(*out));
     if (!a || !a->has_gpu) return ME_EINVAL;
-    if (!roofline_known(&a->gpu)) return ME_EUNSUPPORTED;
+    if (!me_roofline_known(&a->gpu)) return ME_EUNSUPPORTED;
     const MeGraph *g = a->g;
     for (int i = 0; i < g->nn; i++) out->forward_s += a->time_s[i];
     out->batch = g->n_inputs && g->v[g->inputs[0]].shape.rank ? (int)g->v[g->inputs[0]].shape.d[0] : 1;

@@ -71,20 +71,27 @@ static int keep_binding(MemestModel *m, const MemestLoadSettings *s)
     return 0;
 }
 
+/* The cost of every node under conv into cost (nn entries), prefaulting
+ * the array from the helper thread on a large graph when threads are on. */
+static void convention_costs(const MeGraph *g, MemestConvention conv, bool threads, MeCost *cost, MeDiag *d)
+{
+    void *region = cost;
+    size_t len = sizeof(MeCost) * (size_t)g->nn;
+    MePrefault *pf = threads && g->nn > 100000 ? me_prefault_start(&region, &len, 1) : NULL;
+    for (int ni = 0; ni < g->nn; ni++) {
+        MeCtx c = { .g = (MeGraph *)g, .d = d, .n = &g->n[ni] };
+        me_convention_cost(conv, &c, &cost[ni]);
+    }
+    me_prefault_join(pf);
+}
+
 /* Default-convention cost of every node: the roofline and the default
  * analysis read it; computed once per binding. */
 static int default_costs(MemestModel *m, MeDiag *d)
 {
     MeGraph *g = &m->g;
     if (!m->dcost && !(m->dcost = me_calloc((size_t)(g->nn ? g->nn : 1), sizeof(MeCost)))) return ME_ENOMEM;
-    void *region = m->dcost;
-    size_t len = sizeof(MeCost) * (size_t)g->nn;
-    MePrefault *pf = m->threads && g->nn > 100000 ? me_prefault_start(&region, &len, 1) : NULL;
-    for (int ni = 0; ni < g->nn; ni++) {
-        MeCtx c = { .g = g, .d = d, .n = &g->n[ni] };
-        me_convention_cost(MEMEST_CONVENTION_DEFAULT, &c, &m->dcost[ni]);
-    }
-    me_prefault_join(pf);
+    convention_costs(g, MEMEST_CONVENTION_DEFAULT, m->threads, m->dcost, d);
     return 0;
 }
 
@@ -265,14 +272,7 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
     m->cost = model->dcost;
     if (conv != MEMEST_CONVENTION_DEFAULT) {
         if (!(m->own_cost = me_calloc((size_t)(g->nn ? g->nn : 1), sizeof(MeCost)))) goto nomem;
-        void *region = m->own_cost;
-        size_t len = sizeof(MeCost) * (size_t)g->nn;
-        MePrefault *pf = model->threads && g->nn > 100000 ? me_prefault_start(&region, &len, 1) : NULL;
-        for (int ni = 0; ni < g->nn; ni++) {
-            MeCtx c = { .g = (MeGraph *)g, .d = &d, .n = &g->n[ni] };
-            me_convention_cost(conv, &c, &m->own_cost[ni]);
-        }
-        me_prefault_join(pf);
+        convention_costs(g, conv, model->threads, m->own_cost, &d);
         m->cost = m->own_cost;
     }
     MemestTotals t = { .nodes = g->nn };

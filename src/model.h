@@ -85,6 +85,8 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
 void me_memory_result_free(MeMemResult *r);
 /* What a step needs on a GPU (capacity.c): the largest of the steps. */
 uint64_t me_memory_needed(const MeMemResult *r);
+/* Whether gpu has the bandwidth and FLOP/s a roofline needs (device.c). */
+bool me_roofline_known(const MemestGpu *gpu);
 /* Whether a's figures still describe its model's binding; else a message. */
 int me_analysis_current(const MemestAnalysis *a);
 /* Forgets what an earlier shape inference folded (contents computed from

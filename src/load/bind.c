@@ -60,6 +60,20 @@ static int add_binding(Binder *bd, const char *name, size_t len, int64_t val, co
     return 0;
 }
 
+/* Binds the symbolic dim name (of input, when one is named) to val for
+ * option from: recorded the first time, and an error naming both options
+ * when an earlier one bound it to another value. */
+static int bind_name(Binder *bd, const char *name, size_t len, int64_t val, const char *from, const char *input)
+{
+    int i = find_binding(bd, name, len);
+    if (i < 0) return add_binding(bd, name, len, val, from);
+    if (bd->b[i].val != val)
+        return me_error(bd->d, ME_EINVAL, "%s: %s and %s both bind dim '%.*s'%s%s%s (%lld and %lld): give one", bd->g->path,
+                        bd->b[i].from, from, (int)len, name, input ? " of input '" : "", input ? input : "",
+                        input ? "'" : "", (long long)bd->b[i].val, (long long)val);
+    return 0;
+}
+
 /* Whether any graph input has a symbolic dim called name. */
 static bool has_sym(const MeGraph *g, const char *name, size_t len)
 {
@@ -85,12 +99,8 @@ static int bind_dim(Binder *bd, MeValue *v, int k, int64_t val, const char *what
         return 0;
     }
     if (sym) {
-        int i = find_binding(bd, sym, strlen(sym));
-        if (i >= 0 && bd->b[i].val != val)
-            return me_error(bd->d, ME_EINVAL, "%s: %s and %s both bind dim '%s' of input '%s' (%lld and %lld): give one",
-                            bd->g->path, bd->b[i].from, what, sym, v->name, (long long)bd->b[i].val, (long long)val);
-        int rc;
-        if (i < 0 && (rc = add_binding(bd, sym, strlen(sym), val, what)) < 0) return rc;
+        int rc = bind_name(bd, sym, strlen(sym), val, what, v->name);
+        if (rc < 0) return rc;
     }
     v->shape.d[k] = val;
     return 0;
@@ -127,11 +137,8 @@ static int bind_dims(Binder *bd, const MemestLoadSettings *s)
             return me_error(bd->d, ME_EINVAL, "%s: %s: the model has no symbolic dim '%.*s' (%s%s)", g->path, what,
                             (int)len, spec, n ? "its symbolic dims: " : "its inputs have no symbolic dims", names);
         }
-        int j = find_binding(bd, spec, len), rc;
-        if (j >= 0 && bd->b[j].val != val)
-            return me_error(bd->d, ME_EINVAL, "%s: %s and %s both bind dim '%.*s' (%lld and %lld): give one", g->path,
-                            bd->b[j].from, what, (int)len, spec, (long long)bd->b[j].val, (long long)val);
-        if (j < 0 && (rc = add_binding(bd, spec, len, val, what)) < 0) return rc;
+        int rc = bind_name(bd, spec, len, val, what, NULL);
+        if (rc < 0) return rc;
     }
     return 0;
 }
@@ -259,9 +266,7 @@ int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
             if (bi >= 0) {
                 v->shape.d[i] = bd.b[bi].val;
                 if (i == 0 && bd.batch_given) {
-                    if (bd.b[bi].val != bd.batch)
-                        return me_error(d, ME_EINVAL, "%s: %s and %s both bind dim '%s' of input '%s' (%lld and %lld): give one",
-                                        g->path, bd.b[bi].from, bd.batch_opt, sym, v->name, (long long)bd.b[bi].val, (long long)bd.batch);
+                    if ((rc = bind_name(&bd, sym, strlen(sym), bd.batch, bd.batch_opt, v->name)) < 0) return rc;
                     bd.batch_used++;
                 }
             } else if (i == 0) {

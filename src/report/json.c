@@ -149,20 +149,18 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
         cJSON *mem = cJSON_AddObjectToObject(root, "memory");
-        static const char *const modes[] = { "infer", "infer_grad", "train" };
-        cJSON_AddStringToObject(mem, "mode", modes[ms->mode]);
+        cJSON_AddStringToObject(mem, "mode", me_mode_key(ms->mode));
         if (ms->mode == MEMEST_RUN_TRAIN) {
             cJSON_AddStringToObject(mem, "optimizer", me_optimizer_name(ms->optimizer));
             cJSON_AddStringToObject(mem, "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
         }
         cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
-        cJSON_AddStringToObject(mem, "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off");
+        cJSON_AddStringToObject(mem, "autocast", me_autocast_key(ms->amp));
         cJSON_AddStringToObject(mem, "predicts", ms->runtime == MEMEST_RUNTIME_CPU ? "peak of CPU allocator bytes" : "torch.cuda max_memory_allocated / max_memory_reserved");
         if (ms->gpus > 1) {
             /* the figures are one rank's: a reader must not take them for the whole job */
-            static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
             cJSON_AddNumberToObject(mem, "gpus", ms->gpus);
-            cJSON_AddStringToObject(mem, "shard", sh[ms->shard & 3]);
+            cJSON_AddStringToObject(mem, "shard", me_shard_name(ms->shard));
             cJSON_AddStringToObject(mem, "per_gpu", "every figure in steps is what one of the GPUs holds");
         }
         if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);

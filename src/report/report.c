@@ -155,7 +155,7 @@ static const char *const head_ts[NCOL - 1] = { "", "module name", "input shape",
 static int ncols(bool ts) { return ts ? NCOL - 1 : NCOL; }
 static const char *heading(bool ts, int i) { return ts ? head_ts[i] : head_default[i]; }
 
-static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
+static void totals_cells(const MemestAnalysis *m, double fwd, Cells *c, bool ts)
 {
     const MemestTotals *t = &m->totals;
     memset(c, 0, sizeof(*c));
@@ -174,7 +174,7 @@ static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
         snprintf(c->c[k++], 128, "%s.0", a);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_read);
         snprintf(c->c[k++], 128, "%.1f", (double)t->mem_write);
-        snprintf(c->c[k++], 128, forward_time(m) > 0 ? "100.00%%" : "-");
+        snprintf(c->c[k++], 128, fwd > 0 ? "100.00%%" : "-");
         snprintf(c->c[k++], 128, "%.1f", (double)(t->mem_read + t->mem_write));
         return;
     }
@@ -184,7 +184,7 @@ static void totals_cells(const MemestAnalysis *m, Cells *c, bool ts)
     thousands(t->flops, c->c[k++], 128);
     thousands(t->mem_read, c->c[k++], 128);
     thousands(t->mem_write, c->c[k++], 128);
-    snprintf(c->c[k++], 128, forward_time(m) > 0 ? "100.00%%" : "-");
+    snprintf(c->c[k++], 128, fwd > 0 ? "100.00%%" : "-");
     thousands(me_sadd(t->mem_read, t->mem_write), c->c[k++], 64);
 }
 
@@ -231,6 +231,14 @@ const char *me_mode_name(const MemestMemorySettings *s)
     return (int)s->mode >= 0 && s->mode <= MEMEST_RUN_TRAIN ? n[s->mode] : "?";
 }
 
+const char *me_mode_key(MemestRunMode mode)
+{
+    static const char *const n[] = { "infer", "infer_grad", "train" };
+    return n[mode];
+}
+
+const char *me_autocast_key(int amp) { return amp == 2 ? "bfloat16" : amp == 1 ? "float16" : "off"; }
+
 const char *me_optimizer_name(MemestOptimizer o)
 {
     static const char *const n[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none" };
@@ -242,6 +250,12 @@ const char *me_phase_name(MemestPhase p)
     return p == MEMEST_PHASE_FORWARD ? "forward" : p == MEMEST_PHASE_BACKWARD ? "backward" : "optimizer";
 }
 
+const char *me_shard_name(int shard)
+{
+    static const char *const n[] = { "ddp", "zero1", "zero2", "zero3" };
+    return n[shard & 3];
+}
+
 static void thousands(uint64_t v, char *buf, size_t n);
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -251,8 +265,7 @@ static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 static const char *per_gpu(const MemestAnalysis *m, char *buf, size_t n)
 {
     if (!m->has_memory || m->memory.settings.gpus <= 1) return NULL;
-    static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
-    snprintf(buf, n, "%d GPUs, %s", m->memory.settings.gpus, sh[m->memory.settings.shard & 3]);
+    snprintf(buf, n, "%d GPUs, %s", m->memory.settings.gpus, me_shard_name(m->memory.settings.shard));
     return buf;
 }
 
@@ -305,8 +318,9 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
 
 const char *me_roofline_missing(const MemestAnalysis *m)
 {
-    MemestTiming t;
-    if (!m->has_gpu || memest_timing(m, &t) == 0) return NULL;
+    /* memest_timing succeeds exactly when the GPU's roofline is known: ask
+     * that, not for a sum over every node the caller makes anyway */
+    if (!m->has_gpu || me_roofline_known(&m->gpu)) return NULL;
     return "no memory bandwidth or FLOP/s known for this GPU (--gpu-mem gives only its capacity; --gpu NAME or "
            "--gpu-file gives them)";
 }
@@ -333,10 +347,11 @@ static void print_answer(const MemestAnalysis *m, FILE *f)
     }
     uint64_t need = memest_memory_needed(m);
     bool fits = need <= g->memory;
+    const char *shared = per_gpu(m, pg, sizeof(pg));
     fprintf(f, "%s on %s (%.2f GiB = %.2f MiB): needs %.2f MiB, %s %.2f MiB%s%s%s\n", fits ? "FITS" : "DOES NOT FIT", name,
             (double)g->memory / (1u << 30), mib(g->memory), mib(need), fits ? "headroom" : "short by",
-            mib(fits ? g->memory - need : need - g->memory), per_gpu(m, pg, sizeof(pg)) ? " (per GPU: " : "",
-            per_gpu(m, pg, sizeof(pg)) ? pg : "", per_gpu(m, pg, sizeof(pg)) ? ")" : "");
+            mib(fits ? g->memory - need : need - g->memory), shared ? " (per GPU: " : "", shared ? shared : "",
+            shared ? ")" : "");
     fprintf(f, "  compared with the card: %s\n\n", needed_what(m));
 }
 
@@ -435,7 +450,7 @@ static int report_table(const MemestAnalysis *m, FILE *f)
         me_free(text.p);
         return ME_ENOMEM;
     }
-    totals_cells(m, &tot, ts);
+    totals_cells(m, fwd, &tot, ts);
     for (int i = 0; i < nc; i++) {
         int l = (int)strlen(tot.c[i]);
         if (l > w[i]) w[i] = l;
@@ -620,14 +635,13 @@ static void facts(const MemestAnalysis *m, Facts *x)
     }
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
-        static const char *const modes[] = { "infer", "infer_grad", "train" };
-        fact(x, "memory", "mode", modes[ms->mode], "");
+        fact(x, "memory", "mode", me_mode_key(ms->mode), "");
         if (ms->mode == MEMEST_RUN_TRAIN) {
             fact(x, "memory", "optimizer", me_optimizer_name(ms->optimizer), "");
             fact(x, "memory", "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy", "");
         }
         fact(x, "memory", "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda", "");
-        fact(x, "memory", "autocast", ms->amp == 2 ? "bfloat16" : ms->amp == 1 ? "float16" : "off", "");
+        fact(x, "memory", "autocast", me_autocast_key(ms->amp), "");
         char pg[64];
         if (per_gpu(m, pg, sizeof(pg))) fact(x, "memory", "per_gpu", pg, "");
         if (!m->memory.n_mem) fact(x, "memory", "skipped", m->memory.skipped, "");

@@ -28,8 +28,14 @@ typedef int (*MeRenderFn)(const void *ctx, FILE *f);
 int me_render_to(MemestWriteFn write, void *opaque, MeRenderFn render, const void *ctx);
 int me_render_string(char **out, size_t *len, MeRenderFn render, const void *ctx);
 const char *me_mode_name(const MemestMemorySettings *s);
+/* The machine-readable names of the mode and autocast, as the JSON and
+ * facts reports write them ("infer_grad", "bfloat16") */
+const char *me_mode_key(MemestRunMode mode);
+const char *me_autocast_key(int amp);
 const char *me_optimizer_name(MemestOptimizer o);
 const char *me_phase_name(MemestPhase p);
+/* "ddp", "zero1", "zero2" or "zero3" for MemestMemorySettings.shard */
+const char *me_shard_name(int shard);
 /* Why the GPU section has no roofline (NULL when it has one). */
 const char *me_roofline_missing(const MemestAnalysis *m);
 

@@ -200,10 +200,8 @@ int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, co
     if (ms->amp) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", autocast %s", ms->amp == 2 ? "bf16" : "fp16");
     if (mem->segments) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", %d checkpointed segments", mem->segments);
     if (model->memory.n_mem > 1) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", step %d of %d (steady state)", step + 1, model->memory.n_mem);
-    if (ms->gpus > 1) {
-        static const char *const sh[] = { "ddp", "zero1", "zero2", "zero3" };
-        o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", per GPU of %d (%s)", ms->gpus, sh[ms->shard & 3]);
-    }
+    if (ms->gpus > 1)
+        o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", per GPU of %d (%s)", ms->gpus, me_shard_name(ms->shard));
     snprintf(buf + o, sizeof(buf) - (size_t)o, ", runtime %s", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
     fputs("<text x=\"20\" y=\"48\" font-size=\"13\">", f);
     xml_text(f, buf);
