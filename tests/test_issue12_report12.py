@@ -232,6 +232,18 @@ def case_escape_names():
         rc, out, err = run(p)
         check(rc == 0 and "relu\\e[31mRED\\nnext\\u009b" in err and not raw_control(out + err) and "\nnext" not in err,
               f"unknown op's note: rc {rc} {err!r}")
+        # a weight held in a Constant node: the table names it
+        w = craft.tensor(EVIL, [4, 2], raw=bytes(32))
+        cw = craft.model(craft.graph([craft.node("Constant", [], [EVIL], name="c",
+                                                 attrs=[craft.f_bytes(1, "value") + craft.f_bytes(5, w) + craft.f_varint(20, 4)]),
+                                      craft.node("MatMul", ["x", EVIL], ["y"], name="mm")],
+                                     [craft.value_info("x", [1, 4])], [craft.value_info("y", [1, 2])]))
+        p = os.path.join(tmp, "evil_constw.onnx")
+        with open(p, "wb") as f:
+            f.write(cw)
+        rc, out, err = run(p)
+        check(rc == 0 and "Weights held in Constant nodes" in out and "relu\\e[31mRED\\nnext\\u009b" in out
+              and not raw_control(out + err), f"Constant-node weight's name: rc {rc} {out[-300:]!r} {err!r}")
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}

@@ -209,7 +209,8 @@ static void print_lists(const MemestAnalysis *m, FILE *f)
     int cw = 0;
     for (int i = 0; i < m->g->nv; i++)
         if (m->g->v[i].from_constant && m->g->v[i].n_uses)
-            fprintf(f, "%s '%s'", cw++ ? "," : "Weights held in Constant nodes (counted as parameters, in memory as weights):", m->g->v[i].name);
+            fprintf(f, "%s '%s'", cw++ ? "," : "Weights held in Constant nodes (counted as parameters, in memory as weights):",
+                    me_escape(m->g->v[i].name, name, sizeof(name)));
     if (cw) fprintf(f, "\n");
     k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 64);
     if (k) {
