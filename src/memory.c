@@ -1269,8 +1269,6 @@ static int state_factor(MemestOptimizer o)
     }
 }
 
-static int simulate(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                    MeMemResult *rec, int slot);
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra);
 
@@ -1285,14 +1283,7 @@ int memest_memory(const MemestModel *model, const MemestMemorySettings *s, Memes
         if (err && errlen) snprintf(err, errlen, "no model with a valid binding");
         return ME_EINVAL;
     }
-    return simulate(model, s, out, err, errlen, NULL, 0);
-}
-
-/* rec: when not NULL, the timeline is recorded into its series[slot] */
-static int simulate(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                    MeMemResult *rec, int slot)
-{
-    return run_step_events(model, s, out, err, errlen, rec, slot, NULL);
+    return run_step_events(model, s, out, err, errlen, NULL, 0, NULL);
 }
 
 int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, const MeTlSink *sink, MemestMemory *out, char *err,
@@ -1592,7 +1583,7 @@ static void *run_step(void *p)
 {
     StepJob *j = p;
     int k = j->s.step - 1;
-    j->rc = simulate(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k);
+    j->rc = run_step_events(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k, NULL);
     return NULL;
 }
 
