@@ -188,11 +188,6 @@ static void emit(Sim *m, MeTlEvent *e)
 
 static bool heard(const Sim *m, MeTlKind kind) { return (m->heard & ME_TL_BIT(kind)) != 0; }
 
-static MeTlEvent event(MeTlKind kind)
-{
-    return (MeTlEvent){ .kind = (uint8_t)kind, .storage = -1, .value = -1, .input = -1, .accum = -1, .gout = -1 };
-}
-
 /* A storage made for value (its gradient when grad), -1 none. */
 static bool fits(Sim *m, int64_t bytes)
 {
@@ -219,7 +214,7 @@ static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool
     s->bytes = bytes;
     s->cat = (uint8_t)cat;
     s->alive = true;
-    MeTlEvent e = event(ME_TL_ALLOC);
+    MeTlEvent e = me_tl_event(ME_TL_ALLOC);
     e.storage = m->nst;
     e.bytes = bytes;
     e.cat = (uint8_t)cat;
@@ -237,7 +232,7 @@ static void st_free(Sim *m, int id)
     if (!s->alive) return;
     s->alive = false;
     m->live -= s->bytes;
-    MeTlEvent e = event(ME_TL_FREE);
+    MeTlEvent e = me_tl_event(ME_TL_FREE);
     e.storage = id;
     e.bytes = s->bytes;
     e.cat = s->cat;
@@ -256,7 +251,7 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
     Storage *s = &m->st[id];
     if (s->persistent || s->cat == cat) return;
     if (s->alive) {
-        MeTlEvent e = event(ME_TL_RECAT);
+        MeTlEvent e = me_tl_event(ME_TL_RECAT);
         e.storage = id;
         e.bytes = s->bytes;
         e.cat = s->cat;
@@ -270,7 +265,7 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
 static void bind(Sim *m, int v, int id, bool grad)
 {
     if (!heard(m, ME_TL_BIND)) return;
-    MeTlEvent e = event(ME_TL_BIND);
+    MeTlEvent e = me_tl_event(ME_TL_BIND);
     e.value = v;
     e.storage = id;
     e.grad = grad;
@@ -289,7 +284,7 @@ static int note_open(Sim *m, int64_t extra)
         if ((t = st_new(m, extra, MEMEST_MEM_TEMPORARY)) < 0) return -1;
         extra = 0;
     }
-    MeTlEvent e = event(ME_TL_NOTE);
+    MeTlEvent e = me_tl_event(ME_TL_NOTE);
     e.bytes = extra;
     emit(m, &e);
     return t;
@@ -306,7 +301,7 @@ static void note(Sim *m, int64_t extra) { note_close(m, note_open(m, extra)); }
 static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
 {
     if (!heard(m, ME_TL_RUN)) return;
-    MeTlEvent e = event(ME_TL_RUN);
+    MeTlEvent e = me_tl_event(ME_TL_RUN);
     e.run = (uint8_t)what;
     e.storage = storage;
     e.accum = accum;
@@ -1010,7 +1005,7 @@ static void sum_grads(Sim *m, int vi, int new_id, int through)
      * (Concat's backward hands out slices of one big gradient) */
     int sum = st_make(m, vb(m, &m->g->v[vi]), MEMEST_MEM_ACT_GRADS, vi, true);
     if (sum < 0) return;
-    MeTlEvent r = event(ME_TL_RUN);
+    MeTlEvent r = me_tl_event(ME_TL_RUN);
     r.run = ME_TL_RUN_GRAD_SUM;
     r.storage = sum;
     r.accum = old;
@@ -1034,7 +1029,7 @@ static void give_grad(Sim *m, int vi, int id, int i)
     if (m->vgrad[vi] < 0) {
         m->vgrad[vi] = id;
         m->st[id].holds++;
-        MeTlEvent e = event(ME_TL_BIND);
+        MeTlEvent e = me_tl_event(ME_TL_BIND);
         e.value = vi;
         e.storage = id;
         e.grad = e.through = true;
@@ -1094,7 +1089,7 @@ static void backward(Sim *m, int *param_grad_st)
                 if (v < 0 || dup || !m->rg[v]) continue;
                 const MeValue *val = &g->v[v];
                 /* input i's gradient computed (fused: the whole op's input) */
-                MeTlEvent r = event(ME_TL_RUN);
+                MeTlEvent r = me_tl_event(ME_TL_RUN);
                 r.run = ME_TL_RUN_BACKWARD;
                 r.input = fx >= 0 ? -1 : i;
                 r.value = v;
@@ -1445,7 +1440,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             /* no loss op */
         } else if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
             logsm = st_new(&m, ob32, MEMEST_MEM_SAVED);
-            MeTlEvent r = event(ME_TL_RUN);
+            MeTlEvent r = me_tl_event(ME_TL_RUN);
             r.run = ME_TL_RUN_LOSS;
             r.storage = logsm;
             note_run(&m, ob32 != ob ? ob32 : 0, &r);
@@ -1464,8 +1459,12 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             int g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
             int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* gradient of the model output */
             if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
-            note_run(&m, 0, &(MeTlEvent){ .kind = ME_TL_RUN, .run = ME_TL_RUN_LOSS_GRAD, .storage = g1, .value = -1, .input = -1,
-                                         .accum = g2, .gout = logsm });
+            MeTlEvent r = me_tl_event(ME_TL_RUN);
+            r.run = ME_TL_RUN_LOSS_GRAD;
+            r.storage = g1;
+            r.accum = g2;
+            r.gout = logsm;
+            note_run(&m, 0, &r);
             st_free(&m, g1);
             if (logsm >= 0) st_free(&m, logsm);
             m.vgrad[ov] = g2;
@@ -1491,7 +1490,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         int t = note_open(&m, sat_mul(temps, m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? sat_add(max_param, m.dp.ranks - 1) / m.dp.ranks : max_param));
         for (int i = 0, k = 0; heard(&m, ME_TL_RUN) && s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
             if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
-                MeTlEvent r = event(ME_TL_RUN);
+                MeTlEvent r = me_tl_event(ME_TL_RUN);
                 r.run = ME_TL_RUN_OPTIMIZER;
                 r.storage = t;
                 r.value = i;
