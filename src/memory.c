@@ -188,7 +188,8 @@ static void emit(Sim *m, MeTlEvent *e)
 
 static bool heard(const Sim *m, MeTlKind kind) { return (m->heard & ME_TL_BIT(kind)) != 0; }
 
-/* A storage made for value (its gradient when grad), -1 none. */
+/* Whether bytes more stay below ME_SIM_MAX_BYTES; if not, the first such
+ * node is noted and the run fails. */
 static bool fits(Sim *m, int64_t bytes)
 {
     if (bytes >= 0 && bytes <= ME_SIM_MAX_BYTES - m->live) return true;
@@ -201,6 +202,7 @@ static bool fits(Sim *m, int64_t bytes)
     return false;
 }
 
+/* A storage made for value (its gradient when grad), -1 none. */
 static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool grad)
 {
     if (!fits(m, bytes)) bytes = 0; /* the run is abandoned: failed is set */
