@@ -1610,23 +1610,17 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
     }
     buf[0] = 0;
     if (!nodes) return;
-    size_t at = 0;
-    int w = snprintf(buf, len, "%d node(s) not modelled (%d of an unknown op", nodes, unknown);
-    if (w > 0 && (size_t)w < len) at = (size_t)w;
-    if (first >= 0 && at < len) {
-        char ename[256], eop[128]; /* file names reach terminals: escaped */
-        w = snprintf(buf + at, len - at, ", first '%.60s' (%.40s)", me_escape(g->n[first].name, ename, sizeof(ename)),
-                     me_escape(g->n[first].op, eop, sizeof(eop)));
-        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
-    }
-    if (at < len) {
-        w = snprintf(buf + at, len - at, "%s): their outputs are sized from inferred or declared shapes; they keep nothing for "
-                     "backward and pass no gradient", nodes > unknown ? "; the rest below one, shapes unknown" : "");
-        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
-    }
-    if (unsized && at < len)
-        snprintf(buf + at, len - at, "; WARNING: %d output(s) of unknown shape counted as 0 bytes (first '%.60s'), so the figures may be too low",
-                 unsized, me_escape(g->v[first_unsized].name, (char[256]){ 0 }, 256));
+    char ename[256], eop[128], vname[256]; /* file names reach terminals: escaped */
+    char first_s[128] = "", warn[256] = "";
+    if (first >= 0)
+        snprintf(first_s, sizeof(first_s), ", first '%.60s' (%.40s)", me_escape(g->n[first].name, ename, sizeof(ename)),
+                 me_escape(g->n[first].op, eop, sizeof(eop)));
+    if (unsized)
+        snprintf(warn, sizeof(warn), "; WARNING: %d output(s) of unknown shape counted as 0 bytes (first '%.60s'), so the figures may be too low",
+                 unsized, me_escape(g->v[first_unsized].name, vname, sizeof(vname)));
+    snprintf(buf, len, "%d node(s) not modelled (%d of an unknown op%s%s): their outputs are sized from inferred or declared shapes; "
+             "they keep nothing for backward and pass no gradient%s", nodes, unknown, first_s,
+             nodes > unknown ? "; the rest below one, shapes unknown" : "", warn);
 }
 
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)
