@@ -329,7 +329,7 @@ static int64_t vb(const Sim *m, const MeValue *v)
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
     int es = m->amp.es ? m->amp.es[v - m->g->v] : me_dtype_size(v->dtype);
     if (v->dtype == ME_DT_U4 || v->dtype == ME_DT_I4) /* packed two a byte; autocast leaves them */
-        return n > 0 ? n / 2 + (n & 1) : 0;
+        return (int64_t)me_dtype_bytes(v->dtype, n); /* ceil(n / 2) fits */
     return n > 0 ? sat_mul(n, es) : 0;
 }
 
