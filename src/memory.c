@@ -321,6 +321,13 @@ static void note_run(Sim *m, int64_t extra, MeTlEvent *r)
     note_close(m, t);
 }
 
+/* Elements of a shape, 0 when unknown. */
+static int64_t numel0(const MeShape *s)
+{
+    int64_t n = me_shape_numel(s);
+    return n > 0 ? n : 0;
+}
+
 /* Bytes of a value in this simulation: its element size may differ from
  * the file's dtype under autocast (es). */
 static int64_t vb(const Sim *m, const MeValue *v)
@@ -732,7 +739,7 @@ static void autocast_node(Sim *m, const MeNode *n)
         for (int i = 0; i < n->n_in && i < 8; i++) {
             int v = n->in[i];
             if (!castable(g, v) || m->amp.es[v] == oes || m->vst[v] < 0) continue;
-            int64_t bytes = sat_mul(me_shape_numel(&g->v[v].shape) > 0 ? me_shape_numel(&g->v[v].shape) : 0, oes);
+            int64_t bytes = sat_mul(numel0(&g->v[v].shape), oes);
             if (g->v[v].kind == ME_V_INIT && oes == 2) {
                 if (m->amp.wcache[v] < 0) {
                     /* the cache keeps the copy until autocast exits */
@@ -1430,7 +1437,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         int64_t ob = vb(&m, &g->v[ov]);
         /* cross_entropy is on autocast's fp32 list: a float32 copy of the
          * output feeds log_softmax, whose float32 result is kept */
-        int64_t ob32 = sat_mul(me_shape_numel(&g->v[ov].shape) > 0 ? me_shape_numel(&g->v[ov].shape) : 0, me_dtype_size(g->v[ov].dtype) > 4 ? me_dtype_size(g->v[ov].dtype) : 4);
+        int oes = me_dtype_size(g->v[ov].dtype);
+        int64_t ob32 = sat_mul(numel0(&g->v[ov].shape), oes > 4 ? oes : 4);
         if (!s->amp) ob32 = ob;
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
