@@ -222,10 +222,9 @@ static void assign_roles(MeGraph *g)
  * stored tensor (kind ME_V_INIT, producer still the Constant node, which
  * then runs nothing). Roles decide, as for initializers; scalars and
  * constants of other ops (eps, exponents, scales) stay constants. The
- * tensor's contents are never read for this. Returns how many. */
-static int weights_in_constants(MeGraph *g)
+ * tensor's contents are never read for this. */
+static void weights_in_constants(MeGraph *g)
 {
-    int found = 0;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         if (!n->desc) continue;
@@ -234,7 +233,7 @@ static int weights_in_constants(MeGraph *g)
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] < 0) continue;
             MeValue *v = &g->v[n->in[k]];
-            if (v->from_constant) { found++; continue; }
+            if (v->from_constant) continue;
             if (v->producer < 0 || v->kind == ME_V_INIT || !me_node_is_constant(&g->n[v->producer])) continue;
             char r = input_role(n->desc, k);
             if (r != 'w' && !(r == 'x' && contraction)) continue;
@@ -251,10 +250,8 @@ static int weights_in_constants(MeGraph *g)
             v->sparse = t->sparse;
             v->nnz = t->nnz;
             v->sparse_bytes = t->sparse_bytes;
-            found++;
         }
     }
-    return found;
 }
 
 /* A value's declared shape (MeValue.decl), its symbolic dims resolved by
