@@ -594,20 +594,11 @@ static int plan_fusions(Sim *m)
  * flatten() are views only when the strides allow (ATen's computeStride),
  * else a copy; a batched matmul folds its operands to 3-d the same way and
  * autograd keeps what bmm saw. */
-static void contiguous_strides(const MeShape *s, int64_t *st)
-{
-    int64_t acc = 1;
-    for (int i = s->rank - 1; i >= 0; i--) {
-        st[i] = acc;
-        acc *= s->d[i] > 0 ? s->d[i] : 1;
-    }
-}
-
 /* Strides of value v (tmp holds contiguous ones, which are not stored). */
 static const int64_t *strides_of(const Sim *m, int v, int64_t *tmp)
 {
     if (m->layout.stride_at[v] >= 0) return m->layout.strides[m->layout.stride_at[v]];
-    contiguous_strides(&m->g->v[v].shape, tmp);
+    me_shape_strides(&m->g->v[v].shape, tmp);
     return tmp;
 }
 
@@ -615,7 +606,7 @@ static void set_strides(Sim *m, int v, const int64_t *st)
 {
     int64_t c[ME_MAX_RANK];
     const MeShape *s = &m->g->v[v].shape;
-    contiguous_strides(s, c);
+    me_shape_strides(s, c);
     bool contiguous = true;
     for (int i = 0; i < s->rank; i++) contiguous &= st[i] == c[i];
     if (contiguous) { m->layout.stride_at[v] = -1; return; }
@@ -634,7 +625,7 @@ static void set_strides(Sim *m, int v, const int64_t *st)
 static bool view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
 {
     int64_t numel = me_shape_numel(old);
-    if (numel <= 0) { contiguous_strides(nw, nst); return true; }
+    if (numel <= 0) { me_shape_strides(nw, nst); return true; }
     int view_d = nw->rank - 1;
     int64_t chunk_base_stride = old->rank ? ost[old->rank - 1] : 1, tensor_numel = 1, view_numel = 1;
     for (int td = old->rank - 1; td >= 0; td--) {
