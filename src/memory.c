@@ -869,13 +869,15 @@ static void drop_autocast_cache(Sim *m)
 }
 
 /* A node the timeline cannot model: an op the registry does not know, or a
- * known op whose shapes are unknown (below an unknown op whose outputs the
- * file gives no shape). Its outputs are allocated from the shapes the file
+ * known op that runs (not shape arithmetic or a folded constant) and whose
+ * shapes are unknown (below an unknown op whose outputs the file gives no
+ * shape). Its outputs are allocated from the shapes the file
  * declares or inference found, 0 bytes where none is known (the analysis's
  * note says so); it keeps nothing for backward and passes no gradient. */
 static bool opaque(const MeGraph *g, const MeNode *n)
 {
     if (!n->desc) return true;
+    if (me_node_skipped(g, n)) return false;
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && !g->v[n->in[i]].known) return true;
     for (int k = 0; k < n->n_out; k++)
@@ -927,7 +929,7 @@ static void forward(Sim *m)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         if (absorbed(m, ni)) continue;
-        if (opaque(g, n) && (!n->desc || !me_node_skipped(g, n))) {
+        if (opaque(g, n)) {
             forward_opaque(m, ni, oi);
             release_holds(m, oi);
             continue;
@@ -1595,7 +1597,7 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
     int nodes = 0, unknown = 0, unsized = 0, first = -1, first_unsized = -1;
     for (int ni = 0; ni < g->nn; ni++) {
         const MeNode *n = &g->n[ni];
-        if (!opaque(g, n) || (n->desc && me_node_skipped(g, n))) continue;
+        if (!opaque(g, n)) continue;
         nodes++;
         if (!n->desc) {
             unknown++;
