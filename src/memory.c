@@ -1031,6 +1031,7 @@ static void give_grad(Sim *m, int vi, int id, int i)
     if (m->vgrad[vi] < 0) {
         m->vgrad[vi] = id;
         m->st[id].holds++;
+        if (!heard(m, ME_TL_BIND)) return; /* as bind(): the statistics do not hear it */
         MeTlEvent e = me_tl_event(ME_TL_BIND);
         e.value = vi;
         e.storage = id;
