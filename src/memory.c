@@ -316,8 +316,10 @@ static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
 static void note_run(Sim *m, int64_t extra, MeTlEvent *r)
 {
     int t = note_open(m, extra);
-    if (r->storage == -2) r->storage = t;
-    emit(m, r);
+    if (heard(m, ME_TL_RUN)) {
+        if (r->storage == -2) r->storage = t;
+        emit(m, r);
+    }
     note_close(m, t);
 }
 
