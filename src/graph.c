@@ -51,6 +51,15 @@ int64_t me_shape_numel(const MeShape *s)
     return n;
 }
 
+void me_shape_strides(const MeShape *s, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= s->d[i] > 0 ? s->d[i] : 1;
+    }
+}
+
 uint64_t me_value_bytes(const MeValue *v)
 {
     if (v->sparse) return v->sparse_bytes;

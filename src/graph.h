@@ -49,6 +49,9 @@ typedef struct MeShape {
 
 /* numel, or -1 on overflow / unknown dims */
 int64_t me_shape_numel(const MeShape *s);
+/* Row-major (contiguous) element strides of s into st; dims of 0 or
+ * unknown count as 1 */
+void me_shape_strides(const MeShape *s, int64_t *st);
 /* "1x3x224x224"-style or space-separated text into buf */
 void me_shape_str(const MeShape *s, char *buf, size_t n, const char *sep, int from);
 

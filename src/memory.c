@@ -188,12 +188,8 @@ static void emit(Sim *m, MeTlEvent *e)
 
 static bool heard(const Sim *m, MeTlKind kind) { return (m->heard & ME_TL_BIT(kind)) != 0; }
 
-static MeTlEvent event(MeTlKind kind)
-{
-    return (MeTlEvent){ .kind = (uint8_t)kind, .storage = -1, .value = -1, .input = -1, .accum = -1, .gout = -1 };
-}
-
-/* A storage made for value (its gradient when grad), -1 none. */
+/* Whether bytes more stay below ME_SIM_MAX_BYTES; if not, the first such
+ * node is noted and the run fails. */
 static bool fits(Sim *m, int64_t bytes)
 {
     if (bytes >= 0 && bytes <= ME_SIM_MAX_BYTES - m->live) return true;
@@ -206,6 +202,7 @@ static bool fits(Sim *m, int64_t bytes)
     return false;
 }
 
+/* A storage made for value (its gradient when grad), -1 none. */
 static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool grad)
 {
     if (!fits(m, bytes)) bytes = 0; /* the run is abandoned: failed is set */
@@ -219,7 +216,7 @@ static int st_make(Sim *m, int64_t bytes, MemestMemCategory cat, int value, bool
     s->bytes = bytes;
     s->cat = (uint8_t)cat;
     s->alive = true;
-    MeTlEvent e = event(ME_TL_ALLOC);
+    MeTlEvent e = me_tl_event(ME_TL_ALLOC);
     e.storage = m->nst;
     e.bytes = bytes;
     e.cat = (uint8_t)cat;
@@ -237,7 +234,7 @@ static void st_free(Sim *m, int id)
     if (!s->alive) return;
     s->alive = false;
     m->live -= s->bytes;
-    MeTlEvent e = event(ME_TL_FREE);
+    MeTlEvent e = me_tl_event(ME_TL_FREE);
     e.storage = id;
     e.bytes = s->bytes;
     e.cat = s->cat;
@@ -256,7 +253,7 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
     Storage *s = &m->st[id];
     if (s->persistent || s->cat == cat) return;
     if (s->alive) {
-        MeTlEvent e = event(ME_TL_RECAT);
+        MeTlEvent e = me_tl_event(ME_TL_RECAT);
         e.storage = id;
         e.bytes = s->bytes;
         e.cat = s->cat;
@@ -270,7 +267,7 @@ static void st_recat(Sim *m, int id, MemestMemCategory cat)
 static void bind(Sim *m, int v, int id, bool grad)
 {
     if (!heard(m, ME_TL_BIND)) return;
-    MeTlEvent e = event(ME_TL_BIND);
+    MeTlEvent e = me_tl_event(ME_TL_BIND);
     e.value = v;
     e.storage = id;
     e.grad = grad;
@@ -289,7 +286,7 @@ static int note_open(Sim *m, int64_t extra)
         if ((t = st_new(m, extra, MEMEST_MEM_TEMPORARY)) < 0) return -1;
         extra = 0;
     }
-    MeTlEvent e = event(ME_TL_NOTE);
+    MeTlEvent e = me_tl_event(ME_TL_NOTE);
     e.bytes = extra;
     emit(m, &e);
     return t;
@@ -306,7 +303,7 @@ static void note(Sim *m, int64_t extra) { note_close(m, note_open(m, extra)); }
 static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
 {
     if (!heard(m, ME_TL_RUN)) return;
-    MeTlEvent e = event(ME_TL_RUN);
+    MeTlEvent e = me_tl_event(ME_TL_RUN);
     e.run = (uint8_t)what;
     e.storage = storage;
     e.accum = accum;
@@ -319,9 +316,18 @@ static void run(Sim *m, MeTlRun what, int storage, int accum, int gout)
 static void note_run(Sim *m, int64_t extra, MeTlEvent *r)
 {
     int t = note_open(m, extra);
-    if (r->storage == -2) r->storage = t;
-    emit(m, r);
+    if (heard(m, ME_TL_RUN)) {
+        if (r->storage == -2) r->storage = t;
+        emit(m, r);
+    }
     note_close(m, t);
+}
+
+/* Elements of a shape, 0 when unknown. */
+static int64_t numel0(const MeShape *s)
+{
+    int64_t n = me_shape_numel(s);
+    return n > 0 ? n : 0;
 }
 
 /* Bytes of a value in this simulation: its element size may differ from
@@ -332,7 +338,7 @@ static int64_t vb(const Sim *m, const MeValue *v)
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
     int es = m->amp.es ? m->amp.es[v - m->g->v] : me_dtype_size(v->dtype);
     if (v->dtype == ME_DT_U4 || v->dtype == ME_DT_I4) /* packed two a byte; autocast leaves them */
-        return n > 0 ? n / 2 + (n & 1) : 0;
+        return (int64_t)me_dtype_bytes(v->dtype, n); /* ceil(n / 2) fits */
     return n > 0 ? sat_mul(n, es) : 0;
 }
 
@@ -590,20 +596,11 @@ static int plan_fusions(Sim *m)
  * flatten() are views only when the strides allow (ATen's computeStride),
  * else a copy; a batched matmul folds its operands to 3-d the same way and
  * autograd keeps what bmm saw. */
-static void contiguous_strides(const MeShape *s, int64_t *st)
-{
-    int64_t acc = 1;
-    for (int i = s->rank - 1; i >= 0; i--) {
-        st[i] = acc;
-        acc *= s->d[i] > 0 ? s->d[i] : 1;
-    }
-}
-
 /* Strides of value v (tmp holds contiguous ones, which are not stored). */
 static const int64_t *strides_of(const Sim *m, int v, int64_t *tmp)
 {
     if (m->layout.stride_at[v] >= 0) return m->layout.strides[m->layout.stride_at[v]];
-    contiguous_strides(&m->g->v[v].shape, tmp);
+    me_shape_strides(&m->g->v[v].shape, tmp);
     return tmp;
 }
 
@@ -611,7 +608,7 @@ static void set_strides(Sim *m, int v, const int64_t *st)
 {
     int64_t c[ME_MAX_RANK];
     const MeShape *s = &m->g->v[v].shape;
-    contiguous_strides(s, c);
+    me_shape_strides(s, c);
     bool contiguous = true;
     for (int i = 0; i < s->rank; i++) contiguous &= st[i] == c[i];
     if (contiguous) { m->layout.stride_at[v] = -1; return; }
@@ -630,7 +627,7 @@ static void set_strides(Sim *m, int v, const int64_t *st)
 static bool view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
 {
     int64_t numel = me_shape_numel(old);
-    if (numel <= 0) { contiguous_strides(nw, nst); return true; }
+    if (numel <= 0) { me_shape_strides(nw, nst); return true; }
     int view_d = nw->rank - 1;
     int64_t chunk_base_stride = old->rank ? ost[old->rank - 1] : 1, tensor_numel = 1, view_numel = 1;
     for (int td = old->rank - 1; td >= 0; td--) {
@@ -735,7 +732,7 @@ static void autocast_node(Sim *m, const MeNode *n)
         for (int i = 0; i < n->n_in && i < 8; i++) {
             int v = n->in[i];
             if (!castable(g, v) || m->amp.es[v] == oes || m->vst[v] < 0) continue;
-            int64_t bytes = sat_mul(me_shape_numel(&g->v[v].shape) > 0 ? me_shape_numel(&g->v[v].shape) : 0, oes);
+            int64_t bytes = sat_mul(numel0(&g->v[v].shape), oes);
             if (g->v[v].kind == ME_V_INIT && oes == 2) {
                 if (m->amp.wcache[v] < 0) {
                     /* the cache keeps the copy until autocast exits */
@@ -874,13 +871,15 @@ static void drop_autocast_cache(Sim *m)
 }
 
 /* A node the timeline cannot model: an op the registry does not know, or a
- * known op whose shapes are unknown (below an unknown op whose outputs the
- * file gives no shape). Its outputs are allocated from the shapes the file
+ * known op that runs (not shape arithmetic or a folded constant) and whose
+ * shapes are unknown (below an unknown op whose outputs the file gives no
+ * shape). Its outputs are allocated from the shapes the file
  * declares or inference found, 0 bytes where none is known (the analysis's
  * note says so); it keeps nothing for backward and passes no gradient. */
 static bool opaque(const MeGraph *g, const MeNode *n)
 {
     if (!n->desc) return true;
+    if (me_node_skipped(g, n)) return false;
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && !g->v[n->in[i]].known) return true;
     for (int k = 0; k < n->n_out; k++)
@@ -932,7 +931,7 @@ static void forward(Sim *m)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         if (absorbed(m, ni)) continue;
-        if (opaque(g, n) && (!n->desc || !me_node_skipped(g, n))) {
+        if (opaque(g, n)) {
             forward_opaque(m, ni, oi);
             release_holds(m, oi);
             continue;
@@ -1010,7 +1009,7 @@ static void sum_grads(Sim *m, int vi, int new_id, int through)
      * (Concat's backward hands out slices of one big gradient) */
     int sum = st_make(m, vb(m, &m->g->v[vi]), MEMEST_MEM_ACT_GRADS, vi, true);
     if (sum < 0) return;
-    MeTlEvent r = event(ME_TL_RUN);
+    MeTlEvent r = me_tl_event(ME_TL_RUN);
     r.run = ME_TL_RUN_GRAD_SUM;
     r.storage = sum;
     r.accum = old;
@@ -1034,7 +1033,8 @@ static void give_grad(Sim *m, int vi, int id, int i)
     if (m->vgrad[vi] < 0) {
         m->vgrad[vi] = id;
         m->st[id].holds++;
-        MeTlEvent e = event(ME_TL_BIND);
+        if (!heard(m, ME_TL_BIND)) return; /* as bind(): the statistics do not hear it */
+        MeTlEvent e = me_tl_event(ME_TL_BIND);
         e.value = vi;
         e.storage = id;
         e.grad = e.through = true;
@@ -1094,7 +1094,7 @@ static void backward(Sim *m, int *param_grad_st)
                 if (v < 0 || dup || !m->rg[v]) continue;
                 const MeValue *val = &g->v[v];
                 /* input i's gradient computed (fused: the whole op's input) */
-                MeTlEvent r = event(ME_TL_RUN);
+                MeTlEvent r = me_tl_event(ME_TL_RUN);
                 r.run = ME_TL_RUN_BACKWARD;
                 r.input = fx >= 0 ? -1 : i;
                 r.value = v;
@@ -1269,8 +1269,6 @@ static int state_factor(MemestOptimizer o)
     }
 }
 
-static int simulate(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                    MeMemResult *rec, int slot);
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra);
 
@@ -1285,14 +1283,7 @@ int memest_memory(const MemestModel *model, const MemestMemorySettings *s, Memes
         if (err && errlen) snprintf(err, errlen, "no model with a valid binding");
         return ME_EINVAL;
     }
-    return simulate(model, s, out, err, errlen, NULL, 0);
-}
-
-/* rec: when not NULL, the timeline is recorded into its series[slot] */
-static int simulate(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                    MeMemResult *rec, int slot)
-{
-    return run_step_events(model, s, out, err, errlen, rec, slot, NULL);
+    return run_step_events(model, s, out, err, errlen, NULL, 0, NULL);
 }
 
 int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, const MeTlSink *sink, MemestMemory *out, char *err,
@@ -1442,7 +1433,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         int64_t ob = vb(&m, &g->v[ov]);
         /* cross_entropy is on autocast's fp32 list: a float32 copy of the
          * output feeds log_softmax, whose float32 result is kept */
-        int64_t ob32 = sat_mul(me_shape_numel(&g->v[ov].shape) > 0 ? me_shape_numel(&g->v[ov].shape) : 0, me_dtype_size(g->v[ov].dtype) > 4 ? me_dtype_size(g->v[ov].dtype) : 4);
+        int oes = me_dtype_size(g->v[ov].dtype);
+        int64_t ob32 = sat_mul(numel0(&g->v[ov].shape), oes > 4 ? oes : 4);
         if (!s->amp) ob32 = ob;
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
@@ -1454,7 +1446,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             /* no loss op */
         } else if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
             logsm = st_new(&m, ob32, MEMEST_MEM_SAVED);
-            MeTlEvent r = event(ME_TL_RUN);
+            MeTlEvent r = me_tl_event(ME_TL_RUN);
             r.run = ME_TL_RUN_LOSS;
             r.storage = logsm;
             note_run(&m, ob32 != ob ? ob32 : 0, &r);
@@ -1473,8 +1465,12 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             int g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
             int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* gradient of the model output */
             if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
-            note_run(&m, 0, &(MeTlEvent){ .kind = ME_TL_RUN, .run = ME_TL_RUN_LOSS_GRAD, .storage = g1, .value = -1, .input = -1,
-                                         .accum = g2, .gout = logsm });
+            MeTlEvent r = me_tl_event(ME_TL_RUN);
+            r.run = ME_TL_RUN_LOSS_GRAD;
+            r.storage = g1;
+            r.accum = g2;
+            r.gout = logsm;
+            note_run(&m, 0, &r);
             st_free(&m, g1);
             if (logsm >= 0) st_free(&m, logsm);
             m.vgrad[ov] = g2;
@@ -1500,7 +1496,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         int t = note_open(&m, sat_mul(temps, m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? sat_add(max_param, m.dp.ranks - 1) / m.dp.ranks : max_param));
         for (int i = 0, k = 0; heard(&m, ME_TL_RUN) && s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
             if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
-                MeTlEvent r = event(ME_TL_RUN);
+                MeTlEvent r = me_tl_event(ME_TL_RUN);
                 r.run = ME_TL_RUN_OPTIMIZER;
                 r.storage = t;
                 r.value = i;
@@ -1592,7 +1588,7 @@ static void *run_step(void *p)
 {
     StepJob *j = p;
     int k = j->s.step - 1;
-    j->rc = simulate(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k);
+    j->rc = run_step_events(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k, NULL);
     return NULL;
 }
 
@@ -1604,7 +1600,7 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
     int nodes = 0, unknown = 0, unsized = 0, first = -1, first_unsized = -1;
     for (int ni = 0; ni < g->nn; ni++) {
         const MeNode *n = &g->n[ni];
-        if (!opaque(g, n) || (n->desc && me_node_skipped(g, n))) continue;
+        if (!opaque(g, n)) continue;
         nodes++;
         if (!n->desc) {
             unknown++;
@@ -1618,23 +1614,17 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
     }
     buf[0] = 0;
     if (!nodes) return;
-    size_t at = 0;
-    int w = snprintf(buf, len, "%d node(s) not modelled (%d of an unknown op", nodes, unknown);
-    if (w > 0 && (size_t)w < len) at = (size_t)w;
-    if (first >= 0 && at < len) {
-        char ename[256], eop[128]; /* file names reach terminals: escaped */
-        w = snprintf(buf + at, len - at, ", first '%.60s' (%.40s)", me_escape(g->n[first].name, ename, sizeof(ename)),
-                     me_escape(g->n[first].op, eop, sizeof(eop)));
-        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
-    }
-    if (at < len) {
-        w = snprintf(buf + at, len - at, "%s): their outputs are sized from inferred or declared shapes; they keep nothing for "
-                     "backward and pass no gradient", nodes > unknown ? "; the rest below one, shapes unknown" : "");
-        if (w > 0) at += (size_t)w < len - at ? (size_t)w : len - at - 1;
-    }
-    if (unsized && at < len)
-        snprintf(buf + at, len - at, "; WARNING: %d output(s) of unknown shape counted as 0 bytes (first '%.60s'), so the figures may be too low",
-                 unsized, me_escape(g->v[first_unsized].name, (char[256]){ 0 }, 256));
+    char ename[256], eop[128], vname[256]; /* file names reach terminals: escaped */
+    char first_s[128] = "", warn[256] = "";
+    if (first >= 0)
+        snprintf(first_s, sizeof(first_s), ", first '%.60s' (%.40s)", me_escape(g->n[first].name, ename, sizeof(ename)),
+                 me_escape(g->n[first].op, eop, sizeof(eop)));
+    if (unsized)
+        snprintf(warn, sizeof(warn), "; WARNING: %d output(s) of unknown shape counted as 0 bytes (first '%.60s'), so the figures may be too low",
+                 unsized, me_escape(g->v[first_unsized].name, vname, sizeof(vname)));
+    snprintf(buf, len, "%d node(s) not modelled (%d of an unknown op%s%s): their outputs are sized from inferred or declared shapes; "
+             "they keep nothing for backward and pass no gradient%s", nodes, unknown, first_s,
+             nodes > unknown ? "; the rest below one, shapes unknown" : "", warn);
 }
 
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)

@@ -189,6 +189,14 @@ int me_broadcast(const MeCtx *c, const MeShape *a, const MeShape *b, MeShape *ou
     return 0;
 }
 
+/* The role of input slot k of op d (its descriptor's roles, the last one
+ * repeating); 'x' for an unknown op. */
+static char input_role(const MeOpDesc *d, int k)
+{
+    size_t len = d ? strlen(d->roles) : 0;
+    return len ? d->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
+}
+
 /* Which stored tensors are parameters follows from the slots that use them. */
 static void assign_roles(MeGraph *g)
 {
@@ -198,11 +206,7 @@ static void assign_roles(MeGraph *g)
             if (n->in[k] < 0) continue;
             MeValue *v = &g->v[n->in[k]];
             if (v->kind != ME_V_INIT) continue;
-            char r = 'x';
-            if (n->desc) {
-                size_t len = strlen(n->desc->roles);
-                r = len ? n->desc->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
-            }
+            char r = input_role(n->desc, k);
             MeRole role = ME_R_CONST;
             if (me_dtype_is_float(v->dtype) && (r == 'w' || r == 'x')) role = ME_R_PARAM;
             else if (r == 'b') role = ME_R_BUFFER;
@@ -218,22 +222,20 @@ static void assign_roles(MeGraph *g)
  * stored tensor (kind ME_V_INIT, producer still the Constant node, which
  * then runs nothing). Roles decide, as for initializers; scalars and
  * constants of other ops (eps, exponents, scales) stay constants. The
- * tensor's contents are never read for this. Returns how many. */
-static int weights_in_constants(MeGraph *g)
+ * tensor's contents are never read for this. */
+static void weights_in_constants(MeGraph *g)
 {
-    int found = 0;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         if (!n->desc) continue;
-        size_t len = strlen(n->desc->roles);
         MeCostClass cls = n->desc->cls;
         bool contraction = cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_CONV || cls == ME_C_CONVT;
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] < 0) continue;
             MeValue *v = &g->v[n->in[k]];
-            if (v->from_constant) { found++; continue; }
+            if (v->from_constant) continue;
             if (v->producer < 0 || v->kind == ME_V_INIT || !me_node_is_constant(&g->n[v->producer])) continue;
-            char r = len ? n->desc->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
+            char r = input_role(n->desc, k);
             if (r != 'w' && !(r == 'x' && contraction)) continue;
             const MeNode *c = &g->n[v->producer];
             const MeAttr *a = c->n_attr > 0 && c->attr[0].type == ME_A_TENSOR ? &c->attr[0] : NULL;
@@ -248,10 +250,8 @@ static int weights_in_constants(MeGraph *g)
             v->sparse = t->sparse;
             v->nnz = t->nnz;
             v->sparse_bytes = t->sparse_bytes;
-            found++;
         }
     }
-    return found;
 }
 
 /* A value's declared shape (MeValue.decl), its symbolic dims resolved by

@@ -67,6 +67,12 @@ typedef struct MeTlEvent {
     int64_t bytes;     /* ALLOC, FREE, RECAT: the storage's bytes; NOTE: extra bytes */
 } MeTlEvent;
 
+/* An event of kind with the ints it does not use at -1, the rest 0. */
+static inline MeTlEvent me_tl_event(MeTlKind kind)
+{
+    return (MeTlEvent){ .kind = (uint8_t)kind, .node = -1, .storage = -1, .value = -1, .input = -1, .accum = -1, .gout = -1 };
+}
+
 /* A consumer of the stream: event() sees the events of the kinds it asks
  * for (bit k of kinds for kind k, 0: all), in order; a negative return
  * makes the simulation fail (ME_ENOMEM unless the sink keeps its own

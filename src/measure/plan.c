@@ -237,9 +237,12 @@ int me_plan_build(MePlan *p, MemestModel *model, const MePlanSettings *s, char *
     /* back to the baseline for the next step: what the simulation leaves
      * alive (outputs, the workspace) goes, carried state stays */
     for (int i = 0; i < p->n_buf && rc >= 0; i++)
-        if (p->buf[i].alive && !p->buf[i].carried)
-            rc = record(&r, &(MeTlEvent){ .kind = ME_TL_FREE, .phase = MEMEST_PHASE_OPTIMIZER, .node = -1, .storage = i, .input = -1,
-                                          .value = -1, .accum = -1, .gout = -1 });
+        if (p->buf[i].alive && !p->buf[i].carried) {
+            MeTlEvent e = me_tl_event(ME_TL_FREE);
+            e.phase = MEMEST_PHASE_OPTIMIZER;
+            e.storage = i;
+            rc = record(&r, &e);
+        }
 end:
     me_free(r.gv);
     if (rc == ME_ENOMEM && err && errlen) snprintf(err, errlen, "out of memory");

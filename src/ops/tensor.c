@@ -40,16 +40,7 @@ static MeValue *fold_in(const MeCtx *c, int i)
     return v;
 }
 
-/* Row-major strides of s, and output element i's coordinates in s. */
-static void strides_of(const MeShape *s, int64_t *st)
-{
-    int64_t m = 1;
-    for (int k = s->rank - 1; k >= 0; k--) {
-        st[k] = m;
-        m *= s->d[k]; /* bounded: numel is at most ME_MAX_FOLD where this runs */
-    }
-}
-
+/* Output element i's coordinates in s. */
 static void coords_of(const MeShape *s, int64_t i, int64_t *co)
 {
     for (int k = s->rank - 1; k >= 0; k--) {
@@ -322,7 +313,7 @@ static int map_concat(const MeCtx *c, const int64_t *co, const void *arg, int *j
     (void)c;
     while (a >= f->src[*j]->shape.d[f->axis]) a -= f->src[(*j)++]->shape.d[f->axis];
     const MeShape *s = &f->src[*j]->shape;
-    strides_of(s, st);
+    me_shape_strides(s, st);
     for (int k = 0; k < s->rank; k++) *at += (k == f->axis ? a : co[k]) * st[k];
     return 0;
 }
@@ -379,7 +370,7 @@ static int map_gather(const MeCtx *c, const int64_t *co, const void *arg, int *j
     if (k < 0) k += x->d[f->axis];
     if (k < 0 || k >= x->d[f->axis])
         return me_fail(c, "index %lld is out of range for %lld elements", (long long)f->index->ival[li], (long long)x->d[f->axis]);
-    strides_of(x, xs);
+    me_shape_strides(x, xs);
     *at = k * xs[f->axis];
     for (int q = 0; q < f->axis; q++) *at += co[q] * xs[q];
     for (int q = f->axis + 1; q < x->rank; q++) *at += co[q + is->rank - 1] * xs[q];
@@ -449,7 +440,7 @@ static int infer_transpose(MeCtx *c)
     MeValue *v = me_in(c, 0);
     StridedFold f = { .rank = n };
     int64_t xs[ME_MAX_RANK];
-    strides_of(&v->shape, xs);
+    me_shape_strides(&v->shape, xs);
     for (int k = 0; k < n; k++) f.mul[k] = xs[perm[k]];
     return fold_map(c, &o, &v, 1, map_strided, &f);
 }
@@ -531,7 +522,7 @@ static int infer_slice(MeCtx *c)
     MeValue *v = me_in(c, 0);
     StridedFold f = { .rank = x->rank };
     int64_t xs[ME_MAX_RANK];
-    strides_of(&v->shape, xs);
+    me_shape_strides(&v->shape, xs);
     for (int k = 0; k < x->rank; k++) {
         /* a step times a coordinate below len stays inside the axis; with
          * one element the step (maybe INT64_MIN) is never taken */
