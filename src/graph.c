@@ -62,7 +62,13 @@ void me_shape_strides(const MeShape *s, int64_t *st)
 
 uint64_t me_value_bytes(const MeValue *v)
 {
-    if (v->sparse) return v->sparse_bytes;
+    /* a sparse tensor as PyTorch holds it (a COO tensor,
+     * aten/src/ATen/SparseTensorImpl.h): values [nnz] and int64 indices
+     * [sparse_dim, nnz], whatever index layout the file used (ONNX allows
+     * linear [nnz] or [nnz, rank]) */
+    if (v->sparse)
+        return me_sadd(me_dtype_bytes(v->dtype, v->nnz),
+                       me_smul(me_dtype_bytes(ME_DT_I64, v->nnz), (uint64_t)(v->shape.rank > 0 ? v->shape.rank : 1)));
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
     return me_dtype_bytes(v->dtype, n);
 }
@@ -109,6 +115,7 @@ static void free_attrs(MeNode *n)
 void me_graph_free(MeGraph *g)
 {
     if (!g) return;
+    me_free(g->decls);
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
         me_free(v->ival);
@@ -226,6 +233,14 @@ int me_graph_add_node_n(MeGraph *g, const char *op, size_t op_len, const char *n
     n->n_in = n_in;
     n->n_out = n_out;
     *ni = g->nn++;
+    return 0;
+}
+
+int me_graph_add_decl(MeGraph *g, int vi, const MeShape *shape, MeDType dtype)
+{
+    if (me_grow_raw(&g->decls, &g->cap_decls, g->ndecls + 1, sizeof(MeDecl)) < 0) return ME_ENOMEM;
+    g->decls[g->ndecls] = (MeDecl){ .shape = *shape, .dtype = dtype };
+    g->v[vi].decl = ++g->ndecls;
     return 0;
 }
 

@@ -87,18 +87,14 @@ typedef struct MeValue {
     bool is_output;      /* listed among the graph's outputs */
     bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
     /* A sparse tensor (sparse initializer or Constant): shape is its dense
-     * shape, which ops see; PyTorch holds its nnz values and its indices,
-     * sparse_bytes in all, which memory and parameter counts use. */
+     * shape, which ops see; PyTorch holds its nnz values and their indices
+     * (me_value_bytes), which memory and parameter counts use. */
     bool sparse;
     int64_t nnz;
-    uint64_t sparse_bytes;
     /* What the file declares for a value a node makes (value_info, graph
-     * outputs): dims < 0 named in sym. Shape inference takes it, its names
-     * resolved from the bound graph inputs, for the outputs of ops the
-     * registry does not know. */
-    bool has_decl;
-    MeDType decl_dtype;
-    MeShape decl;
+     * outputs): 1 + its index in MeGraph.decls, 0 for none. Shape inference
+     * takes it for the outputs of ops the registry does not know. */
+    int decl;
     /* Known contents (constants, folded shapes), as int64 or double. */
     bool has_val;
     int64_t nval;
@@ -163,9 +159,19 @@ typedef struct MeScope {
     int children;
 } MeScope;
 
+/* A declared shape, dims < 0 named in the value's sym (resolved from the
+ * bound graph inputs). Few values have one: they live beside the values,
+ * not in each of 10^6 MeValues. */
+typedef struct MeDecl {
+    MeShape shape;
+    MeDType dtype;
+} MeDecl;
+
 typedef struct MeGraph {
     MeValue *v;
     int nv, cap_v;
+    MeDecl *decls;       /* declared shapes (MeValue.decl) */
+    int ndecls, cap_decls;
     MeNode *n;
     int nn, cap_n;
     int *inputs, n_inputs, cap_inputs;
@@ -204,6 +210,8 @@ int me_graph_add_node_n(MeGraph *g, const char *op, size_t op_len, const char *n
                         int n_in, int n_out, int *ni);
 /* Appends to the graph's input or output list (outputs are also flagged on
  * the value, so "is this a graph output" is O(1)). */
+/* Records what the file declares for value vi (MeValue.decl). */
+int me_graph_add_decl(MeGraph *g, int vi, const MeShape *shape, MeDType dtype);
 int me_graph_add_input(MeGraph *g, int vi);
 int me_graph_add_output(MeGraph *g, int vi);
 MeAttr *me_node_add_attr(MeNode *n, const char *name, MeAttrType type);

@@ -334,7 +334,10 @@ static int64_t numel0(const MeShape *s)
  * the file's dtype under autocast (es). */
 static int64_t vb(const Sim *m, const MeValue *v)
 {
-    if (v->sparse) return v->sparse_bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v->sparse_bytes; /* values and indices */
+    if (v->sparse) { /* values and indices */
+        uint64_t b = me_value_bytes(v);
+        return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+    }
     int64_t n = v->known ? me_shape_numel(&v->shape) : 0;
     int es = m->amp.es ? m->amp.es[v - m->g->v] : me_dtype_size(v->dtype);
     if (v->dtype == ME_DT_U4 || v->dtype == ME_DT_I4) /* packed two a byte; autocast leaves them */

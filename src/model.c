@@ -303,7 +303,7 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
         if (n < 0) continue;
         if (v->role == ME_R_PARAM) {
             t.params = me_sadd(t.params, (uint64_t)n);
-            t.param_bytes = me_sadd(t.param_bytes, (v->sparse ? v->sparse_bytes : me_dtype_bytes(v->dtype, n)));
+            t.param_bytes = me_sadd(t.param_bytes, (v->sparse ? me_value_bytes(v) : me_dtype_bytes(v->dtype, n)));
         } else if (v->role == ME_R_BUFFER) {
             t.buffers = me_sadd(t.buffers, (uint64_t)n);
         }

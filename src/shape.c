@@ -249,18 +249,18 @@ static void weights_in_constants(MeGraph *g)
             v->from_constant = true;
             v->sparse = t->sparse;
             v->nnz = t->nnz;
-            v->sparse_bytes = t->sparse_bytes;
         }
     }
 }
 
-/* A value's declared shape (MeValue.decl), its symbolic dims resolved by
+/* A value's declared shape (MeValue.decl, MeGraph.decls), its symbolic dims resolved by
  * name from the bound graph inputs ("batch" is what the input's dim named
  * "batch" was bound to); unresolved names leave the value as it was. */
 static void declared_shape(MeGraph *g, MeValue *v)
 {
-    if (!v->has_decl) return;
-    MeShape s = v->decl;
+    if (!v->decl) return;
+    const MeDecl *dc = &g->decls[v->decl - 1];
+    MeShape s = dc->shape;
     for (int k = 0; k < s.rank; k++) {
         if (s.d[k] >= 0) continue;
         const char *name = v->sym ? v->sym[k] : NULL;
@@ -275,7 +275,7 @@ static void declared_shape(MeGraph *g, MeValue *v)
         if (s.d[k] < 0) return;
     }
     v->shape = s;
-    v->dtype = v->decl_dtype;
+    v->dtype = dc->dtype;
     v->known = true;
 }
 
@@ -346,7 +346,6 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
             MeValue *o = &g->v[n->out[0]];
             o->sparse = true;
             o->nnz = t->nnz;
-            o->sparse_bytes = t->sparse_bytes;
         }
         for (int k = 0; k < n->n_out; k++) {
             MeValue *v = me_out(&c, k);

@@ -398,15 +398,6 @@ static int scan_tensor(OCtx *o, uint64_t off, uint64_t len, MeShape *s, int64_t 
  * [NNZ, rank], dense dims). Ops see its dense shape; what PyTorch holds
  * of a sparse COO tensor is its values and its indices, so its memory
  * and parameter count are those (MeValue.sparse). Data is never read. */
-/* Bytes of a sparse tensor as PyTorch holds it (a COO tensor,
- * aten/src/ATen/SparseTensorImpl.h: values [nnz] and int64 indices
- * [sparse_dim, nnz]), whatever index layout the file used (ONNX allows
- * linear [nnz] or [nnz, rank] indices). */
-static uint64_t coo_bytes(MeDType t, int64_t nnz, int rank)
-{
-    return me_sadd(me_dtype_bytes(t, nnz), me_smul(me_dtype_bytes(ME_DT_I64, nnz), (uint64_t)(rank > 0 ? rank : 1)));
-}
-
 static int load_sparse_initializer(OCtx *o, const PbField *fld, int index)
 {
     uint64_t cur = fld->off, end = fld->off + fld->len;
@@ -455,7 +446,6 @@ static int load_sparse_initializer(OCtx *o, const PbField *fld, int index)
     v->known = true;
     v->sparse = true;
     v->nnz = nnz;
-    v->sparse_bytes = coo_bytes((MeDType)vt, nnz, dense.rank);
     return 0;
 }
 
@@ -594,7 +584,6 @@ static int convert_attr(OCtx *o, MeNode *n, const Onnx__AttributeProto *a)
                             o->g->path, n->name, a->name, (long long)nnz, (long long)dn);
         v->sparse = true;
         v->nnz = nnz;
-        v->sparse_bytes = coo_bytes(v->dtype, nnz, v->shape.rank);
         if (!(m = me_node_add_attr(n, "value", ME_A_TENSOR))) return ME_ENOMEM;
         m->tensor = vi;
         return 0;
@@ -1187,7 +1176,7 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
     /* The declared shape, symbolic dims named, serves ops the registry
      * lacks at whatever binding (shape.c resolves the names); a fully
      * static one is their shape right away. */
-    if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->has_decl &&
+    if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->decl &&
         tt->has_elem_type && tt->elem_type > 0 && tt->elem_type < ME_DT_COUNT) {
         MeShape s = { .rank = (int)tt->shape->n_dim };
         bool ok = true;
@@ -1204,11 +1193,7 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
             if (!v->sym && !(v->sym = me_calloc(ME_MAX_RANK, sizeof(char *)))) { rc = ME_ENOMEM; goto end; }
             if (!(v->sym[k] = me_strdup(dm->dim_param))) { rc = ME_ENOMEM; goto end; }
         }
-        if (ok) {
-            v->has_decl = true;
-            v->decl = s;
-            v->decl_dtype = (MeDType)tt->elem_type;
-        }
+        if (ok && (rc = me_graph_add_decl(o->g, vi, &s, (MeDType)tt->elem_type)) < 0) goto end;
     }
     /* A fully static shape from the file serves ops the registry lacks. */
     if (which != 0 && tt && tt->shape && tt->shape->n_dim <= ME_MAX_RANK && v->kind == ME_V_ACT && !v->known) {
