@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -116,6 +117,7 @@ void me_graph_free(MeGraph *g)
 {
     if (!g) return;
     me_free(g->decls);
+    me_free(g->notes);
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
         me_free(v->ival);
@@ -497,4 +499,65 @@ end:
     me_free(cons);
     me_free(fill);
     return rc;
+}
+
+int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    /* one note per code and text: passes may meet the same fact twice */
+    for (int i = 0; i < g->nnotes; i++)
+        if (!strcmp(g->notes[i].code, code) && !strcmp(g->notes[i].text, buf)) return 0;
+    if (me_grow_raw(&g->notes, &g->cap_notes, g->nnotes + 1, sizeof(MeNote)) < 0) return ME_ENOMEM;
+    char *text = me_arena_strdup(&g->arena, buf);
+    const char *c = me_arena_strdup(&g->arena, code);
+    if (!text || !c) return ME_ENOMEM;
+    g->notes[g->nnotes++] = (MeNote){ .code = c, .when = (uint8_t)when, .text = text };
+    return 0;
+}
+
+int me_graph_replace_nodes(MeGraph *g, const int *nodes, int n, const char *op, const char *name,
+                           const int *ins, int n_in, const int *outs, int n_out, int *ni, MeDiag *d)
+{
+    if (n <= 0 || n_in < 0 || n_out <= 0) return ME_EINVAL;
+    int last = -1, scope = -2;
+    for (int k = 0; k < n; k++) {
+        if (nodes[k] < 0 || nodes[k] >= g->nn) return ME_EINVAL;
+        if (nodes[k] > last) last = nodes[k];
+        int s = g->n[nodes[k]].scope;
+        scope = scope == -2 ? s : (s < 0 || scope < 0) ? -1 : me_scope_common(g, scope, s);
+    }
+    /* the new node is appended, then moved into the last chain node's slot */
+    int nn;
+    int rc = me_graph_add_node(g, op, name, n_in, n_out, &nn);
+    if (rc < 0) return rc;
+    MeNode fresh = g->n[nn];
+    g->nn--;
+    for (int k = 0; k < n_in; k++) fresh.in[k] = ins[k];
+    for (int k = 0; k < n_out; k++) fresh.out[k] = outs[k];
+    fresh.scope = scope < 0 ? -1 : scope;
+    fresh.module = scope >= 0 ? me_graph_strdup(g, g->scopes[scope].name) : NULL;
+    if (scope >= 0 && !fresh.module) return ME_ENOMEM;
+    bool *gone = me_calloc((size_t)g->nn + 1, 1);
+    if (!gone) return ME_ENOMEM;
+    for (int k = 0; k < n; k++) gone[nodes[k]] = true;
+    int w = 0, at = -1;
+    for (int i = 0; i < g->nn; i++) {
+        if (i == last) {
+            free_attrs(&g->n[i]);
+            at = w;
+            g->n[w++] = fresh;
+        } else if (gone[i]) {
+            free_attrs(&g->n[i]);
+        } else {
+            g->n[w++] = g->n[i];
+        }
+    }
+    me_free(gone);
+    g->nn = w;
+    *ni = at;
+    return me_graph_finalize(g, d);
 }

@@ -167,6 +167,20 @@ typedef struct MeDecl {
     MeDType dtype;
 } MeDecl;
 
+/* Something the stages found that the user must hear (an exporter idiom
+ * that hides what PyTorch ran, weights the file holds twice): the CLI
+ * prints it on stderr and every report carries it. */
+typedef enum MeNoteWhen {
+    ME_NOTE_ALWAYS = 0,
+    ME_NOTE_AUTOGRAD,    /* matters only when autograd runs (--grad, --train) */
+} MeNoteWhen;
+
+typedef struct MeNote {
+    const char *code;    /* stable key for JSON: "tied_weights", "folded_batchnorm", ... */
+    uint8_t when;        /* MeNoteWhen */
+    char *text;          /* one line, in the graph's arena */
+} MeNote;
+
 typedef struct MeGraph {
     MeValue *v;
     int nv, cap_v;
@@ -184,6 +198,8 @@ typedef struct MeGraph {
     MeArena arena;       /* node and value names, edge lists: freed with the graph */
     MeScope *scopes;     /* after me_graph_scopes */
     int nscopes, cap_scopes;
+    MeNote *notes;       /* me_graph_add_note */
+    int nnotes, cap_notes;
     void *loader;        /* loader state kept for materialize (mapped file) */
     void (*loader_free)(void *loader);
 } MeGraph;
@@ -225,6 +241,18 @@ int me_graph_scopes(MeGraph *g);
 /* Deepest scope that is s or an ancestor of s and also t or an ancestor
  * of t; -1 when they share none. */
 int me_scope_common(const MeGraph *g, int s, int t);
+/* Adds a note (printf-style text, copied into the arena). */
+int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Replaces nodes[0..n) (a connected chain whose inner values nothing
+ * else reads) by one new node of op `op` with inputs ins[0..n_in) and
+ * outputs outs[0..n_out); the new node takes the place of the chain's
+ * last node in the file order, its scope is the chain's common scope and
+ * its module the deepest module the chain shares. The graph is
+ * re-finalized. *ni is the new node's index (indices of other nodes may
+ * move). */
+int me_graph_replace_nodes(MeGraph *g, const int *nodes, int n, const char *op, const char *name,
+                           const int *ins, int n_in, const int *outs, int n_out, int *ni, MeDiag *d);
 /* Sets a value's contents (copied). */
 /* Bytes of a value's data in its file dtype; 0 when the shape is unknown. */
 uint64_t me_value_bytes(const MeValue *v);

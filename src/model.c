@@ -7,6 +7,7 @@
 
 #include "load/load.h"
 #include "model.h"
+#include "canon/canon.h"
 
 static void copy_err(const MeDiag *d, char *err, size_t errlen)
 {
@@ -110,6 +111,7 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
     m->generation++;
     int rc = me_bind_inputs(g, s, d);
     if (rc >= 0 && first) rc = me_graph_finalize(g, d);
+    if (rc >= 0 && first) rc = me_canonicalize(g, d);
     if (rc >= 0 && !first) me_shapes_reset(g);
     if (rc >= 0) rc = me_infer_shapes(g, d);
     if (rc >= 0) rc = default_costs(m, d);

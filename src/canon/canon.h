@@ -1,0 +1,27 @@
+/* Canonicalization: the stage between loading and shape inference that
+ * recognizes how exporters spell one PyTorch op or module (LayerNorm as
+ * seven nodes, GELU as an erf or tanh chain, nn.Linear as MatMul + Add, a
+ * BatchNorm folded into its Conv, a tied head's transposed copy) and
+ * records what PyTorch ran in the IR: a chain becomes one node of the
+ * canonical op, a fact that the graph cannot show becomes a note. Nothing
+ * after this stage knows how an exporter spelled an op. */
+#ifndef MEMEST_CANON_H
+#define MEMEST_CANON_H
+
+#include "graph.h"
+
+/* Each pass looks at the whole graph once, in this order; a pass may
+ * replace nodes (me_graph_replace_nodes) and add notes. Returns < 0 with
+ * d set on failure. Passes see finalized graphs with initializer shapes
+ * and constant contents, not inferred activation shapes. */
+#define ME_CANON_PASSES(X) \
+    X(none)
+
+#define ME_CANON_DECL(name) int me_canon_##name(MeGraph *g, MeDiag *d);
+ME_CANON_PASSES(ME_CANON_DECL)
+#undef ME_CANON_DECL
+
+/* Runs every pass; called once per loaded graph, after finalize. */
+int me_canonicalize(MeGraph *g, MeDiag *d);
+
+#endif
