@@ -1,0 +1,97 @@
+/* Language models without an ONNX file: a Hugging Face config.json, the
+ * headers of its safetensors files (or a GGUF file) are read into one
+ * MeLlmConfig (llm_read.c: the only code that knows those formats and
+ * each family's key names), and a MeLlmConfig becomes a layer graph in
+ * the common IR (llm_build.c: the only code that knows what HF's modeling
+ * code allocates). No weight byte is ever read. */
+#ifndef MEMEST_LLM_H
+#define MEMEST_LLM_H
+
+#include "graph.h"
+#include "load/load.h"
+
+typedef enum MeLlmNorm { ME_LLM_RMSNORM = 0, ME_LLM_LAYERNORM } MeLlmNorm;
+typedef enum MeLlmAct { ME_LLM_SILU = 0, ME_LLM_GELU, ME_LLM_GELU_TANH, ME_LLM_RELU } MeLlmAct;
+
+/* How stored weights are quantized (what a checkpoint says, or --weights). */
+typedef enum MeLlmQuant {
+    ME_LLM_Q_NONE = 0, /* plain floats in MeLlmConfig.dtype */
+    ME_LLM_Q_INT8,     /* bitsandbytes LLM.int8: int8 + fp32 row scales */
+    ME_LLM_Q_NF4,      /* bitsandbytes 4-bit (nf4/fp4): packed, absmax per block */
+    ME_LLM_Q_GPTQ,     /* packed int4 (or bits) with scales and zeros per group */
+    ME_LLM_Q_AWQ,
+    ME_LLM_Q_FP8,      /* float8 weights with scales */
+    ME_LLM_Q_GGUF,     /* llama.cpp block types, per tensor */
+} MeLlmQuant;
+
+/* One stored tensor as a safetensors header or GGUF tensor info says. */
+typedef struct MeLlmTensor {
+    char *name;
+    MeDType dtype;       /* storage dtype (U8/I32 for packed quantized data) */
+    MeShape shape;
+    uint64_t bytes;      /* exact bytes in the file */
+    int gguf_type;       /* GGUF ggml_type, -1 otherwise */
+} MeLlmTensor;
+
+typedef struct MeLlmConfig {
+    char family[32];     /* model_type as HF spells it: "llama", "mistral", ... */
+    char path[1024];     /* what was read, for messages */
+    int64_t vocab, hidden, layers, heads, kv_heads, head_dim, intermediate, max_pos;
+    int64_t sliding_window;   /* 0: every layer attends to the whole context */
+    double rotary_fraction;   /* share of head_dim rotated (NeoX rotary_pct, Phi partial); 0 with learned positions */
+    double rope_theta;
+    bool learned_pos;         /* GPT-2's wpe */
+    bool tied;                /* LM head is the embedding (one parameter) */
+    bool qkv_bias, o_bias, mlp_bias, norm_bias, head_bias;
+    bool gated_mlp;           /* gate/up/down (SwiGLU, GeGLU); else up/down */
+    bool fused_qkv, fused_gate_up; /* one projection for q,k,v / gate,up (Phi-3, NeoX, GPT-2) */
+    bool parallel_residual;   /* NeoX: attn and mlp read the same input */
+    bool embed_scale;         /* Gemma: embeddings * sqrt(hidden) */
+    bool norm_plus_one;       /* Gemma's RMSNorm weight is (1 + w) */
+    MeLlmNorm norm;
+    double norm_eps;
+    MeLlmAct act;
+    /* Mixture of experts; experts == 0 for a dense model */
+    int64_t experts, experts_per_tok, expert_intermediate;
+    int64_t shared_experts, shared_intermediate; /* always-on experts (Qwen-MoE, DeepSeek) */
+    bool shared_expert_gate;  /* Qwen2-MoE's sigmoid gate on the shared expert */
+    int64_t first_dense_layers; /* DeepSeek first_k_dense_replace */
+    int64_t moe_every;        /* a MoE layer every k layers (1: all) */
+    /* Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank == 0: none */
+    int64_t q_lora_rank, kv_lora_rank, qk_rope_dim, qk_nope_dim, v_head_dim;
+    MeDType dtype;            /* torch_dtype: the dtype the weights compute in */
+    MeLlmQuant quant;         /* how the stored weights are quantized */
+    int quant_bits, quant_group; /* GPTQ/AWQ bits and group size; NF4 block */
+    /* What the checkpoint stores, when headers were read: exact
+     * parameter and byte counts come from here, not from the config. */
+    MeLlmTensor *tensors;
+    int n_tensors;
+} MeLlmConfig;
+
+/* What the user asks of a language model (filled from the CLI/API). */
+typedef enum MeLlmCache { ME_LLM_CACHE_DYNAMIC = 0, ME_LLM_CACHE_STATIC, ME_LLM_CACHE_PAGED } MeLlmCache;
+typedef enum MeLlmAttn { ME_LLM_ATTN_EAGER = 0, ME_LLM_ATTN_SDPA } MeLlmAttn;
+
+typedef struct MeLlmRun {
+    int64_t batch, seq;       /* prefill: batch × seq tokens */
+    int64_t new_tokens;       /* decode steps after the prefill (0: prefill only) */
+    MeLlmCache cache;
+    MeLlmAttn attn;
+    MeDType kv_dtype;         /* UNDEF: the weights' compute dtype */
+    MeLlmQuant weights;       /* --weights override; NONE keeps the checkpoint's */
+    MeDType weights_dtype;    /* --weights fp32/fp16/bf16 */
+} MeLlmRun;
+
+/* Whether path names something me_llm_read understands (a config.json,
+ * a folder with one, a *.safetensors, an index, a *.gguf). */
+bool me_llm_recognize(const char *path, const void *head, size_t n);
+/* Reads path into c (zeroed first); exit-2-style errors name file and key. */
+int me_llm_read(const char *path, MeLlmConfig *c, MeDiag *d);
+void me_llm_config_free(MeLlmConfig *c);
+/* Parameters (elements) and stored bytes of what c describes: from the
+ * tensors when headers were read, else from the family's layout. */
+int me_llm_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes, MeDiag *d);
+/* Builds the layer graph of c for run into g (inputs bound). */
+int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d);
+
+#endif
