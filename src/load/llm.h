@@ -30,6 +30,8 @@ typedef struct MeLlmTensor {
     MeDType dtype;       /* storage dtype (U8/I32 for packed quantized data) */
     MeShape shape;
     uint64_t bytes;      /* exact bytes in the file */
+    uint64_t params;     /* parameters of the unquantized model it stands for:
+                          * numel, qweight's in x out, 0 for scales/zeros/absmax */
     int gguf_type;       /* GGUF ggml_type, -1 otherwise */
 } MeLlmTensor;
 
@@ -91,6 +93,23 @@ void me_llm_config_free(MeLlmConfig *c);
 /* Parameters (elements) and stored bytes of what c describes: from the
  * tensors when headers were read, else from the family's layout. */
 int me_llm_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes, MeDiag *d);
+/* safetensors.c: the headers of a *.safetensors file, an index
+ * (model.safetensors.index.json) or a folder holding either, appended to
+ * c->tensors, then me_llm_classify_tensors. Never reads a weight byte. */
+int me_llm_read_weights(const char *dir_or_file, MeLlmConfig *c, MeDiag *d);
+/* One safetensors file whose first n bytes (at least 8 + header) are at
+ * buf and whose size is file_size: its tensors appended to c (c unchanged
+ * on error; messages name path and the tensor or key). */
+int me_safetensors_parse(MeLlmConfig *c, const char *path, const void *buf, size_t n, uint64_t file_size, MeDiag *d);
+/* Sets each tensor's params (quantizer state counts 0), c->quant,
+ * quant_bits, quant_group from the tensors' names and dtypes, and
+ * c->dtype when it is UNDEF (the float dtype of most unquantized bytes). */
+int me_llm_classify_tensors(MeLlmConfig *c, MeDiag *d);
+/* Sums of the tensors' params and bytes (saturating): me_llm_params'
+ * answer when headers were read. */
+void me_llm_tensor_totals(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes);
+void me_llm_tensors_free(MeLlmConfig *c); /* me_llm_config_free calls it */
+const char *me_llm_quant_name(MeLlmQuant q);
 /* Builds the layer graph of c for run into g (inputs bound). */
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d);
 
