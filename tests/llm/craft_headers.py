@@ -3,6 +3,7 @@
 for tests/unit/test_llm_headers.c:
 
     craft_headers.py OUTDIR [STAMP]
+    craft_headers.py --corpus DIR     (small complete files for tests/fuzz)
 
 writes OUTDIR/<case>(.safetensors | /) and OUTDIR/manifest.json, which says
 for each case what the reader must answer: an error (a substring of the
@@ -217,7 +218,35 @@ def hostile(out, man):
         man[case] = {"error": expect}
 
 
+def corpus(out):
+    """Small complete files (data bytes written, zeros) seeding the fuzzer:
+    one linear of 64 x 32 in each quantized layout."""
+    o, i, g = 64, 32, 16
+    n = "model.layers.0.mlp.up_proj"
+    layouts = {
+        "gptq": [(n + ".qweight", "I32", (i // 8, o)), (n + ".qzeros", "I32", (i // g, o // 8)),
+                 (n + ".scales", "F16", (i // g, o)), (n + ".g_idx", "I32", (i,))],
+        "awq": [(n + ".qweight", "I32", (i, o // 8)), (n + ".qzeros", "I32", (i // g, o // 8)), (n + ".scales", "F16", (i // g, o))],
+        "int8": [(n + ".weight", "I8", (o, i)), (n + ".SCB", "F32", (o,)), (n + ".weight_format", "U8", ())],
+        "nf4": [(n + ".weight", "U8", (o * i // 2, 1)), (n + ".weight.absmax", "F32", (o * i // 64,)),
+                (n + ".weight.quant_map", "F32", (16,)), (n + ".weight.quant_state.bitsandbytes__nf4", "U8", (8,))],
+        "fp8": [(n + ".weight", "F8_E4M3", (o, i)), (n + ".weight_scale_inv", "F32", (1, 1))],
+        "bf16": [("model.embed_tokens.weight", "BF16", (16, 8)), ("model.norm.weight", "F32", (8,))],
+    }
+    for k, t in layouts.items():
+        write_st(os.path.join(out, f"valid-{k}.safetensors"), t, {"format": "pt"})
+        with open(os.path.join(out, f"valid-{k}.safetensors"), "r+b") as f:  # real zeros, not a hole
+            f.seek(0, 2)
+            end = f.tell()
+            f.seek(0)
+            hl = struct.unpack("<Q", f.read(8))[0]
+            f.seek(8 + hl)
+            f.write(bytes(end - 8 - hl))
+
+
 def main():
+    if sys.argv[1] == "--corpus":
+        return corpus(sys.argv[2])
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     man = {}

@@ -1,0 +1,97 @@
+/* Fuzz target for the language-model readers (src/load/safetensors.c;
+ * llm_read.c's config.json with FUZZ_LLM_CONFIG): bytes as a safetensors
+ * file of exactly that size, header checks, quantization recognition and
+ * totals. Built by tests/fuzz/run_libfuzzer.sh safetensors|config under
+ * libFuzzer, else with the replay driver of fuzz_load.c's kind below
+ * (meson test replays the corpus). Bad input must end in an error code. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "load/llm.h"
+#include "util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    MeLlmConfig c;
+    memset(&c, 0, sizeof(c));
+    MeDiag d = { 0 };
+#ifdef FUZZ_LLM_CONFIG
+    /* me_llm_read takes a path: the bytes go to a private temp file */
+    char path[] = "/tmp/fuzz-config-XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    if (fd < 0) return 0;
+    if (write(fd, data, size) == (ssize_t)size && me_llm_read(path, &c, &d) == 0) {
+        uint64_t p, b;
+        me_llm_params(&c, &p, &b, &d);
+    }
+    close(fd);
+    unlink(path);
+    me_llm_config_free(&c);
+#else
+    snprintf(c.path, sizeof(c.path), "fuzz.safetensors");
+    if (me_safetensors_parse(&c, c.path, data, size, size, &d) == 0 && me_llm_classify_tensors(&c, &d) == 0) {
+        uint64_t p, b;
+        me_llm_tensor_totals(&c, &p, &b);
+        /* stored bytes are the header's, whatever the quantization says */
+        uint64_t sum = 0;
+        for (int i = 0; i < c.n_tensors; i++) sum += c.tensors[i].bytes;
+        if (b != sum || b > size) abort();
+    }
+    me_llm_tensors_free(&c);
+#endif
+    return 0;
+}
+
+#ifndef FUZZ_LIBFUZZER
+static int run_file(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    if (!f) return -1;
+    struct stat st;
+    size_t cap = fstat(fileno(f), &st) == 0 && st.st_size < (64 << 20) ? (size_t)st.st_size + 1 : 64 << 20;
+    uint8_t *buf = malloc(cap);
+    size_t n = buf ? fread(buf, 1, cap, f) : 0;
+    fclose(f);
+    if (!buf) return -1;
+    LLVMFuzzerTestOneInput(buf, n);
+    free(buf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int files = 0;
+    for (int i = 1; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) < 0) {
+            fprintf(stderr, "replay: %s: not found\n", argv[i]);
+            return 1;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            files += run_file(argv[i]) == 0;
+            continue;
+        }
+        DIR *d = opendir(argv[i]);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char p[4096];
+            snprintf(p, sizeof(p), "%s/%s", argv[i], e->d_name);
+            files += run_file(p) == 0;
+        }
+        if (d) closedir(d);
+    }
+    printf("replayed %d input(s)\n", files);
+    return files ? 0 : 1;
+}
+#endif
