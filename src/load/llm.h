@@ -109,6 +109,11 @@ int me_llm_classify_tensors(MeLlmConfig *c, MeDiag *d);
  * answer when headers were read. */
 void me_llm_tensor_totals(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes);
 void me_llm_tensors_free(MeLlmConfig *c); /* me_llm_config_free calls it */
+/* Whether folder dir holds an index or a *.safetensors file. */
+bool me_llm_has_weights(const char *dir);
+/* The headers' parameters must be what the config's layout has
+ * (layout_params: the family's count); exit-2 error naming c->path if not. */
+int me_llm_check_weights(const MeLlmConfig *c, uint64_t layout_params, MeDiag *d);
 const char *me_llm_quant_name(MeLlmQuant q);
 /* Builds the layer graph of c for run into g (inputs bound). */
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d);

@@ -628,6 +628,30 @@ void me_llm_tensor_totals(const MeLlmConfig *c, uint64_t *params, uint64_t *byte
     *bytes = b;
 }
 
+bool me_llm_has_weights(const char *dir)
+{
+    char file[2048];
+    struct stat st;
+    snprintf(file, sizeof(file), "%s/model.safetensors.index.json", dir);
+    if (stat(file, &st) == 0) return true;
+    DIR *dp = opendir(dir);
+    bool yes = false;
+    for (struct dirent *e; dp && !yes && (e = readdir(dp));)
+        yes = e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors");
+    if (dp) closedir(dp);
+    return yes;
+}
+
+int me_llm_check_weights(const MeLlmConfig *c, uint64_t layout_params, MeDiag *d)
+{
+    uint64_t p, b;
+    me_llm_tensor_totals(c, &p, &b);
+    if (p == layout_params) return 0;
+    return me_error(d, ME_EINVAL, "%s: the config describes %llu parameters but the safetensors headers hold %llu%s: "
+                    "config and weights are not of one model", c->path, (unsigned long long)layout_params,
+                    (unsigned long long)p, c->quant ? " (quantized tensors counted unquantized)" : "");
+}
+
 int me_llm_read_weights(const char *path, MeLlmConfig *c, MeDiag *d)
 {
     struct stat st;

@@ -43,6 +43,11 @@ static void manifest_case(const char *dir, const cJSON *e)
         CHECK(!strcmp(me_dtype_name(c.dtype), dt), "%s: dtype %s, want %s", e->string, me_dtype_name(c.dtype), dt);
         const cJSON *bits = cJSON_GetObjectItem(e, "bits"), *group = cJSON_GetObjectItem(e, "group");
         if (bits) CHECK(c.quant_bits == bits->valueint, "%s: bits %d, want %d", e->string, c.quant_bits, bits->valueint);
+        /* the config's layout count must be the headers' */
+        MeDiag d2 = { 0 };
+        CHECK(me_llm_check_weights(&c, params, &d2) == 0, "%s: %s", e->string, d2.msg);
+        CHECK(me_llm_check_weights(&c, params + 1, &d2) == ME_EINVAL && strstr(d2.msg, "config describes"),
+              "%s: a config one parameter off: %s", e->string, d2.msg);
         if (group) CHECK(c.quant_group == group->valueint, "%s: group %d, want %d", e->string, c.quant_group, group->valueint);
     }
     me_llm_tensors_free(&c);
@@ -113,6 +118,9 @@ int main(int argc, char **argv)
     CHECK(man && cJSON_GetArraySize(man) > 30, "manifest %s", path);
     for (const cJSON *e = man ? man->child : NULL; e; e = e->next) manifest_case(argv[1], e);
     cJSON_Delete(man);
+    snprintf(path, sizeof(path), "%s/llama3-8b-bf16", argv[1]);
+    CHECK(me_llm_has_weights(path), "%s holds an index", path);
+    CHECK(!me_llm_has_weights("/nonexistent"), "no folder, no weights");
     free(text);
     printf("%d checks, %d failed\n", checks, fails);
     return fails != 0;
