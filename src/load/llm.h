@@ -95,7 +95,7 @@ void me_llm_config_free(MeLlmConfig *c);
 int me_llm_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes, MeDiag *d);
 /* safetensors.c: the headers of a *.safetensors file, an index
  * (model.safetensors.index.json) or a folder holding either, appended to
- * c->tensors, then me_llm_classify_tensors. Never reads a weight byte. */
+ * c->tensors, then me_llm_classify_tensors; or a *.gguf file (gguf.c). Never reads a weight byte. */
 int me_llm_read_weights(const char *dir_or_file, MeLlmConfig *c, MeDiag *d);
 /* One safetensors file whose first n bytes (at least 8 + header) are at
  * buf and whose size is file_size: its tensors appended to c (c unchanged
@@ -109,6 +109,21 @@ int me_llm_classify_tensors(MeLlmConfig *c, MeDiag *d);
  * answer when headers were read. */
 void me_llm_tensor_totals(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes);
 void me_llm_tensors_free(MeLlmConfig *c); /* me_llm_config_free calls it */
+/* gguf.c: a GGUF file's metadata (general.architecture and its
+ * block_count, embedding_length, attention.head_count(_kv),
+ * feed_forward_length, context_length, expert counts, rope.freq_base,
+ * tokenizer.ggml.tokens' length) into c and its tensor infos (ggml block
+ * types: exact bytes) appended to c->tensors; quant = GGUF. The _parse
+ * form reads n bytes at buf, the whole file. */
+int me_gguf_parse(MeLlmConfig *c, const char *path, const void *buf, uint64_t n, MeDiag *d);
+int me_gguf_read(MeLlmConfig *c, const char *file, MeDiag *d);
+/* A tensor's data [begin, end) in a file, for the readers' layout checks:
+ * sorted by me_llm_span_cmp (begin, then end), neighbours must not overlap. */
+typedef struct MeLlmSpan {
+    uint64_t begin, end;
+    int ti; /* index in MeLlmConfig.tensors */
+} MeLlmSpan;
+int me_llm_span_cmp(const void *a, const void *b);
 /* Whether folder dir holds an index or a *.safetensors file. */
 bool me_llm_has_weights(const char *dir);
 /* The headers' parameters must be what the config's layout has

@@ -109,14 +109,9 @@ static bool st_uint(const cJSON *v, uint64_t *out)
     return true;
 }
 
-typedef struct StSpan {
-    uint64_t begin, end;
-    int ti;
-} StSpan;
-
-static int st_span_cmp(const void *a, const void *b)
+int me_llm_span_cmp(const void *a, const void *b)
 {
-    const StSpan *x = a, *y = b;
+    const MeLlmSpan *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
 }
 
@@ -165,7 +160,7 @@ int me_safetensors_parse(MeLlmConfig *c, const char *path, const void *buf, size
     int first = c->n_tensors, cap = c->n_tensors;
     int count = 0;
     for (const cJSON *e = root->child; e; e = e->next) count++;
-    StSpan *spans = me_calloc((size_t)count + 1, sizeof(StSpan));
+    MeLlmSpan *spans = me_calloc((size_t)count + 1, sizeof(MeLlmSpan));
     MeStrMap seen = { 0 };
     if (!spans) {
         rc = me_error(d, ME_ENOMEM, "%s: out of memory", path);
@@ -251,10 +246,10 @@ int me_safetensors_parse(MeLlmConfig *c, const char *path, const void *buf, size
             rc = me_error(d, rc, "%s: %s", path, rc == ME_ENOMEM ? "out of memory" : "too many tensors");
             goto out;
         }
-        spans[ns++] = (StSpan){ b, en, c->n_tensors - 1 };
+        spans[ns++] = (MeLlmSpan){ b, en, c->n_tensors - 1 };
     }
     /* contiguous in offset order, no hole, no overlap, up to the file's end */
-    qsort(spans, (size_t)ns, sizeof(StSpan), st_span_cmp);
+    qsort(spans, (size_t)ns, sizeof(MeLlmSpan), me_llm_span_cmp);
     uint64_t at = 0;
     for (int i = 0; i < ns; i++) {
         if (spans[i].begin != at) {
@@ -659,7 +654,10 @@ int me_llm_read_weights(const char *path, MeLlmConfig *c, MeDiag *d)
     if (!c->path[0]) snprintf(c->path, sizeof(c->path), "%s", path);
     int rc, first = c->n_tensors;
     if (S_ISDIR(st.st_mode)) rc = st_read_dir(c, path, d);
-    else if (ends_with(path, ".index.json")) rc = st_read_index(c, path, d);
+    else if (ends_with(path, ".gguf")) { /* its tensors carry their logical shapes: nothing to classify */
+        rc = me_gguf_read(c, path, d);
+        return rc < 0 ? rc : c->n_tensors ? 0 : me_error(d, ME_EINVAL, "%s: holds no tensor", path);
+    } else if (ends_with(path, ".index.json")) rc = st_read_index(c, path, d);
     else rc = st_read_file(c, path, d);
     if (rc == 0 && c->n_tensors == 0) rc = me_error(d, ME_EINVAL, "%s: holds no tensor", path);
     if (rc == 0) rc = me_llm_classify_tensors(c, d);

@@ -1,7 +1,7 @@
 /* Fuzz target for the language-model readers (src/load/safetensors.c;
- * llm_read.c's config.json with FUZZ_LLM_CONFIG): bytes as a safetensors
+ * gguf.c with FUZZ_GGUF; llm_read.c's config.json with FUZZ_LLM_CONFIG): bytes as a safetensors
  * file of exactly that size, header checks, quantization recognition and
- * totals. Built by tests/fuzz/run_libfuzzer.sh safetensors|config under
+ * totals. Built by tests/fuzz/run_libfuzzer.sh safetensors|gguf|config under
  * libFuzzer, else with the replay driver of fuzz_load.c's kind below
  * (meson test replays the corpus). Bad input must end in an error code. */
 #ifndef _GNU_SOURCE
@@ -35,6 +35,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     close(fd);
     unlink(path);
     me_llm_config_free(&c);
+#elif defined(FUZZ_GGUF)
+    snprintf(c.path, sizeof(c.path), "fuzz.gguf");
+    if (me_gguf_parse(&c, c.path, data, size, &d) == 0) {
+        uint64_t p, b;
+        me_llm_tensor_totals(&c, &p, &b);
+        if (b > size) abort(); /* every tensor lies inside the file */
+    }
+    me_llm_tensors_free(&c);
 #else
     snprintf(c.path, sizeof(c.path), "fuzz.safetensors");
     if (me_safetensors_parse(&c, c.path, data, size, size, &d) == 0 && me_llm_classify_tensors(&c, &d) == 0) {

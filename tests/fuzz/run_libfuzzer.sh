@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds the fuzz targets with clang's libFuzzer + ASan + UBSan and runs one:
-#   tests/fuzz/run_libfuzzer.sh onnx|json|safetensors|config SECONDS
-# (safetensors and config: tests/fuzz/fuzz_headers.c, the language-model readers)
+#   tests/fuzz/run_libfuzzer.sh onnx|json|safetensors|gguf|config SECONDS
+# (safetensors, gguf and config: tests/fuzz/fuzz_headers.c, the language-model readers)
 # New corpus entries go to build-fuzz/corpus-FMT; crashes to build-fuzz/crash-*.
 # Needs clang and libclang-rt (apt-get install clang libclang-rt-14-dev).
 set -eu
@@ -14,6 +14,7 @@ mkdir -p "$out/corpus-$fmt"
 case $fmt in
 json) define=-DFUZZ_JSON target=tests/fuzz/fuzz_load.c ;;
 safetensors) define= target=tests/fuzz/fuzz_headers.c ;;
+gguf) define=-DFUZZ_GGUF target=tests/fuzz/fuzz_headers.c ;;
 config) define=-DFUZZ_LLM_CONFIG target=tests/fuzz/fuzz_headers.c ;;
 *) define=-DFUZZ_ONNX target=tests/fuzz/fuzz_load.c ;;
 esac

@@ -221,6 +221,7 @@ def hostile(out, man):
 def corpus(out):
     """Small complete files (data bytes written, zeros) seeding the fuzzer:
     one linear of 64 x 32 in each quantized layout."""
+    os.makedirs(out, exist_ok=True)
     o, i, g = 64, 32, 16
     n = "model.layers.0.mlp.up_proj"
     layouts = {
@@ -233,6 +234,11 @@ def corpus(out):
         "fp8": [(n + ".weight", "F8_E4M3", (o, i)), (n + ".weight_scale_inv", "F32", (1, 1))],
         "bf16": [("model.embed_tokens.weight", "BF16", (16, 8)), ("model.norm.weight", "F32", (8,))],
     }
+    kvs = [gkv("general.architecture", "str", "llama"), gkv("llama.block_count", "u32", 1),
+           gkv("llama.embedding_length", "u32", 64), gkv("llama.attention.head_count", "u32", 4),
+           gkv("tokenizer.ggml.tokens", "arr", ("str", ["a", "b", "c"])), gkv("general.alignment", "u32", 32)]
+    write_gguf(os.path.join(out, "valid.gguf"), kvs, [("token_embd.weight", "Q8_0", (64, 3)), ("blk.0.ffn_down.weight", "Q4_K", (256, 2)),
+                                                     ("output_norm.weight", "F32", (64,))])
     for k, t in layouts.items():
         write_st(os.path.join(out, f"valid-{k}.safetensors"), t, {"format": "pt"})
         with open(os.path.join(out, f"valid-{k}.safetensors"), "r+b") as f:  # real zeros, not a hole
@@ -244,6 +250,117 @@ def corpus(out):
             f.write(bytes(end - 8 - hl))
 
 
+# GGUF (ggml/docs/gguf.md): value types and ggml's type traits (block elements, block bytes)
+GV = {"u8": 0, "u32": 4, "i32": 5, "f32": 6, "str": 8, "arr": 9, "u64": 10}
+GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144),
+        "Q6_K": (14, 256, 210)}
+
+
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gkv(key, kind, val):
+    out = gstr(key) + struct.pack("<I", GV[kind])
+    if kind == "str":
+        return out + gstr(val)
+    if kind == "arr":  # (item kind, items) or (item kind, count, raw bytes) for a lying count
+        it, items = val[0], val[1]
+        if len(val) == 3:
+            return out + struct.pack("<IQ", GV[it], items) + val[2]
+        body = b"".join(gstr(x) if it == "str" else struct.pack({"u32": "<I", "i32": "<i"}[it], x) for x in items)
+        return out + struct.pack("<IQ", GV[it], len(items)) + body
+    return out + struct.pack({"u8": "<B", "u32": "<I", "i32": "<i", "f32": "<f", "u64": "<Q"}[kind], val)
+
+
+def write_gguf(path, kvs, tensors, align=32, counts=None, version=3, magic=b"GGUF", offsets=None, size=None):
+    """tensors: [(name, ggml type, ne)] (ne innermost first) laid out aligned;
+    returns the data bytes. counts/offsets/size override what is written."""
+    infos, at, data = b"", 0, []
+    for k, (name, ty, ne) in enumerate(tensors):
+        code, blck, tsize = GGML[ty]
+        nb = numel(ne) // blck * tsize
+        off = at if offsets is None else offsets[k]
+        infos += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", x) for x in ne)
+        infos += struct.pack("<IQ", code, off)
+        data.append(nb)
+        at = (at + nb + align - 1) // align * align
+    nt, nkv = counts or (len(tensors), len(kvs))
+    head = magic + struct.pack("<IQQ", version, nt, nkv) + b"".join(kvs) + infos
+    start = (len(head) + align - 1) // align * align
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(start + at if size is None else size)
+    return sum(data)
+
+
+def llama_gguf_kvs(vocab_count=V):
+    return [gkv("general.architecture", "str", "llama"), gkv("llama.block_count", "u32", L),
+            gkv("llama.context_length", "u32", 8192), gkv("llama.embedding_length", "u32", D),
+            gkv("llama.feed_forward_length", "u32", I), gkv("llama.attention.head_count", "u32", H),
+            gkv("llama.attention.head_count_kv", "u32", KV), gkv("llama.rope.freq_base", "f32", 500000.0),
+            gkv("llama.attention.layer_norm_rms_epsilon", "f32", 1e-5), gkv("general.file_type", "u32", 15),
+            gkv("tokenizer.ggml.tokens", "arr", ("str", ["t"] * vocab_count))]
+
+
+def gguf_cases(out, man):
+    """Llama-3-8B as llama.cpp's Q4_K_M mix stores it (attn_v, ffn_down and
+    output in Q6_K, the rest Q4_K, norms F32), and hostile GGUF headers."""
+    t = [("token_embd.weight", "Q4_K", (D, V))]
+    for l in range(L):
+        p = f"blk.{l}."
+        t += [(p + "attn_norm.weight", "F32", (D,)), (p + "attn_q.weight", "Q4_K", (D, H * HD)),
+              (p + "attn_k.weight", "Q4_K", (D, KV * HD)), (p + "attn_v.weight", "Q6_K", (D, KV * HD)),
+              (p + "attn_output.weight", "Q4_K", (H * HD, D)), (p + "ffn_norm.weight", "F32", (D,)),
+              (p + "ffn_gate.weight", "Q4_K", (D, I)), (p + "ffn_up.weight", "Q4_K", (D, I)),
+              (p + "ffn_down.weight", "Q6_K", (I, D))]
+    t += [("output_norm.weight", "F32", (D,)), ("output.weight", "Q6_K", (D, V))]
+    assert sum(numel(ne) for _, _, ne in t) == LLAMA3_8B
+    nb = write_gguf(os.path.join(out, "llama3-8b-q4_k_m.gguf"), llama_gguf_kvs(), t)
+    man["llama3-8b-q4_k_m.gguf"] = {"params": LLAMA3_8B, "bytes": nb, "quant": "GGUF", "dtype": "float32",
+                                    "tensors": len(t), "config": {"family": "llama", "layers": L, "hidden": D, "heads": H,
+                                                                  "kv_heads": KV, "intermediate": I, "vocab": V,
+                                                                  "max_pos": 8192, "tied": False}}
+    small = [("a.weight", "Q8_0", (64, 2)), ("b.weight", "F32", (8,))]
+    kv = [gkv("general.architecture", "str", "llama")]
+
+    def bad(name, expect, **kw):
+        write_gguf(os.path.join(out, name), kw.pop("kvs", kv), kw.pop("tensors", small), **kw)
+        man[name] = {"error": expect}
+
+    bad("gguf-magic.gguf", "not a GGUF file", magic=b"GGUG")
+    bad("gguf-version.gguf", "GGUF version 9", version=9)
+    bad("gguf-tensor-count.gguf", "1099511627776 tensors cannot fit", counts=(1 << 40, 1))
+    bad("gguf-key-count.gguf", "1099511627776 metadata keys cannot fit", counts=(2, 1 << 40))
+    bad("gguf-string-past-end.gguf", "runs past the end of the file",
+        kvs=[gstr("general.architecture") + struct.pack("<IQ", GV["str"], 1 << 40) + b"llama"], tensors=[])
+    bad("gguf-array-count.gguf", "key 'tokenizer.ggml.tokens': an array of 1125899906842624 items cannot fit",
+        kvs=kv + [gkv("tokenizer.ggml.tokens", "arr", ("str", 1 << 50, gstr("a")))])
+    nested = struct.pack("<IQ", GV["arr"], 1) + struct.pack("<IQ", GV["arr"], 1) + struct.pack("<IQ", GV["u8"], 1) + b"\0"
+    bad("gguf-nested.gguf", "key 'x': arrays nested deeper than 2",
+        kvs=kv + [gstr("x") + struct.pack("<I", GV["arr"]) + nested])
+    bad("gguf-dims.gguf", "tensor 'a.weight' has 5 dims", tensors=[("a.weight", "F32", (1, 1, 1, 1, 1))])
+    write_gguf(os.path.join(out, "gguf-type.gguf"), kv, small)
+    with open(os.path.join(out, "gguf-type.gguf"), "r+b") as f:  # a.weight's type 8 -> 99
+        b = f.read()
+        i = b.index(b"a.weight") + 8 + 4 + 16
+        f.seek(i)
+        f.write(struct.pack("<I", 99))
+    man["gguf-type.gguf"] = {"error": "tensor 'a.weight' has ggml type 99"}
+    bad("gguf-block.gguf", "tensor 'a.weight': Q4_K rows of 100 elements are not whole blocks of 256",
+        tensors=[("a.weight", "Q4_K", (100, 4))])
+    bad("gguf-misaligned.gguf", "tensor 'b.weight' at data offset 40 is not aligned to 32", offsets=[0, 40])
+    bad("gguf-overlap.gguf", "tensor 'b.weight' (data offset 64) overlaps 'a.weight'", offsets=[0, 64],
+        tensors=[("a.weight", "Q8_0", (64, 4)), ("b.weight", "F32", (8,))])
+    bad("gguf-past-end.gguf", "tensor 'a.weight' ends at byte 296, past the end", size=200)
+    bad("gguf-duplicate.gguf", "tensor 'a.weight' is named twice", tensors=[("a.weight", "F32", (8,)), ("a.weight", "F32", (8,))])
+    bad("gguf-no-arch.gguf", "no general.architecture", kvs=[])
+    bad("gguf-alignment.gguf", "general.alignment 3 is not a power of two", kvs=kv + [gkv("general.alignment", "u32", 3)])
+    bad("gguf-layers.gguf", "key 'llama.block_count' is -1", kvs=kv + [gkv("llama.block_count", "i32", -1)])
+    bad("gguf-hidden.gguf", "key 'llama.embedding_length' is 1e+15", kvs=kv + [gkv("llama.embedding_length", "u64", 10 ** 15)])
+
+
 def main():
     if sys.argv[1] == "--corpus":
         return corpus(sys.argv[2])
@@ -252,6 +369,7 @@ def main():
     man = {}
     valid(out, man)
     hostile(out, man)
+    gguf_cases(out, man)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(man, f, indent=1, sort_keys=True)
     if len(sys.argv) > 2:  # meson's output, touched once all is written

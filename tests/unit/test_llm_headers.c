@@ -43,6 +43,29 @@ static void manifest_case(const char *dir, const cJSON *e)
         CHECK(!strcmp(me_dtype_name(c.dtype), dt), "%s: dtype %s, want %s", e->string, me_dtype_name(c.dtype), dt);
         const cJSON *bits = cJSON_GetObjectItem(e, "bits"), *group = cJSON_GetObjectItem(e, "group");
         if (bits) CHECK(c.quant_bits == bits->valueint, "%s: bits %d, want %d", e->string, c.quant_bits, bits->valueint);
+        const cJSON *cf = cJSON_GetObjectItem(e, "config"); /* GGUF metadata */
+        for (const cJSON *k = cf ? cf->child : NULL; k; k = k->next) {
+            if (!strcmp(k->string, "family")) {
+                CHECK(!strcmp(c.family, k->valuestring), "%s: family %s", e->string, c.family);
+                continue;
+            }
+            if (!strcmp(k->string, "tied")) {
+                CHECK(c.tied == cJSON_IsTrue(k), "%s: tied %d", e->string, c.tied);
+                continue;
+            }
+            const struct { const char *key; int64_t v; } f[] = {
+                { "layers", c.layers }, { "hidden", c.hidden }, { "heads", c.heads }, { "kv_heads", c.kv_heads },
+                { "intermediate", c.intermediate }, { "vocab", c.vocab }, { "max_pos", c.max_pos },
+            };
+            bool known = false;
+            for (size_t j = 0; j < sizeof(f) / sizeof(f[0]); j++)
+                if (!strcmp(f[j].key, k->string)) {
+                    known = true;
+                    CHECK(f[j].v == (int64_t)k->valuedouble, "%s: %s %lld, want %.0f", e->string, k->string,
+                          (long long)f[j].v, k->valuedouble);
+                }
+            CHECK(known, "%s: manifest key %s", e->string, k->string);
+        }
         /* the config's layout count must be the headers' */
         MeDiag d2 = { 0 };
         CHECK(me_llm_check_weights(&c, params, &d2) == 0, "%s: %s", e->string, d2.msg);
