@@ -25,7 +25,8 @@
 
 /* ggml's type traits (ggml/src/ggml.c type_traits[]: blck_size,
  * type_size): elements per block and bytes per block. Gaps are types
- * ggml removed (Q4_2, Q4_3, the Q4_0_x_x repacks). */
+ * ggml removed (Q4_2, Q4_3, the Q4_0_x_x and IQ4_NL_x_x repacks); enum
+ * numbers from ggml/include/ggml.h. */
 typedef struct GgmlType {
     const char *name;
     int blck, size;
@@ -48,7 +49,7 @@ static const GgmlType ggml_types[] = {
     [26] = { "I32", 1, 4, ME_DT_I32 },      [27] = { "I64", 1, 8, ME_DT_I64 },
     [28] = { "F64", 1, 8, ME_DT_F64 },      [29] = { "IQ1_M", 256, 56, ME_DT_U8 },
     [30] = { "BF16", 1, 2, ME_DT_BF16 },    [34] = { "TQ1_0", 256, 54, ME_DT_U8 },
-    [35] = { "TQ2_0", 256, 66, ME_DT_U8 },
+    [35] = { "TQ2_0", 256, 66, ME_DT_U8 },   [39] = { "MXFP4", 32, 17, ME_DT_U8 }, /* e8m0 scale + 16 bytes */
 };
 #define N_GGML_TYPES ((int)(sizeof(ggml_types) / sizeof(ggml_types[0])))
 
