@@ -193,6 +193,8 @@ static inline bool me_node_is_constant(const MeNode *n) { return n->desc && (n->
  * exporter's Sigmoid·Mul (SiLU) and Div/Erf/Add/Mul/Mul (GELU) chains back
  * into the one PyTorch op they came from. */
 extern const MeOpDesc me_op_sigmoid, me_op_mul, me_op_erf, me_op_div, me_op_add;
+/* canonicalization (src/canon) recognizes these by descriptor */
+extern const MeOpDesc me_op_matmul, me_op_transpose, me_op_linear;
 
 /* --- helpers for op hooks (shape.c) --- */
 int me_fail(const MeCtx *c, const char *fmt, ...) ME_PRINTF(2, 3);
