@@ -25,6 +25,20 @@
 #include "canon/canon.h"
 #include "ops/ops.h"
 
+/* A module's parameter read by a call that is not that module's: the
+ * weight is named under the node's module scope but is not its own
+ * ".weight" (nn.MultiheadAttention's in_proj_weight, or out_proj.weight
+ * that its forward passes to F.linear without calling out_proj). Hook-based
+ * tools see no nn.Linear there. A weight from elsewhere (a tied head's
+ * table) or with a name the exporter made says nothing. */
+static bool functional_use(const MeGraph *g, const MeNode *n, int w)
+{
+    const char *wn = g->v[w].name, *m = n->module;
+    size_t lm = m ? strlen(m) : 0;
+    if (!lm || strncmp(wn, m, lm) || wn[lm] != '.') return false;
+    return strcmp(wn + lm, ".weight") != 0;
+}
+
 static bool is_op(const MeGraph *g, const MeNode *n, const MeOpDesc *op)
 {
     const MeOpDesc *d = me_op_find(n->op, n->domain, g->opset);
@@ -72,6 +86,9 @@ int me_canon_linear(MeGraph *g, MeDiag *d)
         }
     for (int i = 0; i < g->nn; i++) {
         MeNode *mm = &g->n[i];
+        /* a Gemm is at::linear of a 2-d input already: only whose call it was */
+        if (mm->n_in >= 2 && is_op(g, mm, &me_op_gemm) && stored_float(g, mm->in[1], 2) && functional_use(g, mm, mm->in[1]))
+            mm->flags |= ME_N_FUNCTIONAL;
         if (gone[i] || mm->n_in != 2 || mm->n_out != 1 || mm->n_attr || !is_op(g, mm, &me_op_matmul)) continue;
         int x = mm->in[0], y = mm->out[0], bt = mm->in[1], in_out, tr;
         if (x < 0 || y < 0 || g->v[x].kind == ME_V_INIT) continue;
@@ -102,6 +119,7 @@ int me_canon_linear(MeGraph *g, MeDiag *d)
             n->flags = mm->flags;
             gone[i] = true;
         }
+        if (functional_use(g, n, w)) n->flags |= ME_N_FUNCTIONAL;
         n->op = op;
         n->domain = NULL;
         n->in = ins;

@@ -111,7 +111,7 @@ const MeOpDesc me_op_matmul = {
 const MeOpDesc me_op_linear = {
     .name = "Linear", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_LINEAR, .infer = infer_linear, .cost = cost_linear,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .flags = ME_OPF_FOLD_INPUT,
 };
 
 /* Einsum: "bij,bjk->bik" and friends (letters, optional "..." broadcast).
