@@ -102,11 +102,14 @@ int me_canon_tied(MeGraph *g, MeDiag *d)
         bool transposed = linear ? me_attr_i(n, "weight_in_out", 0) != 0 : me_attr_i(n, "transB", 0) == 0;
         const MeShape *s = &g->v[c].shape;
         int t = transposed ? table_of(g, tables, ntables, c, s->d[1], s->d[0]) : table_of(g, tables, ntables, c, s->d[0], s->d[1]);
+        char en[256], ec[256], et[256]; /* names from the file, escaped for every report */
+        me_escape(n->name, en, sizeof(en));
+        me_escape(g->v[c].name, ec, sizeof(ec));
         if (t == -2) {
             rc = me_graph_add_note(g, "tied_weights", ME_NOTE_ALWAYS,
                                    "node '%s': weight '%s' has the shape of more than one embedding table; "
                                    "counted as its own parameter (memest cannot tell which, if any, it is tied to)",
-                                   n->name, g->v[c].name);
+                                   en, ec);
             if (rc < 0) break;
             continue;
         }
@@ -130,7 +133,7 @@ int me_canon_tied(MeGraph *g, MeDiag *d)
                                "'%s' (node '%s') is taken as %s of the embedding table '%s': one parameter, counted once "
                                "(weights, gradients, optimizer state); if this head is not tied, export with "
                                "do_constant_folding=False so that it keeps its own parameter's name",
-                               g->v[c].name, n->name, transposed ? "the transpose" : "a copy", g->v[t].name);
+                               ec, en, transposed ? "the transpose" : "a copy", me_escape(g->v[t].name, et, sizeof(et)));
         if (rc < 0) break;
     }
     me_free(table);
