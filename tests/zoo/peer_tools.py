@@ -62,12 +62,19 @@ def run_thop(name, x):
 
 
 def run_ptflops(name, x):
+    import contextlib
+    import io
     from ptflops import get_model_complexity_info
     # the pytorch backend (module hooks + patched functionals), which memest's
     # --convention ptflops models; MACs as the tool prints them ("GMac")
-    macs, params = get_model_complexity_info(
-        build(name), tuple(x.shape[1:]), as_strings=False, print_per_layer_stat=False,
-        input_constructor=lambda _res: x, backend="pytorch")
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        macs, params = get_model_complexity_info(
+            build(name), tuple(x.shape[1:]), as_strings=False, print_per_layer_stat=False,
+            input_constructor=lambda _res: x, backend="pytorch")
+    if macs is None:  # ptflops catches its own failure, prints it and returns None
+        lines = [l for l in said.getvalue().splitlines() if l.strip()]
+        raise RuntimeError("ptflops failed: " + " ".join(lines[-2:]))
     return {"macs": int(macs), "params": int(params)}
 
 
@@ -112,8 +119,11 @@ def main():
         })
         for name in a.models.split(","):
             x = make_input(name, a.batch)
-            with torch.no_grad():
-                r = RUN[tool](name, x)
+            try:
+                with torch.no_grad():
+                    r = RUN[tool](name, x)
+            except Exception as e:  # the tool itself fails on this model: recorded, not hidden
+                r = {"error": "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1] if str(e).strip() else "")}
             r["input"] = list(x.shape)
             doc["models"].setdefault(name, {})[str(a.batch)] = r
             print(tool, name, r, flush=True)
