@@ -218,6 +218,27 @@ static uint64_t kernel_volume(const MeShape *w)
 }
 
 static void uncounted(const Peer *p, PeerOut *o) { (void)p; o->counted = false; }
+/* An ONNX RNN/GRU/LSTM node (one layer, all its directions): W is
+ * [dirs, G·H, in] with G the gates (1, 3, 4), X holds steps·batch rows of
+ * in features, B (input 3) the biases. false for other recurrent forms. */
+typedef struct RnnDims { uint64_t gates, h, in, rows, dirs, batch; bool bias; } RnnDims;
+
+static bool rnn_dims(const Peer *p, RnnDims *r)
+{
+    const MeShape *x = me_in_shape(p->c, 0), *w = me_in_shape(p->c, 1);
+    int64_t h = me_attr_i(p->c->n, "hidden_size", 0);
+    if (!x || !w || x->rank != 3 || w->rank != 3 || h <= 0 || w->d[1] % h) return false;
+    r->gates = (uint64_t)(w->d[1] / h);
+    r->h = (uint64_t)h;
+    r->in = (uint64_t)x->d[2];
+    r->rows = r->in ? p->in / r->in : 0;
+    r->dirs = (uint64_t)w->d[0];
+    r->batch = (uint64_t)x->d[me_attr_i(p->c->n, "layout", 0) ? 0 : 1]; /* X is [steps, batch, in] unless layout = 1 */
+    if (!r->batch) r->batch = 1;
+    r->bias = p->c->n->n_in > 3 && p->c->n->in[3] >= 0;
+    return r->gates == 1 || r->gates == 3 || r->gates == 4;
+}
+
 
 /* Normalization work per element: batch norm 1 (2 affine), the others 4 (5 affine). */
 static uint64_t bn_work(const Peer *p) { return me_smul(p->in, bn_affine(p->c) ? 2 : 1); }
@@ -244,14 +265,20 @@ static void pt_conv(const Peer *p, PeerOut *o)
     /* N·∏out·k·Cin·Cout/g (+ |out| with bias), with Cin the full input channels */
     uint64_t full_cin = fwd ? cin * (uint64_t)g : cin;
     uint64_t cout = fwd ? cout_g : cout_g * (uint64_t)g;
-    uint64_t sp = p->out / (cout ? cout : 1);
+    /* positions: the output's, but the input's for a transposed conv */
+    uint64_t sp = fwd ? p->out / (cout ? cout : 1) : p->in / (cin ? cin : 1);
     o->macs = me_sadd(me_smul(me_smul(sp, kernel_volume(w)), me_smul(full_cin, cout / (uint64_t)(g ? g : 1))), p->bias ? p->out : 0) / p->nb;
     if (!p->mod) { o->macs = 0; o->counted = false; } /* F.conv* is not patched */
 }
+/* nn.Linear's hook, per sample. ptflops does not patch F.linear but does
+ * patch torch.matmul: a call outside a Linear module without a bias is
+ * taken as x @ W.t() (a tied head's), which ptflops counts per batch; with
+ * a bias it is F.linear (MultiheadAttention's projections), counted 0 */
 static void pt_linear(const Peer *p, PeerOut *o)
 {
     o->macs = p->mod ? me_sadd(p->d.macs, p->bias ? p->out : 0) / p->nb : 0;
-    o->counted = p->mod;
+    if (!p->mod && !p->bias) o->flops = p->d.macs;
+    o->counted = p->mod || !p->bias;
 }
 static void pt_matmul(const Peer *p, PeerOut *o) { o->flops = p->d.macs; }
 static void pt_norm(const Peer *p, PeerOut *o)
@@ -275,6 +302,17 @@ static void pt_pool(const Peer *p, PeerOut *o)
 }
 static void pt_softmax(const Peer *p, PeerOut *o) { o->flops = p->in; }
 static void pt_upsample(const Peer *p, PeerOut *o) { o->macs = p->mod ? p->out / p->nb : 0; }
+/* pytorch_ops.py rnn_flops_counter_hook: per layer |W_ih| + |W_hh| + the
+ * gates' element work (RNN H, GRU 7·H, LSTM 10·H) + both biases, times
+ * steps·batch, twice when bidirectional; a module hook, per sample */
+static void pt_rnn(const Peer *p, PeerOut *o)
+{
+    RnnDims r;
+    if (!p->mod || !rnn_dims(p, &r)) { o->counted = false; return; }
+    uint64_t gh = r.gates * r.h, extra = r.gates == 1 ? r.h : r.gates == 3 ? 7 * r.h : 10 * r.h;
+    uint64_t per = me_sadd(me_sadd(me_smul(gh, r.in), me_smul(gh, r.h)), me_sadd(extra, r.bias ? 2 * gh : 0));
+    o->macs = me_smul(me_smul(per, r.rows), r.dirs) / r.batch;
+}
 static void pt_finish(const Peer *p, PeerOut *o)
 {
     uint64_t sum = me_sadd(o->macs, o->flops);
@@ -319,6 +357,16 @@ static void thop_upsample(const Peer *p, PeerOut *o)
     const char *mode = me_attr_s(p->c->n, "mode", "nearest");
     o->macs = me_smul(p->out, !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "cubic") ? 259 : 11);
 }
+/* rnn_hooks.py count_rnn/gru/lstm: a cell is G·((in + H)·H + H + 2·H·bias)
+ * plus the state update (GRU and LSTM 4·H), per direction, step and sample */
+static void thop_rnn(const Peer *p, PeerOut *o)
+{
+    RnnDims r;
+    if (!rnn_dims(p, &r)) { o->counted = false; return; }
+    uint64_t gate = me_sadd(me_smul(r.in + r.h, r.h), r.h + (r.bias ? 2 * r.h : 0));
+    uint64_t cell = me_sadd(me_smul(r.gates, gate), r.gates == 1 ? 0 : 4 * r.h);
+    o->macs = me_smul(me_smul(cell, r.dirs), r.rows);
+}
 static void thop_finish(const Peer *p, PeerOut *o) { (void)p; o->flops = o->macs; }
 
 /* DeepSpeed: patched functionals, whole batch, MACs and FLOPs */
@@ -343,11 +391,12 @@ static void ds_activation(const Peer *p, PeerOut *o)
 }
 static void ds_upsample(const Peer *p, PeerOut *o) { o->flops = p->out; }
 
-/* No peer tool has a formula for elementwise arithmetic, data movement,
- * recurrent or attention modules: each counts them as zero. */
+/* No peer tool has a formula for elementwise arithmetic, data movement or
+ * attention modules: each counts them as zero. Recurrent modules: thop and
+ * ptflops hook them (above), fvcore and DeepSpeed count them as zero. */
 #define NO_PEER_FORMULA \
     [ME_C_ELTWISE] = uncounted, [ME_C_DROPOUT] = uncounted, [ME_C_VIEW] = uncounted, [ME_C_MOVE] = uncounted, \
-    [ME_C_SHAPE] = uncounted, [ME_C_RNN] = uncounted, [ME_C_ATTENTION] = uncounted
+    [ME_C_SHAPE] = uncounted, [ME_C_ATTENTION] = uncounted
 
 static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
     [MEMEST_CONVENTION_FVCORE] = { .by_class = {
@@ -365,6 +414,7 @@ static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
         [ME_C_ADAPTIVE_AVGPOOL] = fv_adaptive_pool,
         [ME_C_SOFTMAX] = uncounted,
         [ME_C_UPSAMPLE] = fv_upsample,
+        [ME_C_RNN] = uncounted,
         NO_PEER_FORMULA,
     } },
     [MEMEST_CONVENTION_PTFLOPS] = { .finish = pt_finish, .by_class = {
@@ -382,6 +432,7 @@ static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
         [ME_C_ADAPTIVE_AVGPOOL] = pt_pool,
         [ME_C_SOFTMAX] = pt_softmax,
         [ME_C_UPSAMPLE] = pt_upsample,
+        [ME_C_RNN] = pt_rnn,
         NO_PEER_FORMULA,
     } },
     [MEMEST_CONVENTION_THOP] = { .modules_only = true, .finish = thop_finish, .by_class = {
@@ -399,6 +450,7 @@ static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
         [ME_C_ADAPTIVE_AVGPOOL] = thop_adaptive_pool,
         [ME_C_SOFTMAX] = thop_softmax,
         [ME_C_UPSAMPLE] = thop_upsample,
+        [ME_C_RNN] = thop_rnn,
         NO_PEER_FORMULA,
     } },
     [MEMEST_CONVENTION_DEEPSPEED] = { .by_class = {
@@ -416,6 +468,7 @@ static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
         [ME_C_ADAPTIVE_AVGPOOL] = ds_per_input,
         [ME_C_SOFTMAX] = ds_per_input,
         [ME_C_UPSAMPLE] = ds_upsample,
+        [ME_C_RNN] = uncounted,
         NO_PEER_FORMULA,
     } },
 };

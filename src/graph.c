@@ -561,3 +561,14 @@ int me_graph_replace_nodes(MeGraph *g, const int *nodes, int n, const char *op, 
     *ni = at;
     return me_graph_finalize(g, d);
 }
+
+int me_graph_remove_nodes(MeGraph *g, const bool *gone, MeDiag *d)
+{
+    int w = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (gone[i]) free_attrs(&g->n[i]);
+        else g->n[w++] = g->n[i];
+    }
+    g->nn = w;
+    return me_graph_finalize(g, d);
+}

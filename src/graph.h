@@ -253,6 +253,11 @@ int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char 
  * move). */
 int me_graph_replace_nodes(MeGraph *g, const int *nodes, int n, const char *op, const char *name,
                            const int *ins, int n_in, const int *outs, int n_out, int *ni, MeDiag *d);
+/* Drops every node i with gone[i] (a pass that rewrote many chains in
+ * place removes their leftover pieces at once) and re-finalizes: one
+ * O(graph) pass where a replace_nodes per chain would be quadratic on
+ * 10^6-node graphs. */
+int me_graph_remove_nodes(MeGraph *g, const bool *gone, MeDiag *d);
 /* Sets a value's contents (copied). */
 /* Bytes of a value's data in its file dtype; 0 when the shape is unknown. */
 uint64_t me_value_bytes(const MeValue *v);

@@ -836,6 +836,18 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
                 return;
         }
     }
+    /* at::linear (Linear.cpp, v1.13) views a contiguous input as 2-d
+     * (_flatten_3d_linear) and otherwise runs matmul, whose reshape()
+     * copies an input that strides do not let it view; mm saves the copy */
+    if ((n->desc->flags & ME_OPF_FOLD_INPUT) && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && g->v[n->in[0]].shape.rank >= 3) {
+        const MeShape *xs = &g->v[n->in[0]].shape;
+        MeShape f = { .rank = 2, .d = { 1, xs->d[xs->rank - 1] } };
+        for (int k = 0; k < xs->rank - 1; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
+        int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
+        if (!view_strides(xs, strides_of(m, n->in[0], tmp), &f, fst) &&
+            (m->layout.mm_copy[0] = st_new(m, vb(m, &g->v[n->in[0]]), MEMEST_MEM_ACTIVATIONS)) < 0)
+            return;
+    }
     note(m, sat_add(temp_forward(m, n), gathered(m, n)));
     if (grad && rg) {
         if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */

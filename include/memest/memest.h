@@ -298,6 +298,15 @@ MEMEST_API int memest_memory_steps(const MemestAnalysis *analysis, MemestMemory 
  * 0 bytes); "" when it modelled every node. Callers should show it. */
 MEMEST_API const char *memest_memory_note(const MemestAnalysis *analysis);
 
+/* Notes: facts about the model that the user must hear and no figure
+ * shows (a BatchNorm the export folded into its Conv, a head taken as tied
+ * to the embedding table, ...): note i's text (one line), its stable key in
+ * *code when code is not NULL ("folded_batchnorm", "tied_weights"); NULL
+ * past the last. Notes that matter only with autograd are listed once the
+ * analysis' memory runs with it (memest_set_memory, --grad/--train). The
+ * strings are the model's. Callers should show them. */
+MEMEST_API const char *memest_note_text(const MemestAnalysis *analysis, int i, const char **code);
+
 /* One point of the simulated timeline: live bytes by category just after
  * an allocation or inside an op (op temporaries counted as "temporary"). */
 typedef struct MemestSeriesPoint {

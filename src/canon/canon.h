@@ -15,7 +15,10 @@
  * d set on failure. Passes see finalized graphs with initializer shapes
  * and constant contents, not inferred activation shapes. */
 #define ME_CANON_PASSES(X) \
-    X(none)
+    X(none) \
+    X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
+    X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
+    X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */
 
 #define ME_CANON_DECL(name) int me_canon_##name(MeGraph *g, MeDiag *d);
 ME_CANON_PASSES(ME_CANON_DECL)

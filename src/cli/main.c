@@ -413,6 +413,9 @@ int main(int argc, char **argv)
         goto end;
     }
     if (*memest_memory_note(an)) fprintf(stderr, "memest: note: memory timeline: %s\n", memest_memory_note(an));
+    const char *note, *code;
+    for (int i = 0; (note = memest_note_text(an, i, &code)); i++)
+        fprintf(stderr, "memest: note (%s): %s\n", code, note); /* names in notes are escaped by the passes */
     if (gpu) memest_set_device(an, gpu, ms->amp || (c.ls.dtype && strcmp(c.ls.dtype, "float32") && strcmp(c.ls.dtype, "fp32")));
     if (max_batch) {
         MemestMaxBatch mb;

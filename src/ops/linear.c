@@ -62,23 +62,39 @@ static void cost_matmul(const MeCtx *c, MeOpCost *o)
     o->flops = me_smul(2, o->macs);
 }
 
+/* Linear (x, weight, bias): PyTorch's at::linear. The weight is
+ * [out, in] as nn.Linear holds it, or [in, out] with weight_in_out = 1
+ * where an eval export folded weight.t() into its own initializer
+ * (src/canon/linear.c makes such nodes from MatMul [+ Add]). */
+static int linear_dims(const MeCtx *c, int64_t *in, int64_t *out)
+{
+    const MeShape *w = me_in_shape(c, 1);
+    int t = me_attr_i(c->n, "weight_in_out", 0) != 0;
+    *in = w->d[!t];
+    *out = w->d[t];
+    return t;
+}
+
 static int infer_linear(MeCtx *c)
 {
     const MeShape *x = me_in_shape(c, 0), *w = me_in_shape(c, 1), *b = me_in_shape(c, 2);
     if (x->rank < 1 || w->rank != 2) return me_fail(c, "input must be at least 1-d and weight 2-d");
-    if (x->d[x->rank - 1] != w->d[1])
-        return me_fail(c, "input has %lld features, weight expects %lld", (long long)x->d[x->rank - 1], (long long)w->d[1]);
-    if (b && (b->rank != 1 || b->d[0] != w->d[0])) return me_fail(c, "bias must be [%lld]", (long long)w->d[0]);
+    int64_t fin, fout;
+    linear_dims(c, &fin, &fout);
+    if (x->d[x->rank - 1] != fin)
+        return me_fail(c, "input has %lld features, weight expects %lld", (long long)x->d[x->rank - 1], (long long)fin);
+    if (b && (b->rank != 1 || b->d[0] != fout)) return me_fail(c, "bias must be [%lld]", (long long)fout);
     MeShape o = *x;
-    o.d[o.rank - 1] = w->d[0];
+    o.d[o.rank - 1] = fout;
     return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
 }
 
 static void cost_linear(const MeCtx *c, MeOpCost *o)
 {
-    const MeShape *w = me_in_shape(c, 1);
+    int64_t fin, fout;
+    linear_dims(c, &fin, &fout);
     uint64_t out = (uint64_t)me_numel_out(c, 0);
-    o->macs = me_smul(out, (uint64_t)w->d[1]);
+    o->macs = me_smul(out, (uint64_t)fin);
     o->flops = me_sadd(me_smul(2, o->macs), me_in(c, 2) ? out : 0);
 }
 
@@ -95,7 +111,7 @@ const MeOpDesc me_op_matmul = {
 const MeOpDesc me_op_linear = {
     .name = "Linear", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_LINEAR, .infer = infer_linear, .cost = cost_linear,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .flags = ME_OPF_FOLD_INPUT,
 };
 
 /* Einsum: "bij,bjk->bik" and friends (letters, optional "..." broadcast).

@@ -111,6 +111,9 @@ enum {
     ME_OPF_TRANS_A = 1 << 1,  /* attribute transA transposes input 0 (Gemm; torchstat's in-features) */
     ME_OPF_BMM_FOLD = 1 << 2, /* at::matmul: batched operands folded to 3-d by reshape(), a copy
                                * when their strides do not allow a view */
+    ME_OPF_FOLD_INPUT = 1 << 3, /* at::linear: an input of rank >= 3 folded to 2-d by view() or
+                                 * reshape() (matmul), a copy that mm saves when its strides do
+                                 * not allow a view */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by
@@ -193,6 +196,8 @@ static inline bool me_node_is_constant(const MeNode *n) { return n->desc && (n->
  * exporter's Sigmoid·Mul (SiLU) and Div/Erf/Add/Mul/Mul (GELU) chains back
  * into the one PyTorch op they came from. */
 extern const MeOpDesc me_op_sigmoid, me_op_mul, me_op_erf, me_op_div, me_op_add;
+/* canonicalization (src/canon) recognizes these by descriptor */
+extern const MeOpDesc me_op_matmul, me_op_gemm, me_op_transpose, me_op_linear;
 
 /* --- helpers for op hooks (shape.c) --- */
 int me_fail(const MeCtx *c, const char *fmt, ...) ME_PRINTF(2, 3);

@@ -1,7 +1,9 @@
 /* Golden checks: this analysis against a JSON report written earlier
  * (memest --format json, or memest_write_golden). Both sides go through the
  * same JSON report, so the figures compared are exactly the ones a user
- * reads, and a field added to the report needs no change here. */
+ * reads, and a field added to the report needs no change here. Notes
+ * (memest_note_text) are not compared: they are facts about the file, not
+ * figures that move within a tolerance (doc/report-schema.md). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>

@@ -228,6 +228,14 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
     for (int i = 0; i < g->nv; i++)
         if (g->v[i].from_constant && g->v[i].n_uses && (cw || (cw = cJSON_AddArrayToObject(root, "constant_weights"))))
             cJSON_AddItemToArray(cw, cJSON_CreateString(g->v[i].name));
+    cJSON *notes = cJSON_AddArrayToObject(root, "notes");
+    const char *text, *code;
+    for (int i = 0; notes && (text = memest_note_text(m, i, &code)); i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "code", code);
+        cJSON_AddStringToObject(o, "text", text);
+        cJSON_AddItemToArray(notes, o);
+    }
     cJSON_AddItemToObject(root, "unknown_ops", op_counts_json(m, ME_COST_UNKNOWN_OP));
     cJSON_AddItemToObject(root, "uncounted_ops", op_counts_json(m, ME_COST_UNCOUNTED));
     char *s = cJSON_Print(root);

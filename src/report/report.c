@@ -195,6 +195,30 @@ static void fill_row(const MemestAnalysis *m, double fwd, int r, Cells *out, boo
     row_cells(fwd, &rv, r, out, ts);
 }
 
+static bool note_applies(const MemestAnalysis *a, const MeNote *n)
+{
+    return n->when != ME_NOTE_AUTOGRAD || (a->has_memory && a->memory.settings.mode != MEMEST_RUN_INFER);
+}
+
+const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
+{
+    if (!a || i < 0) return NULL;
+    for (int k = 0; k < a->g->nnotes; k++) {
+        const MeNote *n = &a->g->notes[k];
+        if (!note_applies(a, n) || i--) continue;
+        if (code) *code = n->code;
+        return n->text;
+    }
+    return NULL;
+}
+
+static void print_notes(const MemestAnalysis *m, FILE *f)
+{
+    const char *text;
+    for (int i = 0; (text = memest_note_text(m, i, NULL)); i++)
+        fprintf(f, "%s %s\n", i ? "      " : "Notes:", text); /* the passes escape the names they quote */
+}
+
 static void print_lists(const MemestAnalysis *m, FILE *f)
 {
     const char *ops[64];
@@ -224,6 +248,7 @@ static void print_lists(const MemestAnalysis *m, FILE *f)
         for (int i = 0; i < k; i++) fprintf(f, " %s x%d", me_escape(ops[i], name, sizeof(name)), counts[i]);
         fprintf(f, "\n");
     }
+    print_notes(m, f);
 }
 
 const char *me_mode_name(const MemestMemorySettings *s)
@@ -634,6 +659,8 @@ static void facts(const MemestAnalysis *m, Facts *x)
         int64_t n = me_shape_numel(&v->shape);
         if (v->from_constant && v->n_uses) fact_u64(x, "constant_weights", v->name, n > 0 ? (uint64_t)n : 0, "count");
     }
+    const char *text, *code;
+    for (int i = 0; (text = memest_note_text(m, i, &code)); i++) fact(x, "notes", code, text, "");
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
         fact(x, "memory", "mode", me_mode_key(ms->mode), "");

@@ -334,6 +334,15 @@ int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, co
         fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", LX + 20, y + 11, me_phase_name((MemestPhase)p));
         y += 22;
     }
+    /* notes (folded BatchNorm, tied weights): what the curve cannot show,
+     * one line each under the legend */
+    const char *note;
+    for (int i = 0; (note = memest_note_text(model, i, NULL)) && y + 16 < H; i++) {
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"#a03000\">note: ", LX, y + 14);
+        xml_text(f, note);
+        fputs("</text>\n", f);
+        y += 16;
+    }
     fputs("</svg>\n", f);
 #undef XE
 #undef BLO
