@@ -130,6 +130,14 @@ enum {
     ME_N_INPLACE    = 1 << 1, /* output reuses the first input's storage */
     ME_N_FROZEN     = 1 << 2,
     ME_N_CHECKPOINT = 1 << 3,
+    /* made by canonicalization (src/canon): its op is the PyTorch op the
+     * exporter spelled as a chain, found in the registry whatever opset the
+     * file imports (Gelu is ONNX's from opset 20 only) */
+    ME_N_CANON      = 1 << 4,
+    /* without autograd PyTorch may run it in place (a module built with
+     * inplace=True, which the export cannot show): the output takes the
+     * input's storage when nothing else reads it (memory.c) */
+    ME_N_INPLACE_NOGRAD = 1 << 5,
 };
 
 struct MeOpDesc;

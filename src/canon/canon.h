@@ -15,7 +15,11 @@
  * d set on failure. Passes see finalized graphs with initializer shapes
  * and constant contents, not inferred activation shapes. */
 #define ME_CANON_PASSES(X) \
-    X(none)
+    X(none) \
+    X(layer_norm)   /* canon/fuse.c: ReduceMean..Div·w+b below opset 17 */ \
+    X(gelu)         /* canon/fuse.c: erf and tanh forms */ \
+    X(activations)  /* canon/fuse.c: SiLU, Mish, HardSwish below opset 14 */ \
+    X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */
 
 #define ME_CANON_DECL(name) int me_canon_##name(MeGraph *g, MeDiag *d);
 ME_CANON_PASSES(ME_CANON_DECL)
