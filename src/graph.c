@@ -530,6 +530,9 @@ int me_graph_replace_nodes(MeGraph *g, const int *nodes, int n, const char *op, 
         int s = g->n[nodes[k]].scope;
         scope = scope == -2 ? s : (s < 0 || scope < 0) ? -1 : me_scope_common(g, scope, s);
     }
+    /* no scope in common (nodes without a module path are each their own
+     * scope): the chain's last node's, as later stages need one */
+    if (scope < 0) scope = g->n[last].scope;
     /* the new node is appended, then moved into the last chain node's slot */
     int nn;
     int rc = me_graph_add_node(g, op, name, n_in, n_out, &nn);

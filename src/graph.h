@@ -255,7 +255,8 @@ int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char 
 /* Replaces nodes[0..n) (a connected chain whose inner values nothing
  * else reads) by one new node of op `op` with inputs ins[0..n_in) and
  * outputs outs[0..n_out); the new node takes the place of the chain's
- * last node in the file order, its scope is the chain's common scope and
+ * last node in the file order, its scope is the chain's common scope (the
+ * last node's when they share none) and
  * its module the deepest module the chain shares. The graph is
  * re-finalized. *ni is the new node's index (indices of other nodes may
  * move). */
