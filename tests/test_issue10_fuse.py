@@ -102,16 +102,7 @@ def case_exports():
 
 # --- crafted chains: h = x * w (a parameter, so autograd records), then the idiom ---
 
-def attr_float(name, v):
-    return oc.f_bytes(1, name) + oc.key(2, 5) + struct.pack("<f", v) + oc.f_varint(20, 1)
-
-
-def attr_str(name, s):
-    return oc.f_bytes(1, name) + oc.f_bytes(4, s) + oc.f_varint(20, 3)
-
-
-def attr_tensor(name, t):
-    return oc.f_bytes(1, name) + oc.f_bytes(5, t) + oc.f_varint(20, 4)
+attr_float, attr_str, attr_tensor = oc.attr_float, oc.attr_str, oc.attr_tensor
 
 
 class Chain:
