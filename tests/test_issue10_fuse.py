@@ -13,6 +13,7 @@ crafted: for each idiom a crafted chain spelled as torch.onnx writes it and
 inner_used: the same chains with an inner value read elsewhere (a graph
   output, another node) are not fused: that value is a tensor the model
   really made, so the chain's nodes stay rows.
+cast: LayerNorm between a Cast to fp32 and a Cast back (fp16/bf16 exports).
 conventions: every convention counts an opset-13 LayerNorm export as its
   opset-17 LayerNormalization export.
 """
@@ -175,6 +176,20 @@ def decomposed(idiom, leak=None):
         c.op("Div", ["num", "den"], "nrm")
         c.op("Mul", ["nrm", "g"], "sc")
         c.op("Add", ["sc", "b"], "y")
+    elif idiom == "layernorm_cast":  # fp16 activations, the chain in fp32 between two Casts
+        ln_params(c)
+        c.op("Cast", ["h"], "h16", [oc.attr_int("to", 10)])
+        c.op("Cast", ["h16"], "hf", [oc.attr_int("to", 1)])
+        c.op("ReduceMean", ["hf"], "mean", [oc.attr_ints("axes", [-1])])
+        c.op("Sub", ["hf", "mean"], "num")
+        c.op("Pow", ["num", c.const(2.0)], "sq")
+        c.op("ReduceMean", ["sq"], "var", [oc.attr_ints("axes", [-1])])
+        c.op("Add", ["var", c.const(1e-5)], "ve")
+        c.op("Sqrt", ["ve"], "den")
+        c.op("Div", ["num", "den"], "nrm")
+        c.op("Mul", ["nrm", "g"], "sc")
+        c.op("Add", ["sc", "b"], "lnf")
+        c.op("Cast", ["lnf"], "y", [oc.attr_int("to", 10)])
     elif idiom == "logsoftmax":
         c.op("Transpose", ["h"], "t0", [oc.attr_ints("perm", [0, 2, 1])])
         c.op("LogSoftmax", ["t0"], "ls", [oc.attr_int("axis", 2)])
@@ -215,6 +230,16 @@ def case_crafted():
             check(a and a[k] == b[k], f"[{idiom}] {k}: decomposed {a and a[k]} != canonical {b[k]}")
 
 
+def case_cast():
+    """LayerNorm between a Cast to fp32 and a Cast back is one
+    LayerNormalization on the fp16 tensor, its output fp16."""
+    d = report(decomposed("layernorm_cast"))
+    rows = [l["op"] for l in d["layers"]] if d else []
+    check(rows == ["Mul", "Cast", "LayerNormalization"], f"[layernorm_cast] rows {rows}")
+    out = d and d["layers"][-1]["outputs"][0]["dtype"]
+    check(out == "float16", f"[layernorm_cast] LayerNormalization output {out}, expected float16")
+
+
 def case_inner_used():
     for idiom in CRAFTED:
         d = report(decomposed(idiom, leak=INNER[idiom]))
@@ -231,7 +256,7 @@ def case_conventions():
         check(got[13] == got[17], f"[{conv}] opset 13 LayerNorm export {got[13]} != opset 17's {got[17]}")
 
 
-{"exports": case_exports, "crafted": case_crafted, "inner_used": case_inner_used,
+{"exports": case_exports, "crafted": case_crafted, "cast": case_cast, "inner_used": case_inner_used,
  "conventions": case_conventions}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -446,6 +446,10 @@ static int m_layer_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     if (mean < 0 || g->n[mean].in[0] != xx || xx < 0) return 0;
     int na = suffix_axes(g, mean, d);
     if (!na || suffix_axes(g, var, d) != na) return 0;
+    if (cast_out < 0 && inner(g, xx, 2, "Cast") >= 0) { /* the Cast form: met at its closing Cast */
+        int o = g->n[t].out[0], u = o >= 0 && g->v[o].n_uses == 1 && !g->v[o].is_output ? sole_reader(g, o) : -1;
+        if (is_op(g, u, "Cast")) return 0;
+    }
     int x = xx, cast_in = -1;
     if (cast_out >= 0) { /* both Casts or neither: x's own type in and out */
         cast_in = inner(g, xx, 2, "Cast");
