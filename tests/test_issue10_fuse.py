@@ -135,6 +135,20 @@ def ln_params(c):
                 oc.tensor("b", [256], raw=struct.pack("<256f", *([0.5] * 256)))]
 
 
+def ln_chain(c, x, y):
+    """symbolic_opset9.native_layer_norm over the last axis, affine"""
+    ln_params(c)
+    c.op("ReduceMean", [x], "mean", [oc.attr_ints("axes", [-1])])
+    c.op("Sub", [x, "mean"], "num")
+    c.op("Pow", ["num", c.const(2.0)], "sq")
+    c.op("ReduceMean", ["sq"], "var", [oc.attr_ints("axes", [-1])])
+    c.op("Add", ["var", c.const(1e-5)], "ve")
+    c.op("Sqrt", ["ve"], "den")
+    c.op("Div", ["num", "den"], "nrm")
+    c.op("Mul", ["nrm", "g"], "sc")
+    c.op("Add", ["sc", "b"], y)
+
+
 def decomposed(idiom, leak=None):
     """The chain torch.onnx 1.13 writes (symbolic_opset9); leak: an inner
     value also made a graph output."""
@@ -166,29 +180,11 @@ def decomposed(idiom, leak=None):
         c.op("Mul", ["h", "a"], "m")
         c.op("Mul", [c.const(0.5), "m"], "y")
     elif idiom == "layernorm":
-        ln_params(c)
-        c.op("ReduceMean", ["h"], "mean", [oc.attr_ints("axes", [-1])])
-        c.op("Sub", ["h", "mean"], "num")
-        c.op("Pow", ["num", c.const(2.0)], "sq")
-        c.op("ReduceMean", ["sq"], "var", [oc.attr_ints("axes", [-1])])
-        c.op("Add", ["var", c.const(1e-5)], "ve")
-        c.op("Sqrt", ["ve"], "den")
-        c.op("Div", ["num", "den"], "nrm")
-        c.op("Mul", ["nrm", "g"], "sc")
-        c.op("Add", ["sc", "b"], "y")
+        ln_chain(c, "h", "y")
     elif idiom == "layernorm_cast":  # fp16 activations, the chain in fp32 between two Casts
-        ln_params(c)
         c.op("Cast", ["h"], "h16", [oc.attr_int("to", 10)])
         c.op("Cast", ["h16"], "hf", [oc.attr_int("to", 1)])
-        c.op("ReduceMean", ["hf"], "mean", [oc.attr_ints("axes", [-1])])
-        c.op("Sub", ["hf", "mean"], "num")
-        c.op("Pow", ["num", c.const(2.0)], "sq")
-        c.op("ReduceMean", ["sq"], "var", [oc.attr_ints("axes", [-1])])
-        c.op("Add", ["var", c.const(1e-5)], "ve")
-        c.op("Sqrt", ["ve"], "den")
-        c.op("Div", ["num", "den"], "nrm")
-        c.op("Mul", ["nrm", "g"], "sc")
-        c.op("Add", ["sc", "b"], "lnf")
+        ln_chain(c, "hf", "lnf")
         c.op("Cast", ["lnf"], "y", [oc.attr_int("to", 10)])
     elif idiom == "logsoftmax":
         c.op("Transpose", ["h"], "t0", [oc.attr_ints("perm", [0, 2, 1])])
