@@ -361,8 +361,14 @@ static int m_softmax_transposed(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d
 /* --- LayerNorm --- */
 
 /* LayerNorm's weight and bias are parameters: stored tensors, not
- * activations (a residual Add after an unbiased LayerNorm is no bias). */
-static bool stored(const MeGraph *g, int v) { return v >= 0 && g->v[v].kind == ME_V_INIT; }
+ * activations (a residual Add after an unbiased LayerNorm is no bias).
+ * torch.onnx writes a parameter equal to another (freshly initialized
+ * LayerNorms: all ones, all zeros) as an Identity of the first. */
+static bool stored(const MeGraph *g, int v)
+{
+    if (v >= 0 && is_op(g, g->v[v].producer, "Identity")) v = g->n[g->v[v].producer].in[0];
+    return v >= 0 && g->v[v].kind == ME_V_INIT;
+}
 
 /* The one node that reads v (a scan: run only for LayerNorm candidates). */
 static int sole_reader(const MeGraph *g, int v)
