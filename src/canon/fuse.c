@@ -88,10 +88,12 @@ static int scalar_slot(MeGraph *g, int ni, double c, MeDiag *d)
 }
 
 /* The chain under construction: its nodes, then the Constant nodes that
- * fed only its scalar operands (dropped with it). */
+ * fed only its scalar operands (dropped with it). reader: each value's
+ * first reader, for the scan's whole run. */
 typedef struct Chain {
     int nodes[24];
     int n;
+    const int *reader;
 } Chain;
 
 static void add(Chain *c, int ni)
@@ -114,9 +116,8 @@ static void add_constants(const MeGraph *g, Chain *c)
     }
 }
 
-/* The chain's last node in file order must be its anchor, so that a scan
- * in file order meets every chain at its end and the replacement lands in
- * the anchor's slot. */
+/* The chain's last node in file order must be its anchor: the
+ * replacement takes the anchor's slot, after everything it reads. */
 static bool anchored(const Chain *c, int anchor)
 {
     for (int k = 0; k < c->n; k++)
@@ -135,15 +136,8 @@ typedef struct Canon {
     bool inplace_nograd;
 } Canon;
 
-static int replace(MeGraph *g, Chain *c, int anchor, const Canon *k, int *at, MeDiag *d)
+static int set_attrs(MeNode *n, const Canon *k)
 {
-    add_constants(g, c);
-    if (!anchored(c, anchor)) return 0;
-    int out = g->n[anchor].out[0];
-    const char *name = g->n[anchor].name;
-    int rc = me_graph_replace_nodes(g, c->nodes, c->n, k->op, name ? name : "", k->in, k->n_in, &out, 1, at, d);
-    if (rc < 0) return rc;
-    MeNode *n = &g->n[*at];
     n->flags |= ME_N_CANON | (k->inplace_nograd ? ME_N_INPLACE_NOGRAD : 0);
     MeAttr *a;
     if (k->has_axis) {
@@ -154,34 +148,70 @@ static int replace(MeGraph *g, Chain *c, int anchor, const Canon *k, int *at, Me
         if (!(a = me_node_add_attr(n, "epsilon", ME_A_FLOAT))) return ME_ENOMEM;
         a->f = k->eps;
     }
-    if (k->approximate) {
-        if (!(a = me_node_add_attr(n, "approximate", ME_A_STRING)) || !(a->s = me_strdup(k->approximate))) return ME_ENOMEM;
-    }
-    return 1;
+    if (k->approximate && (!(a = me_node_add_attr(n, "approximate", ME_A_STRING)) || !(a->s = me_strdup(k->approximate))))
+        return ME_ENOMEM;
+    return 0;
 }
 
-/* Runs match(g, anchor, ...) on every node in file order; after a
- * replacement the scan goes on after the new node (the nodes after it
- * keep their order). */
 typedef int (*Matcher)(MeGraph *g, int anchor, Chain *c, Canon *k, MeDiag *d);
 
+typedef struct Found {
+    Chain c;
+    Canon k;
+    int out;
+} Found;
+
+/* Runs the matchers on every node in file order, keeps the chains that
+ * share no node with an earlier one, and replaces them all at once. */
 static int run_matchers(MeGraph *g, const Matcher *ms, int nm, MeDiag *d)
 {
-    for (int i = 0; i < g->nn; i++) {
+    int nn = g->nn, nf = 0, cap = 0, rc = 0;
+    Found *f = NULL;
+    MeReplace *r = NULL;
+    int *at = NULL;
+    int *reader = me_malloc(sizeof(int) * ((size_t)g->nv + 1));
+    bool *taken = me_calloc((size_t)nn + 1, 1);
+    if (!reader || !taken) { rc = ME_ENOMEM; goto end; }
+    for (int v = 0; v < g->nv; v++) reader[v] = -1;
+    for (int i = nn - 1; i >= 0; i--)
+        for (int k = 0; k < g->n[i].n_in; k++)
+            if (g->n[i].in[k] >= 0) reader[g->n[i].in[k]] = i;
+    for (int i = 0; i < nn; i++) {
         for (int j = 0; j < nm; j++) {
-            Chain c = { .n = 0 };
-            Canon k = { .op = NULL };
-            if (!ms[j](g, i, &c, &k, d)) continue;
-            int at;
-            int rc = replace(g, &c, i, &k, &at, d);
-            if (rc < 0) return rc;
-            if (rc > 0) {
-                i = at;
-                break;
-            }
+            Found x = { .c = { .n = 0, .reader = reader }, .k = { .op = NULL } };
+            if (!ms[j](g, i, &x.c, &x.k, d)) continue;
+            add_constants(g, &x.c);
+            bool free_ = anchored(&x.c, i);
+            for (int k = 0; k < x.c.n && free_; k++) free_ = !taken[x.c.nodes[k]];
+            if (!free_) continue;
+            for (int k = 0; k < x.c.n; k++) taken[x.c.nodes[k]] = true;
+            x.out = g->n[i].out[0];
+            if (nf == cap && me_grow_raw((void **)&f, &cap, nf + 1, sizeof(*f)) < 0) { rc = ME_ENOMEM; goto end; }
+            f[nf++] = x;
+            break;
         }
     }
-    return 0;
+    if (!nf) goto end;
+    r = me_malloc(sizeof(*r) * (size_t)nf);
+    at = me_malloc(sizeof(int) * (size_t)nf);
+    if (!r || !at) { rc = ME_ENOMEM; goto end; }
+    for (int j = 0; j < nf; j++) {
+        int anchor = f[j].c.nodes[0];
+        for (int k = 1; k < f[j].c.n; k++)
+            if (f[j].c.nodes[k] > anchor) anchor = f[j].c.nodes[k];
+        const char *name = g->n[anchor].name;
+        r[j] = (MeReplace){ .nodes = f[j].c.nodes, .n = f[j].c.n, .op = f[j].k.op, .name = name ? name : "",
+                            .ins = f[j].k.in, .n_in = f[j].k.n_in, .outs = &f[j].out, .n_out = 1 };
+    }
+    if ((rc = me_graph_replace_many(g, r, nf, at, d)) < 0) goto end;
+    for (int j = 0; j < nf && rc >= 0; j++) rc = set_attrs(&g->n[at[j]], &f[j].k);
+end:
+    me_free(reader);
+    me_free(taken);
+    me_free(f);
+    me_free(r);
+    me_free(at);
+    return rc;
 }
 
 /* Operand of binary node ni other than value v; -1 when v is neither. */
@@ -370,15 +400,6 @@ static bool stored(const MeGraph *g, int v)
     return v >= 0 && g->v[v].kind == ME_V_INIT;
 }
 
-/* The one node that reads v (a scan: run only for LayerNorm candidates). */
-static int sole_reader(const MeGraph *g, int v)
-{
-    for (int i = 0; i < g->nn; i++)
-        for (int k = 0; k < g->n[i].n_in; k++)
-            if (g->n[i].in[k] == v) return i;
-    return -1;
-}
-
 /* The reduced axes of a ReduceMean (attribute below opset 18, input 1
  * from 18 on) as a count k when they are the last k axes written
  * negative (-k..-1, what symbolic_opset9.native_layer_norm writes), and
@@ -429,7 +450,7 @@ static int m_layer_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
         mul = t;
         /* without a bias only when no Add of a stored tensor follows (that
          * Add, met later in the scan, is the chain's end) */
-        int o = g->n[t].out[0], u = o >= 0 && g->v[o].n_uses == 1 ? sole_reader(g, o) : -1;
+        int o = g->n[t].out[0], u = o >= 0 && g->v[o].n_uses == 1 ? c->reader[o] : -1;
         if (cast_out < 0 && is_op(g, u, "Add") && stored(g, other(g, u, o))) return 0;
     }
     if (mul < 0 || g->n[mul].n_in != 2) return 0;
@@ -453,7 +474,7 @@ static int m_layer_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     int na = suffix_axes(g, mean, d);
     if (!na || suffix_axes(g, var, d) != na) return 0;
     if (cast_out < 0 && inner(g, xx, 2, "Cast") >= 0) { /* the Cast form: met at its closing Cast */
-        int o = g->n[t].out[0], u = o >= 0 && g->v[o].n_uses == 1 && !g->v[o].is_output ? sole_reader(g, o) : -1;
+        int o = g->n[t].out[0], u = o >= 0 && g->v[o].n_uses == 1 && !g->v[o].is_output ? c->reader[o] : -1;
         if (is_op(g, u, "Cast")) return 0;
     }
     int x = xx, cast_in = -1;
