@@ -238,6 +238,10 @@ def case_cast():
 
 def case_inner_used():
     for idiom in CRAFTED:
+        # fused, the chain's inner values are named as such in the JSON report
+        d = report(decomposed(idiom))
+        gone = d.get("canonicalized_values", []) if d else []
+        check(INNER[idiom] in gone, f"[{idiom}] canonicalized_values {gone} lacks '{INNER[idiom]}'")
         d = report(decomposed(idiom, leak=INNER[idiom]))
         ops = [l["op"] for l in d["layers"]] if d else []
         check(len(ops) > 2, f"[{idiom}] a chain whose inner value '{INNER[idiom]}' is a graph output was fused: rows {ops}")
