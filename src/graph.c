@@ -519,47 +519,69 @@ int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char 
     return 0;
 }
 
+int me_graph_replace_many(MeGraph *g, const MeReplace *r, int count, int *at, MeDiag *d)
+{
+    if (count <= 0) return 0;
+    MeNode *fresh = me_malloc(sizeof(MeNode) * (size_t)count);
+    int *slot = me_malloc(sizeof(int) * ((size_t)g->nn + 1)); /* node -> group it is the last of, -1 */
+    bool *gone = me_calloc((size_t)g->nn + 1, 1);
+    int rc = fresh && slot && gone ? 0 : ME_ENOMEM;
+    for (int i = 0; rc == 0 && i < g->nn; i++) slot[i] = -1;
+    for (int j = 0; rc == 0 && j < count; j++) {
+        const MeReplace *e = &r[j];
+        if (e->n <= 0 || e->n_in < 0 || e->n_out <= 0) { rc = ME_EINVAL; break; }
+        int last = -1, scope = -2;
+        for (int k = 0; k < e->n && rc == 0; k++) {
+            int ni = e->nodes[k];
+            if (ni < 0 || ni >= g->nn || gone[ni]) { rc = ME_EINVAL; break; } /* out of range, or in two groups */
+            gone[ni] = true;
+            if (ni > last) last = ni;
+            int s = g->n[ni].scope;
+            scope = scope == -2 ? s : (s < 0 || scope < 0) ? -1 : me_scope_common(g, scope, s);
+        }
+        if (rc < 0) break;
+        /* no scope in common (nodes without a module path are each their
+         * own scope): the chain's last node's, as later stages need one */
+        if (scope < 0) scope = g->n[last].scope;
+        /* made at the end of the array (which may move), placed below */
+        int nn;
+        if ((rc = me_graph_add_node(g, e->op, e->name, e->n_in, e->n_out, &nn)) < 0) break;
+        fresh[j] = g->n[nn];
+        g->nn--;
+        for (int k = 0; k < e->n_in; k++) fresh[j].in[k] = e->ins[k];
+        for (int k = 0; k < e->n_out; k++) fresh[j].out[k] = e->outs[k];
+        fresh[j].scope = scope < 0 ? -1 : scope;
+        fresh[j].module = scope >= 0 ? me_graph_strdup(g, g->scopes[scope].name) : NULL;
+        if (scope >= 0 && !fresh[j].module) { rc = ME_ENOMEM; break; }
+        slot[last] = j;
+    }
+    if (rc == 0) {
+        int w = 0;
+        for (int i = 0; i < g->nn; i++) {
+            if (slot[i] >= 0) {
+                free_attrs(&g->n[i]);
+                if (at) at[slot[i]] = w;
+                g->n[w++] = fresh[slot[i]];
+            } else if (gone[i]) {
+                free_attrs(&g->n[i]);
+            } else {
+                g->n[w++] = g->n[i];
+            }
+        }
+        g->nn = w;
+        rc = me_graph_finalize(g, d);
+    }
+    me_free(fresh);
+    me_free(slot);
+    me_free(gone);
+    return rc;
+}
+
 int me_graph_replace_nodes(MeGraph *g, const int *nodes, int n, const char *op, const char *name,
                            const int *ins, int n_in, const int *outs, int n_out, int *ni, MeDiag *d)
 {
-    if (n <= 0 || n_in < 0 || n_out <= 0) return ME_EINVAL;
-    int last = -1, scope = -2;
-    for (int k = 0; k < n; k++) {
-        if (nodes[k] < 0 || nodes[k] >= g->nn) return ME_EINVAL;
-        if (nodes[k] > last) last = nodes[k];
-        int s = g->n[nodes[k]].scope;
-        scope = scope == -2 ? s : (s < 0 || scope < 0) ? -1 : me_scope_common(g, scope, s);
-    }
-    /* the new node is appended, then moved into the last chain node's slot */
-    int nn;
-    int rc = me_graph_add_node(g, op, name, n_in, n_out, &nn);
-    if (rc < 0) return rc;
-    MeNode fresh = g->n[nn];
-    g->nn--;
-    for (int k = 0; k < n_in; k++) fresh.in[k] = ins[k];
-    for (int k = 0; k < n_out; k++) fresh.out[k] = outs[k];
-    fresh.scope = scope < 0 ? -1 : scope;
-    fresh.module = scope >= 0 ? me_graph_strdup(g, g->scopes[scope].name) : NULL;
-    if (scope >= 0 && !fresh.module) return ME_ENOMEM;
-    bool *gone = me_calloc((size_t)g->nn + 1, 1);
-    if (!gone) return ME_ENOMEM;
-    for (int k = 0; k < n; k++) gone[nodes[k]] = true;
-    int w = 0, at = -1;
-    for (int i = 0; i < g->nn; i++) {
-        if (i == last) {
-            free_attrs(&g->n[i]);
-            at = w;
-            g->n[w++] = fresh;
-        } else if (gone[i]) {
-            free_attrs(&g->n[i]);
-        } else {
-            g->n[w++] = g->n[i];
-        }
-    }
-    me_free(gone);
-    g->nn = w;
-    *ni = at;
-    return me_graph_finalize(g, d);
+    MeReplace r = { .nodes = nodes, .n = n, .op = op, .name = name, .ins = ins, .n_in = n_in, .outs = outs, .n_out = n_out };
+    return me_graph_replace_many(g, &r, 1, ni, d);
 }
 
 int me_graph_remove_nodes(MeGraph *g, const bool *gone, MeDiag *d)

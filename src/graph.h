@@ -130,6 +130,14 @@ enum {
     ME_N_INPLACE    = 1 << 1, /* output reuses the first input's storage */
     ME_N_FROZEN     = 1 << 2,
     ME_N_CHECKPOINT = 1 << 3,
+    /* made by canonicalization (src/canon): its op is the PyTorch op the
+     * exporter spelled as a chain, found in the registry whatever opset the
+     * file imports (Gelu is ONNX's from opset 20 only) */
+    ME_N_CANON      = 1 << 4,
+    /* without autograd PyTorch may run it in place (a module built with
+     * inplace=True, which the export cannot show): the output takes the
+     * input's storage when nothing else reads it (memory.c) */
+    ME_N_INPLACE_NOGRAD = 1 << 5,
 };
 
 struct MeOpDesc;
@@ -247,7 +255,8 @@ int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char 
 /* Replaces nodes[0..n) (a connected chain whose inner values nothing
  * else reads) by one new node of op `op` with inputs ins[0..n_in) and
  * outputs outs[0..n_out); the new node takes the place of the chain's
- * last node in the file order, its scope is the chain's common scope and
+ * last node in the file order, its scope is the chain's common scope (the
+ * last node's when they share none) and
  * its module the deepest module the chain shares. The graph is
  * re-finalized. *ni is the new node's index (indices of other nodes may
  * move). */
@@ -258,6 +267,21 @@ int me_graph_replace_nodes(MeGraph *g, const int *nodes, int n, const char *op, 
  * O(graph) pass where a replace_nodes per chain would be quadratic on
  * 10^6-node graphs. */
 int me_graph_remove_nodes(MeGraph *g, const bool *gone, MeDiag *d);
+/* Several such replacements at once, with one re-finalization (a pass
+ * that replaced chains one by one would re-finalize per chain: quadratic
+ * on a graph of 10^5 SiLUs). The groups must not share nodes; at[j], when
+ * at is not NULL, is group j's new node. On an error before the
+ * re-finalization the graph's nodes are unchanged. */
+typedef struct MeReplace {
+    const int *nodes;
+    int n;
+    const char *op, *name;
+    const int *ins;
+    int n_in;
+    const int *outs;
+    int n_out;
+} MeReplace;
+int me_graph_replace_many(MeGraph *g, const MeReplace *r, int count, int *at, MeDiag *d);
 /* Sets a value's contents (copied). */
 /* Bytes of a value's data in its file dtype; 0 when the shape is unknown. */
 uint64_t me_value_bytes(const MeValue *v);

@@ -110,13 +110,6 @@ typedef struct DataParallel {
     int shard;        /* MemestShard */
 } DataParallel;
 
-typedef struct Fusion {
-    int *absorbed;    /* node → the fused node it is part of, -1 none */
-    int *fused_x;     /* fused node → the tensor the whole op reads, -1 none */
-    uint8_t *fused_kind;
-    int *abs_head, *abs_next; /* fused node → nodes absorbed into it */
-} Fusion;
-
 typedef struct Saved {
     int *saved_head;  /* node → first link of the storages it keeps for backward, -1 none */
     int *saved_tail;
@@ -137,7 +130,6 @@ typedef struct Sim {
     Layout layout;
     Autocast amp;
     DataParallel dp;
-    Fusion fuse;
     Saved saved;
     MemestMemory *out;
     int node;
@@ -530,70 +522,6 @@ static void release_segment(Sim *m, int s)
     m->ckpt.n_seg_held[s] = 0;
 }
 
-enum { FUSE_NONE = 0, FUSE_SILU, FUSE_GELU };
-
-/* Exporters spell some PyTorch ops as several nodes: SiLU as Sigmoid + Mul,
- * GELU as Div, Erf, Add, Mul, Mul. PyTorch ran one op, which keeps only its
- * input for backward (and SiLU(inplace=True), torchvision's, writes in
- * place without autograd): the timeline runs that op instead of the pieces.
- * The cost table keeps the file's nodes. */
-static bool is_op(const MeGraph *g, int ni, const MeOpDesc *op) { return ni >= 0 && g->n[ni].desc == op; }
-
-static bool const_operand(const MeGraph *g, const MeNode *n, int skip)
-{
-    for (int i = 0; i < n->n_in; i++)
-        if (i != skip && n->in[i] >= 0 && !g->v[n->in[i]].has_val) return false;
-    return true;
-}
-
-static int plan_fusions(Sim *m)
-{
-    MeGraph *g = m->g;
-    int *cons = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    if (!cons) return ME_ENOMEM;
-    for (int v = 0; v < g->nv; v++) cons[v] = -1;
-    for (int i = 0; i < g->nn; i++) {
-        m->fuse.absorbed[i] = m->fuse.fused_x[i] = m->fuse.abs_head[i] = m->fuse.abs_next[i] = -1;
-        m->fuse.fused_kind[i] = FUSE_NONE;
-        for (int k = 0; k < g->n[i].n_in; k++) {
-            int v = g->n[i].in[k];
-            if (v >= 0) cons[v] = cons[v] == -1 ? i : -2;
-        }
-    }
-#define ONLY(x) ((x) >= 0 && !g->v[(x)].is_output && cons[(x)] >= 0 ? cons[(x)] : -1)
-#define ABSORB(node, into) do { m->fuse.absorbed[node] = (into); m->fuse.abs_next[node] = m->fuse.abs_head[into]; m->fuse.abs_head[into] = (node); } while (0)
-    for (int i = 0; i < g->nn; i++) {
-        const MeNode *n = &g->n[i];
-        if (n->desc == &me_op_sigmoid && n->n_out && n->in[0] >= 0) {
-            int x = n->in[0], mul = ONLY(n->out[0]);
-            if (is_op(g, mul, &me_op_mul) && g->n[mul].n_in == 2 && (g->n[mul].in[0] == x || g->n[mul].in[1] == x)) {
-                ABSORB(i, mul);
-                m->fuse.fused_x[mul] = x;
-                m->fuse.fused_kind[mul] = FUSE_SILU;
-            }
-        } else if (n->desc == &me_op_erf && n->in[0] >= 0) {
-            int d = g->v[n->in[0]].producer;
-            if (!(is_op(g, d, &me_op_div) || is_op(g, d, &me_op_mul)) || ONLY(g->n[d].out[0]) != i || !const_operand(g, &g->n[d], 0)) continue;
-            int x = g->n[d].in[0], add = ONLY(n->out[0]);
-            if (!is_op(g, add, &me_op_add)) continue;
-            int m1 = ONLY(g->n[add].out[0]);
-            if (!is_op(g, m1, &me_op_mul) || (g->n[m1].in[0] != x && g->n[m1].in[1] != x)) continue;
-            int fin = m1, m2 = ONLY(g->n[m1].out[0]);
-            if (is_op(g, m2, &me_op_mul) && (const_operand(g, &g->n[m2], 0) || const_operand(g, &g->n[m2], 1))) fin = m2;
-            ABSORB(d, fin);
-            ABSORB(i, fin);
-            ABSORB(add, fin);
-            if (fin != m1) ABSORB(m1, fin);
-            m->fuse.fused_x[fin] = x;
-            m->fuse.fused_kind[fin] = FUSE_GELU;
-        }
-    }
-#undef ONLY
-#undef ABSORB
-    me_free(cons);
-    return 0;
-}
-
 /* --- strides: which views are really views ---
  * PyTorch gives views for Transpose, Slice, Split and Expand; reshape() and
  * flatten() are views only when the strides allow (ATen's computeStride),
@@ -777,15 +705,14 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     const MeNode *n = &g->n[ni];
     m->node = ni;
     bool rg = false;
-    int fx = m->fuse.fused_x[ni];
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
-    if (fx >= 0 && m->rg[fx]) rg = true;
     int s = m->ckpt.seg[ni];
-    /* SiLU(inplace=True) without autograd writes into its input when only
-     * the fused pieces read it */
-    bool silu_inplace = m->fuse.fused_kind[ni] == FUSE_SILU && !grad && m->vst[fx] >= 0 && !m->st[m->vst[fx]].persistent &&
-                        g->v[fx].n_uses == 2 && !g->v[fx].is_output;
+    /* an op PyTorch may run in place (ME_N_INPLACE_NOGRAD: SiLU(inplace=True))
+     * writes into its input without autograd when nothing else reads it */
+    int x0 = n->n_in ? n->in[0] : -1;
+    bool nograd_inplace = (n->flags & ME_N_INPLACE_NOGRAD) && !grad && x0 >= 0 && m->vst[x0] >= 0 &&
+                          !m->st[m->vst[x0]].persistent && g->v[x0].n_uses == 1 && !g->v[x0].is_output;
     if (m->s->amp) autocast_node(m, n);
     else for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
     for (int k = 0; k < n->n_out; k++) {
@@ -797,10 +724,10 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         /* extra outputs nobody reads (BatchNorm's running statistics are
          * updated in place; Dropout's mask is kept by autograd) */
         if (k > 0 && !g->v[v].n_uses) continue;
-        bool alias = (k == 0 || me_node_is_view(n)) && fx < 0 && aliases_input(m, n);
+        bool alias = (k == 0 || me_node_is_view(n)) && aliases_input(m, n);
         if (alias && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
         if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
-        int id = k == 0 && silu_inplace ? m->vst[fx]
+        int id = k == 0 && nograd_inplace ? m->vst[x0]
                : alias ? m->vst[n->in[0]]
                : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
         if (id < 0) return;
@@ -849,20 +776,16 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             return;
     }
     note(m, sat_add(temp_forward(m, n), gathered(m, n)));
-    if (grad && rg) {
-        if (fx >= 0) keep_for_backward(m, ni, fx); /* SiLU and GELU keep their input */
-        else record_saved(m, ni, n);
-    }
+    if (grad && rg) record_saved(m, ni, n);
     run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
     for (int i = 0; i < 2; i++)
         if (m->layout.mm_copy[i] >= 0) st_release(m, m->layout.mm_copy[i]);
     for (int i = 0; i < 8; i++)
         if (m->amp.cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->amp.wcache[n->in[i]] != m->amp.cast[i])) st_release(m, m->amp.cast[i]);
-    /* this node's reads, and those of the pieces fused into it */
-    for (int a = ni; a >= 0; a = a == ni ? m->fuse.abs_head[ni] : m->fuse.abs_next[a]) {
-        const MeNode *r = &g->n[a];
-        for (int i = 0; i < r->n_in; i++) {
-            int v = r->in[i];
+    /* this node's reads */
+    {
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i];
             if (v < 0 || m->vst[v] < 0) continue;
             if (redo && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s)) continue; /* held by the segment */
             m->st[m->vst[v]].refs--;
@@ -872,8 +795,6 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     for (int k = 0; k < n->n_out; k++)
         if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
 }
-
-static bool absorbed(const Sim *m, int ni) { return m->fuse.absorbed[ni] >= 0; }
 
 static void drop_autocast_cache(Sim *m)
 {
@@ -945,7 +866,6 @@ static void forward(Sim *m)
     for (int oi = 0; oi < g->nn && !m->failed; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
-        if (absorbed(m, ni)) continue;
         if (opaque(g, n)) {
             forward_opaque(m, ni, oi);
             release_holds(m, oi);
@@ -1003,7 +923,7 @@ static void recompute(Sim *m, int s)
     m->ckpt.seg_redone[s] = true;
     for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
-        if (me_node_skipped(g, &g->n[ni]) || opaque(g, &g->n[ni]) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, &g->n[ni]) || opaque(g, &g->n[ni])) continue;
         forward_node(m, ni, oi, true, true);
         MeCtx c = { .g = g, .n = &g->n[ni] };
         MeCost co;
@@ -1088,7 +1008,7 @@ static void backward(Sim *m, int *param_grad_st)
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
         m->node = ni;
-        if (me_node_skipped(g, n) || opaque(g, n) || absorbed(m, ni)) continue;
+        if (me_node_skipped(g, n) || opaque(g, n)) continue;
         int s = m->ckpt.seg[ni];
         if (s >= 0 && !m->ckpt.seg_redone[s]) {
             recompute(m, s);
@@ -1100,18 +1020,16 @@ static void backward(Sim *m, int *param_grad_st)
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
             int64_t tmp = sat_add(temp_backward(m, n), gathered(m, n));
-            int fx = m->fuse.fused_x[ni];
-            int n_in = fx >= 0 ? 1 : n->n_in;
-            for (int i = 0; i < n_in; i++) {
-                int v = fx >= 0 ? fx : n->in[i];
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
                 bool dup = false;
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v]) continue;
                 const MeValue *val = &g->v[v];
-                /* input i's gradient computed (fused: the whole op's input) */
+                /* input i's gradient computed */
                 MeTlEvent r = me_tl_event(ME_TL_RUN);
                 r.run = ME_TL_RUN_BACKWARD;
-                r.input = fx >= 0 ? -1 : i;
+                r.input = i;
                 r.value = v;
                 r.gout = gout;
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
@@ -1136,7 +1054,7 @@ static void backward(Sim *m, int *param_grad_st)
                     }
                     continue;
                 }
-                if (gout >= 0 && fx < 0 && me_passes_grad_through(g, n, i, train_mode(m))) {
+                if (gout >= 0 && me_passes_grad_through(g, n, i, train_mode(m))) {
                     give_grad(m, v, gout, i);
                     continue;
                 }
@@ -1362,13 +1280,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     m.amp.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     es = me_malloc((size_t)g->nv + 1);
     m.layout.mm_copy[0] = m.layout.mm_copy[1] = -1;
-    m.fuse.absorbed = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.fuse.fused_x = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.fuse.fused_kind = me_malloc((size_t)g->nn + 1);
-    m.fuse.abs_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
-    m.fuse.abs_next = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     int rc = 0;
-    if (!m.fuse.absorbed || !m.fuse.fused_x || !m.fuse.fused_kind || !m.fuse.abs_head || !m.fuse.abs_next || !m.layout.stride_at || !m.amp.wcache || !es) {
+    if (!m.layout.stride_at || !m.amp.wcache || !es) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -1390,7 +1303,6 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     m.amp.es = es;
     for (int i = 0; i <= g->nn; i++) m.hold.hold_head[i] = m.saved.saved_head[i] = -1;
     m.hold.hold_end = model->hold_end; /* read only: shared by the two steps */
-    if ((rc = plan_fusions(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
     if (s->mode != MEMEST_RUN_TRAIN)
         for (int i = 0; i < g->nn; i++) m.ckpt.seg[i] = -1;
@@ -1579,11 +1491,6 @@ end:
     me_free(m.amp.wcache);
     me_free(es);
     me_free(frozen_w);
-    me_free(m.fuse.absorbed);
-    me_free(m.fuse.fused_x);
-    me_free(m.fuse.fused_kind);
-    me_free(m.fuse.abs_head);
-    me_free(m.fuse.abs_next);
     me_allocator_free(alloc);
     me_free(m.hold.hold_next);
     me_free(m.hold.hold_head);

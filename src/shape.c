@@ -2,6 +2,7 @@
  * shapes (Shape, Gather, Concat, arithmetic on small int64 tensors) also fill
  * in their outputs' contents, so a Reshape downstream sees a known target:
  * that is the partial evaluation torch-exported graphs need. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -298,10 +299,13 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
 {
     for (int i = 0; i < g->nn; i++) {
         MeNode *n = &g->n[i];
-        n->desc = me_op_find(n->op, n->domain, g->opset);
+        /* a canonical node (ME_N_CANON) is the PyTorch op, not the file's
+         * opset's: the newest version */
+        bool canon = n->flags & ME_N_CANON;
+        n->desc = me_op_find(n->op, n->domain, canon ? INT_MAX : g->opset);
         /* known, but only in a later opset: the file's op means something
          * else (or nothing) at its own opset */
-        int since = n->desc ? 0 : me_op_since(n->op, n->domain);
+        int since = n->desc || canon ? 0 : me_op_since(n->op, n->domain);
         if (since > g->opset) {
             MeCtx c = { .g = g, .d = d, .n = n };
             return me_fail(&c, "memest knows this op from opset %d on; the model imports opset %d", since, g->opset);

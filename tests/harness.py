@@ -24,16 +24,3 @@ def path(*p):
     return os.path.join(ROOT, *p)
 
 
-def canon_absorbed(report):
-    """Names of the file's values a canonical row stands for, as a predicate:
-    canonicalization (src/canon) makes an exporter's MatMul [+ Add] and the
-    weight's Transpose one Linear row, so their outputs are no longer
-    reported. A value counts as absorbed when it is the output of such a
-    node (torch.onnx names it <scope>/<Op>_output_<n>) in the scope of a
-    Linear row (its node keeps the MatMul's name, <scope>/MatMul...)."""
-    scopes = {r["node"].rsplit("/", 1)[0] for r in report["layers"] if r["op"] == "Linear" and "/" in r["node"]}
-
-    def absorbed(value):
-        scope, _, base = value.rpartition("/")
-        return scope in scopes and base.split("_output")[0].split("_")[0] in ("MatMul", "Add", "Transpose")
-    return absorbed

@@ -7,7 +7,7 @@ Field numbers follow onnx.proto: ModelProto{1 ir_version, 7 graph,
 TensorProto{1 dims, 2 data_type, 8 name, 9 raw_data},
 ValueInfoProto{1 name, 2 type}, TypeProto{1 tensor_type},
 TypeProto.Tensor{1 elem_type, 2 shape}, TensorShapeProto{1 dim},
-Dimension{1 dim_value, 2 dim_param}, AttributeProto{1 name, 3 i, 8 ints,
+Dimension{1 dim_value, 2 dim_param}, AttributeProto{1 name, 2 f, 3 i, 4 s, 5 t, 8 ints,
 20 type}, OperatorSetIdProto{1 domain, 2 version}.
 """
 import struct
@@ -72,6 +72,18 @@ def attr_int(name, v):
 
 def attr_ints(name, vs):
     return f_bytes(1, name) + b"".join(f_varint(8, v) for v in vs) + f_varint(20, 7)
+
+
+def attr_float(name, v):
+    return f_bytes(1, name) + key(2, 5) + struct.pack("<f", v) + f_varint(20, 1)
+
+
+def attr_str(name, v):
+    return f_bytes(1, name) + f_bytes(4, v) + f_varint(20, 3)
+
+
+def attr_tensor(name, t):
+    return f_bytes(1, name) + f_bytes(5, t) + f_varint(20, 4)
 
 
 def node(op, inputs, outputs, name="", attrs=()):

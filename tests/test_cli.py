@@ -16,7 +16,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_craft as oc  # noqa: E402
-from harness import canon_absorbed, check, failures, path, run  # noqa: E402
+from harness import check, failures, path, run  # noqa: E402
 
 CASE = sys.argv[3]
 ARG = sys.argv[4] if len(sys.argv) > 4 else None
@@ -114,8 +114,7 @@ def case_zoo(stem):
         check(outs.get("output") == t["output_shape"], f"{stem} b{b}: output {outs.get('output')} != PyTorch {t['output_shape']}")
         compared = 0
         # Constant nodes hold data, not layers: the report leaves them out
-        absorbed = canon_absorbed(d)
-        expected = {k: v for k, v in t["value_shapes"].items() if k not in d["constants"] and (k in outs or not absorbed(k))}
+        expected = {k: v for k, v in t["value_shapes"].items() if k not in d["constants"] and k not in d.get("canonicalized_values", ())}
         for name, shape in expected.items():
             if name in outs:
                 compared += 1
@@ -151,8 +150,7 @@ def case_zoo3(name):
         check(d["unknown_ops"] == {}, f"{name} b{b}: unknown ops {d['unknown_ops']}")
         check(d["totals"]["macs"] == t["macs"], f"{name} b{b}: MACs {d['totals']['macs']} != PyTorch count {t['macs']}")
         outs = {o["name"]: o["shape"] for layer in d["layers"] for o in layer["outputs"]}
-        absorbed = canon_absorbed(d)
-        expected = {k: v for k, v in t["value_shapes"].items() if k not in d["constants"] and (k in outs or not absorbed(k))}
+        expected = {k: v for k, v in t["value_shapes"].items() if k not in d["constants"] and k not in d.get("canonicalized_values", ())}
         compared = 0
         for vname, shape in expected.items():
             if vname in outs:

@@ -57,16 +57,7 @@ def expect_bad(path, words, label):
 
 # --- crafting helpers beyond onnx_craft: tensors with data, more attribute types ---
 
-def attr_float(name, v):
-    return oc.f_bytes(1, name) + oc.key(2, 5) + struct.pack("<f", v) + oc.f_varint(20, 1)
-
-
-def attr_str(name, v):
-    return oc.f_bytes(1, name) + oc.f_bytes(4, v) + oc.f_varint(20, 3)
-
-
-def attr_tensor(name, t):
-    return oc.f_bytes(1, name) + oc.f_bytes(5, t) + oc.f_varint(20, 4)
+attr_float, attr_str, attr_tensor = oc.attr_float, oc.attr_str, oc.attr_tensor
 
 
 def i64(name, values, dims=None):

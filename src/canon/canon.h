@@ -16,6 +16,10 @@
  * and constant contents, not inferred activation shapes. */
 #define ME_CANON_PASSES(X) \
     X(none) \
+    X(layer_norm)   /* canon/fuse.c: ReduceMean..Div·w+b below opset 17 */ \
+    X(gelu)         /* canon/fuse.c: erf and tanh forms */ \
+    X(activations)  /* canon/fuse.c: SiLU, Mish, HardSwish below opset 14 */ \
+    X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
     X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */

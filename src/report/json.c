@@ -224,6 +224,13 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
     for (int i = 0; i < g->nn; i++)
         if (me_node_is_constant(&g->n[i]) && g->n[i].n_out && g->n[i].out[0] >= 0)
             cJSON_AddItemToArray(consts, cJSON_CreateString(g->v[g->n[i].out[0]].name));
+    /* Values inside the chains canonicalization replaced by the one op
+     * PyTorch ran (src/canon): the file names them, nothing makes them now. */
+    cJSON *cv = NULL;
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].kind == ME_V_ACT && g->v[i].producer < 0 && !g->v[i].n_uses && !g->v[i].is_output &&
+            (cv || (cv = cJSON_AddArrayToObject(root, "canonicalized_values"))))
+            cJSON_AddItemToArray(cv, cJSON_CreateString(g->v[i].name));
     cJSON *cw = NULL;
     for (int i = 0; i < g->nv; i++)
         if (g->v[i].from_constant && g->v[i].n_uses && (cw || (cw = cJSON_AddArrayToObject(root, "constant_weights"))))

@@ -1,0 +1,518 @@
+/* Exporter spellings of one PyTorch op, turned back into that op.
+ *
+ * torch.onnx (1.13) writes some aten ops as chains of ONNX nodes when the
+ * opset has no single op for them (symbolic_opset9.py): layer_norm as
+ * ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add below opset 17, gelu
+ * as Div/Erf/Add/Mul/Mul (and its tanh form as nine nodes) at every opset,
+ * silu as Sigmoid·Mul, mish as Softplus/Tanh/Mul, hardswish as
+ * HardSigmoid·Mul below opset 14, softmax and log_softmax over a non-last
+ * axis between two Transposes below opset 13. PyTorch ran one op and kept
+ * for backward what derivatives.yaml says for it; the chain's nodes would
+ * keep far more. Each recognizer matches the exact structure the exporter
+ * writes (operands in either order where the exporter's helpers may swap
+ * them), anchored at the chain's last node and walking producers only, and
+ * rejects a chain whose inner value is read outside it: that value is a
+ * tensor PyTorch really made.
+ *
+ * What PyTorch runs as several ops stays several nodes: HF's RMSNorm
+ * (pow, mean, add, rsqrt, mul), HF's Python gelu (0.5·x first), and
+ * torch.log(torch.softmax(x)) (two aten ops; torch.onnx writes
+ * log_softmax as LogSoftmax at every opset). */
+#include <math.h>
+#include <string.h>
+
+#include "canon/canon.h"
+#include "ops/ops.h"
+
+/* --- matching helpers --- */
+
+static bool is_op(const MeGraph *g, int ni, const char *op)
+{
+    if (ni < 0) return false;
+    const MeNode *n = &g->n[ni];
+    return (!n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx")) && !strcmp(n->op, op);
+}
+
+static int prod(const MeGraph *g, int v) { return v >= 0 ? g->v[v].producer : -1; }
+
+/* The producer of v when v is an inner value of a chain: read `uses`
+ * times, all inside the chain, and not a graph output. */
+static int inner(const MeGraph *g, int v, int uses, const char *op)
+{
+    if (v < 0 || g->v[v].is_output || g->v[v].n_uses != uses) return -1;
+    int p = g->v[v].producer;
+    return is_op(g, p, op) ? p : -1;
+}
+
+/* A scalar constant's value (all elements equal), loading an
+ * initializer's contents when the loader deferred them. */
+static bool scalar(MeGraph *g, int v, double *out, MeDiag *d)
+{
+    if (v < 0) return false;
+    int p = g->v[v].producer;
+    if (is_op(g, p, "Constant") && g->n[p].n_attr == 1) { /* its value attribute */
+        const MeAttr *a = &g->n[p].attr[0];
+        if (a->type == ME_A_FLOAT && !strcmp(a->name, "value_float")) { *out = a->f; return true; }
+        if (a->type == ME_A_INT && !strcmp(a->name, "value_int")) { *out = (double)a->i; return true; }
+        if (a->type != ME_A_TENSOR || a->tensor < 0) return false;
+        v = a->tensor;
+    } else if (g->v[v].kind != ME_V_INIT && g->v[v].kind != ME_V_CONST) {
+        return false;
+    }
+    MeValue *x = &g->v[v];
+    if (!x->has_val && x->materialize && x->known && me_shape_numel(&x->shape) == 1) {
+        int (*m)(MeGraph *, int, MeDiag *) = x->materialize;
+        x->materialize = NULL; /* at most once (graph.h) */
+        if (m(g, v, d) < 0) return false;
+        x = &g->v[v];
+    }
+    if (!x->has_val || x->nval < 1 || x->nval > 64) return false;
+    double first = x->fval ? x->fval[0] : (double)x->ival[0];
+    for (int64_t i = 1; i < x->nval; i++)
+        if ((x->fval ? x->fval[i] : (double)x->ival[i]) != first) return false;
+    *out = first;
+    return true;
+}
+
+static bool near(double a, double b) { return fabs(a - b) <= 1e-4 * fmax(1.0, fabs(b)); }
+
+/* The operand of binary node ni that is not slot `k`'s: 1 - k. Finds
+ * which slot holds scalar c; -1 when neither. */
+static int scalar_slot(MeGraph *g, int ni, double c, MeDiag *d)
+{
+    for (int k = 0; k < 2 && k < g->n[ni].n_in; k++) {
+        double x;
+        if (scalar(g, g->n[ni].in[k], &x, d) && near(x, c)) return k;
+    }
+    return -1;
+}
+
+/* The chain under construction: its nodes, then the Constant nodes that
+ * fed only its scalar operands (dropped with it). reader: each value's
+ * first reader, for the scan's whole run. */
+typedef struct Chain {
+    int nodes[24];
+    int n;
+    const int *reader;
+} Chain;
+
+static void add(Chain *c, int ni)
+{
+    for (int k = 0; k < c->n; k++)
+        if (c->nodes[k] == ni) return;
+    if (c->n < (int)(sizeof(c->nodes) / sizeof(c->nodes[0]))) c->nodes[c->n++] = ni;
+}
+
+/* Adds the Constant producers of the chain's operands read only by it. */
+static void add_constants(const MeGraph *g, Chain *c)
+{
+    int n = c->n;
+    for (int k = 0; k < n; k++) {
+        const MeNode *nd = &g->n[c->nodes[k]];
+        for (int i = 0; i < nd->n_in; i++) {
+            int v = nd->in[i], p = prod(g, v);
+            if (p >= 0 && is_op(g, p, "Constant") && g->v[v].n_uses == 1 && !g->v[v].is_output) add(c, p);
+        }
+    }
+}
+
+/* The chain's last node in file order must be its anchor: the
+ * replacement takes the anchor's slot, after everything it reads. */
+static bool anchored(const Chain *c, int anchor)
+{
+    for (int k = 0; k < c->n; k++)
+        if (c->nodes[k] > anchor) return false;
+    return true;
+}
+
+typedef struct Canon {
+    const char *op;
+    int in[3], n_in;
+    int64_t axis;
+    bool has_axis;
+    double eps;
+    bool has_eps;
+    const char *approximate;
+    bool inplace_nograd;
+} Canon;
+
+static int set_attrs(MeNode *n, const Canon *k)
+{
+    n->flags |= ME_N_CANON | (k->inplace_nograd ? ME_N_INPLACE_NOGRAD : 0);
+    MeAttr *a;
+    if (k->has_axis) {
+        if (!(a = me_node_add_attr(n, "axis", ME_A_INT))) return ME_ENOMEM;
+        a->i = k->axis;
+    }
+    if (k->has_eps) {
+        if (!(a = me_node_add_attr(n, "epsilon", ME_A_FLOAT))) return ME_ENOMEM;
+        a->f = k->eps;
+    }
+    if (k->approximate && (!(a = me_node_add_attr(n, "approximate", ME_A_STRING)) || !(a->s = me_strdup(k->approximate))))
+        return ME_ENOMEM;
+    return 0;
+}
+
+typedef int (*Matcher)(MeGraph *g, int anchor, Chain *c, Canon *k, MeDiag *d);
+
+typedef struct Found {
+    Chain c;
+    Canon k;
+    int out;
+} Found;
+
+/* Runs the matchers on every node in file order, keeps the chains that
+ * share no node with an earlier one, and replaces them all at once. */
+static int run_matchers(MeGraph *g, const Matcher *ms, int nm, MeDiag *d)
+{
+    int nn = g->nn, nf = 0, cap = 0, rc = 0;
+    Found *f = NULL;
+    MeReplace *r = NULL;
+    int *at = NULL;
+    int *reader = me_malloc(sizeof(int) * ((size_t)g->nv + 1));
+    bool *taken = me_calloc((size_t)nn + 1, 1);
+    if (!reader || !taken) { rc = ME_ENOMEM; goto end; }
+    for (int v = 0; v < g->nv; v++) reader[v] = -1;
+    for (int i = nn - 1; i >= 0; i--)
+        for (int k = 0; k < g->n[i].n_in; k++)
+            if (g->n[i].in[k] >= 0) reader[g->n[i].in[k]] = i;
+    for (int i = 0; i < nn; i++) {
+        for (int j = 0; j < nm; j++) {
+            Found x = { .c = { .n = 0, .reader = reader }, .k = { .op = NULL } };
+            if (!ms[j](g, i, &x.c, &x.k, d)) continue;
+            add_constants(g, &x.c);
+            bool free_ = anchored(&x.c, i);
+            for (int k = 0; k < x.c.n && free_; k++) free_ = !taken[x.c.nodes[k]];
+            if (!free_) continue;
+            for (int k = 0; k < x.c.n; k++) taken[x.c.nodes[k]] = true;
+            x.out = g->n[i].out[0];
+            if (nf == cap && me_grow_raw((void **)&f, &cap, nf + 1, sizeof(*f)) < 0) { rc = ME_ENOMEM; goto end; }
+            f[nf++] = x;
+            break;
+        }
+    }
+    if (!nf) goto end;
+    r = me_malloc(sizeof(*r) * (size_t)nf);
+    at = me_malloc(sizeof(int) * (size_t)nf);
+    if (!r || !at) { rc = ME_ENOMEM; goto end; }
+    for (int j = 0; j < nf; j++) {
+        int anchor = f[j].c.nodes[0];
+        for (int k = 1; k < f[j].c.n; k++)
+            if (f[j].c.nodes[k] > anchor) anchor = f[j].c.nodes[k];
+        const char *name = g->n[anchor].name;
+        r[j] = (MeReplace){ .nodes = f[j].c.nodes, .n = f[j].c.n, .op = f[j].k.op, .name = name ? name : "",
+                            .ins = f[j].k.in, .n_in = f[j].k.n_in, .outs = &f[j].out, .n_out = 1 };
+    }
+    if ((rc = me_graph_replace_many(g, r, nf, at, d)) < 0) goto end;
+    for (int j = 0; j < nf && rc >= 0; j++) rc = set_attrs(&g->n[at[j]], &f[j].k);
+end:
+    me_free(reader);
+    me_free(taken);
+    me_free(f);
+    me_free(r);
+    me_free(at);
+    return rc;
+}
+
+/* Operand of binary node ni other than value v; -1 when v is neither. */
+static int other(const MeGraph *g, int ni, int v)
+{
+    const MeNode *n = &g->n[ni];
+    if (n->n_in != 2) return -1;
+    return n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : -1;
+}
+
+/* --- activations --- */
+
+/* silu: Sigmoid(x)·x (symbolic_opset9.silu). torchvision's SiLU runs with
+ * inplace=True, which an export cannot show: without autograd it may
+ * write into x when nothing else reads it (memory.c). */
+static int m_silu(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    (void)d;
+    if (!is_op(g, a, "Mul") || g->n[a].n_in != 2) return 0;
+    for (int s = 0; s < 2; s++) {
+        int sg = inner(g, g->n[a].in[s], 1, "Sigmoid");
+        if (sg < 0 || g->n[sg].in[0] != g->n[a].in[1 - s] || g->n[sg].in[0] < 0) continue;
+        c->nodes[c->n++] = sg;
+        c->nodes[c->n++] = a;
+        *k = (Canon){ .op = "SiLU", .in = { g->n[sg].in[0] }, .n_in = 1, .inplace_nograd = true };
+        return 1;
+    }
+    return 0;
+}
+
+/* mish: x·Tanh(Softplus(x)) (symbolic_opset9.mish) */
+static int m_mish(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    (void)d;
+    if (!is_op(g, a, "Mul") || g->n[a].n_in != 2) return 0;
+    for (int s = 0; s < 2; s++) {
+        int t = inner(g, g->n[a].in[s], 1, "Tanh");
+        int sp = t >= 0 ? inner(g, g->n[t].in[0], 1, "Softplus") : -1;
+        if (sp < 0 || g->n[sp].in[0] != g->n[a].in[1 - s] || g->n[sp].in[0] < 0) continue;
+        c->nodes[c->n++] = sp;
+        c->nodes[c->n++] = t;
+        c->nodes[c->n++] = a;
+        *k = (Canon){ .op = "Mish", .in = { g->n[sp].in[0] }, .n_in = 1 };
+        return 1;
+    }
+    return 0;
+}
+
+/* HardSigmoid as PyTorch's hardsigmoid: alpha 1/6, beta 1/2. */
+static bool torch_hardsigmoid(const MeGraph *g, int ni)
+{
+    return near(me_attr_f(&g->n[ni], "alpha", 0.2), 1.0 / 6) && near(me_attr_f(&g->n[ni], "beta", 0.5), 0.5);
+}
+
+/* hardswish: x·HardSigmoid(x) (torch.onnx below opset 14). The relu6
+ * form x·Clip(x+3, 0, 6)/6 is not taken: torch.onnx never writes it for
+ * hardswish, so it comes from a model that called relu6, add, mul and div
+ * (MobileNetV3 reimplementations do), four ops PyTorch ran and saved for. */
+static int m_hardswish(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    (void)d;
+    if (!is_op(g, a, "Mul") || g->n[a].n_in != 2) return 0;
+    for (int s = 0; s < 2; s++) {
+        int hs = inner(g, g->n[a].in[s], 1, "HardSigmoid");
+        if (hs < 0 || !torch_hardsigmoid(g, hs) || g->n[hs].in[0] != g->n[a].in[1 - s] || g->n[hs].in[0] < 0) continue;
+        c->nodes[c->n++] = hs;
+        c->nodes[c->n++] = a;
+        *k = (Canon){ .op = "HardSwish", .in = { g->n[hs].in[0] }, .n_in = 1 };
+        return 1;
+    }
+    return 0;
+}
+
+/* gelu, erf form (symbolic_opset9.gelu): Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5) */
+static int m_gelu_erf(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    int s = is_op(g, a, "Mul") && g->n[a].n_in == 2 ? scalar_slot(g, a, 0.5, d) : -1;
+    int m1 = s >= 0 ? inner(g, g->n[a].in[1 - s], 1, "Mul") : -1;
+    if (m1 < 0 || g->n[m1].n_in != 2) return 0;
+    for (int j = 0; j < 2; j++) {
+        int ad = inner(g, g->n[m1].in[j], 1, "Add"), x = g->n[m1].in[1 - j];
+        int one = ad >= 0 ? scalar_slot(g, ad, 1.0, d) : -1;
+        int er = one >= 0 ? inner(g, g->n[ad].in[1 - one], 1, "Erf") : -1;
+        int dv = er >= 0 ? prod(g, g->n[er].in[0]) : -1;
+        if (dv < 0 || x < 0 || g->v[g->n[er].in[0]].n_uses != 1 || g->n[dv].n_in != 2 || g->n[dv].in[0] != x) continue;
+        double q;
+        bool ok = is_op(g, dv, "Div") ? scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(2.0))
+                : is_op(g, dv, "Mul") && scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(0.5));
+        if (!ok) continue;
+        int ch[] = { dv, er, ad, m1, a };
+        for (int i = 0; i < 5; i++) c->nodes[c->n++] = ch[i];
+        *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1 };
+        return 1;
+    }
+    return 0;
+}
+
+/* The operand of binary `ni` that is scalar c; the other operand's
+ * producer of op `op` read once, or -1. */
+static int through(MeGraph *g, int ni, double cval, const char *op, MeDiag *d)
+{
+    int s = ni >= 0 && g->n[ni].n_in == 2 ? scalar_slot(g, ni, cval, d) : -1;
+    return s < 0 ? -1 : inner(g, g->n[ni].in[1 - s], 1, op);
+}
+
+/* gelu(approximate="tanh") (symbolic_opset9.gelu): 0.5 · (x · (1 +
+ * tanh(√(2/π) · (x + 0.044715 · (x · (x · x)))))), each product's operands
+ * in either order. */
+static int m_gelu_tanh(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    if (!is_op(g, a, "Mul")) return 0;
+    int m1 = through(g, a, 0.5, "Mul", d);
+    if (m1 < 0 || g->n[m1].n_in != 2) return 0;
+    for (int j = 0; j < 2; j++) {
+        int x = g->n[m1].in[1 - j];
+        int ad = inner(g, g->n[m1].in[j], 1, "Add");
+        int th = ad >= 0 ? through(g, ad, 1.0, "Tanh", d) : -1;
+        int mb = th >= 0 ? inner(g, g->n[th].in[0], 1, "Mul") : -1;
+        int a0 = mb >= 0 ? through(g, mb, sqrt(2.0 / M_PI), "Add", d) : -1;
+        int mk = a0 >= 0 && g->n[a0].n_in == 2 ? other(g, a0, x) : -1;
+        int mkn = mk >= 0 ? inner(g, mk, 1, "Mul") : -1;
+        int sc = mkn >= 0 ? scalar_slot(g, mkn, 0.044715, d) : -1;
+        if (sc < 0) continue;
+        int cube_v = g->n[mkn].in[1 - sc], cube = prod(g, cube_v), sq = -1;
+        if (g->v[cube_v].n_uses != 1 || g->v[cube_v].is_output) continue;
+        if (is_op(g, cube, "Mul") && g->n[cube].n_in == 2) {
+            int sv = other(g, cube, x);
+            sq = sv >= 0 ? inner(g, sv, 1, "Mul") : -1;
+            if (sq < 0 || g->n[sq].n_in != 2 || g->n[sq].in[0] != x || g->n[sq].in[1] != x) continue;
+        } else {
+            double p;
+            if (!is_op(g, cube, "Pow") || g->n[cube].in[0] != x || !scalar(g, g->n[cube].in[1], &p, d) || !near(p, 3)) continue;
+        }
+        int ch[] = { sq, cube, mkn, a0, mb, th, ad, m1, a };
+        for (int i = 0; i < 9; i++)
+            if (ch[i] >= 0) c->nodes[c->n++] = ch[i];
+        *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1, .approximate = "tanh" };
+        return 1;
+    }
+    return 0;
+}
+
+/* softmax / log_softmax over a non-last axis below opset 13
+ * (symbolic_opset9._softmax): Transpose(p) → op(last axis) → Transpose(p),
+ * p swapping that axis with the last. */
+static int m_softmax_transposed(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    (void)d;
+    if (!is_op(g, a, "Transpose")) return 0;
+    const MeAttr *pa = me_node_attr(&g->n[a], "perm");
+    if (!pa || pa->type != ME_A_INTS || pa->n < 2 || pa->n > ME_MAX_RANK) return 0;
+    int r = pa->n, axis = -1;
+    for (int i = 0; i < r; i++) {
+        if (pa->ints[i] == i) continue;
+        if (i < r - 1 && axis < 0 && pa->ints[i] == r - 1 && pa->ints[r - 1] == i) axis = i;
+        else if (i != r - 1) return 0;
+    }
+    if (axis < 0) return 0;
+    for (int j = 0; j < 2; j++) {
+        const char *op = j ? "LogSoftmax" : "Softmax";
+        int sm = inner(g, g->n[a].in[0], 1, op);
+        if (sm < 0) continue;
+        int64_t ax = me_attr_i(&g->n[sm], "axis", g->opset < 13 ? 1 : -1);
+        if (ax != -1 && ax != r - 1) return 0;
+        int t0 = inner(g, g->n[sm].in[0], 1, "Transpose");
+        const MeAttr *p0 = t0 >= 0 ? me_node_attr(&g->n[t0], "perm") : NULL;
+        if (!p0 || p0->type != ME_A_INTS || p0->n != r || memcmp(p0->ints, pa->ints, sizeof(int64_t) * (size_t)r)) return 0;
+        c->nodes[c->n++] = t0;
+        c->nodes[c->n++] = sm;
+        c->nodes[c->n++] = a;
+        *k = (Canon){ .op = op, .in = { g->n[t0].in[0] }, .n_in = 1, .axis = axis, .has_axis = true };
+        return 1;
+    }
+    return 0;
+}
+
+/* --- LayerNorm --- */
+
+/* LayerNorm's weight and bias are parameters: stored tensors, not
+ * activations (a residual Add after an unbiased LayerNorm is no bias).
+ * torch.onnx writes a parameter equal to another (freshly initialized
+ * LayerNorms: all ones, all zeros) as an Identity of the first. */
+static bool stored(const MeGraph *g, int v)
+{
+    if (v >= 0 && is_op(g, g->v[v].producer, "Identity")) v = g->n[g->v[v].producer].in[0];
+    return v >= 0 && g->v[v].kind == ME_V_INIT;
+}
+
+/* The reduced axes of a ReduceMean (attribute below opset 18, input 1
+ * from 18 on) as a count k when they are the last k axes written
+ * negative (-k..-1, what symbolic_opset9.native_layer_norm writes), and
+ * keepdims is on; 0 otherwise. */
+static int suffix_axes(MeGraph *g, int rm, MeDiag *d)
+{
+    const MeNode *n = &g->n[rm];
+    if (me_attr_i(n, "keepdims", 1) != 1) return 0;
+    const int64_t *ax = NULL;
+    int64_t na = 0;
+    const MeAttr *a = me_node_attr(n, "axes");
+    if (a && a->type == ME_A_INTS) {
+        ax = a->ints;
+        na = a->n;
+    } else if (n->n_in >= 2 && n->in[1] >= 0) {
+        MeValue *v = &g->v[n->in[1]];
+        if (!v->has_val && v->materialize && v->materialize(g, n->in[1], d) < 0) return 0;
+        v = &g->v[n->in[1]];
+        if (!v->has_val || !v->ival) return 0;
+        ax = v->ival;
+        na = v->nval;
+    }
+    if (!ax || na < 1 || na > ME_MAX_RANK) return 0;
+    for (int64_t i = 0; i < na; i++)
+        if (ax[i] != i - na) return 0;
+    return (int)na;
+}
+
+/* native_layer_norm below opset 17 (symbolic_opset9.native_layer_norm):
+ * mean = ReduceMean(x); num = x - mean; var = ReduceMean(num ^ 2);
+ * y = num / Sqrt(var + eps) [· w [+ b]], optionally between a Cast of x
+ * to float and a Cast back. */
+static int m_layer_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    int cast_out = -1, t = a;
+    if (is_op(g, t, "Cast")) {
+        cast_out = t;
+        t = inner(g, g->n[t].in[0], 1, "Add");
+        if (t < 0) t = inner(g, g->n[cast_out].in[0], 1, "Mul");
+        if (t < 0) return 0;
+    }
+    int bias = -1, mul = -1;
+    if (is_op(g, t, "Add") && g->n[t].n_in == 2) {
+        for (int s = 0; s < 2 && mul < 0; s++)
+            if ((mul = inner(g, g->n[t].in[s], 1, "Mul")) >= 0) bias = g->n[t].in[1 - s];
+        if (!stored(g, bias)) return 0;
+    } else if (is_op(g, t, "Mul")) {
+        mul = t;
+        /* without a bias only when no Add of a stored tensor follows (that
+         * Add, met later in the scan, is the chain's end) */
+        int o = g->n[t].out[0], u = o >= 0 && g->v[o].n_uses == 1 ? c->reader[o] : -1;
+        if (cast_out < 0 && is_op(g, u, "Add") && stored(g, other(g, u, o))) return 0;
+    }
+    if (mul < 0 || g->n[mul].n_in != 2) return 0;
+    int dv = -1, w = -1;
+    for (int s = 0; s < 2 && dv < 0; s++)
+        if ((dv = inner(g, g->n[mul].in[s], 1, "Div")) >= 0) w = g->n[mul].in[1 - s];
+    if (dv < 0 || !stored(g, w)) return 0;
+    int num = g->n[dv].in[0];
+    int sub = inner(g, num, 2, "Sub"), sq = inner(g, g->n[dv].in[1], 1, "Sqrt");
+    int ae = sq >= 0 ? inner(g, g->n[sq].in[0], 1, "Add") : -1;
+    if (sub < 0 || ae < 0 || g->n[ae].n_in != 2) return 0;
+    int var = -1;
+    double eps = 0;
+    for (int s = 0; s < 2 && var < 0; s++)
+        if (scalar(g, g->n[ae].in[1 - s], &eps, d)) var = inner(g, g->n[ae].in[s], 1, "ReduceMean");
+    int pw = var >= 0 ? inner(g, g->n[var].in[0], 1, "Pow") : -1;
+    double two;
+    if (pw < 0 || g->n[pw].in[0] != num || !scalar(g, g->n[pw].in[1], &two, d) || !near(two, 2)) return 0;
+    int xx = g->n[sub].in[0], mean = inner(g, g->n[sub].in[1], 1, "ReduceMean");
+    if (mean < 0 || g->n[mean].in[0] != xx || xx < 0) return 0;
+    int na = suffix_axes(g, mean, d);
+    if (!na || suffix_axes(g, var, d) != na) return 0;
+    if (cast_out < 0 && inner(g, xx, 2, "Cast") >= 0) { /* the Cast form: met at its closing Cast */
+        int o = g->n[t].out[0], u = o >= 0 && g->v[o].n_uses == 1 && !g->v[o].is_output ? c->reader[o] : -1;
+        if (is_op(g, u, "Cast")) return 0;
+    }
+    int x = xx, cast_in = -1;
+    if (cast_out >= 0) { /* both Casts or neither: x's own type in and out */
+        cast_in = inner(g, xx, 2, "Cast");
+        if (cast_in < 0) return 0;
+        x = g->n[cast_in].in[0];
+    }
+    int ch[] = { cast_in, mean, sub, pw, var, ae, sq, dv, mul, bias >= 0 ? t : -1, cast_out };
+    for (int i = 0; i < 11; i++)
+        if (ch[i] >= 0) c->nodes[c->n++] = ch[i];
+    *k = (Canon){ .op = "LayerNormalization", .in = { x, w, bias }, .n_in = bias >= 0 ? 3 : 2,
+                  .axis = -na, .has_axis = true, .eps = eps, .has_eps = true };
+    return 1;
+}
+
+/* --- the passes --- */
+
+int me_canon_layer_norm(MeGraph *g, MeDiag *d)
+{
+    static const Matcher ms[] = { m_layer_norm };
+    return run_matchers(g, ms, 1, d);
+}
+
+int me_canon_gelu(MeGraph *g, MeDiag *d)
+{
+    static const Matcher ms[] = { m_gelu_erf, m_gelu_tanh };
+    return run_matchers(g, ms, 2, d);
+}
+
+int me_canon_activations(MeGraph *g, MeDiag *d)
+{
+    static const Matcher ms[] = { m_silu, m_mish, m_hardswish };
+    return run_matchers(g, ms, 3, d);
+}
+
+int me_canon_softmax(MeGraph *g, MeDiag *d)
+{
+    static const Matcher ms[] = { m_softmax_transposed };
+    return run_matchers(g, ms, 1, d);
+}
