@@ -84,6 +84,7 @@ typedef struct MeValue {
     char **sym;          /* graph inputs, and decl: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad */
+    bool donated;        /* graph inputs: the caller lets go of it, so it dies after its last reader (a KV cache that torch.cat replaces) */
     bool is_output;      /* listed among the graph's outputs */
     bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
     /* A sparse tensor (sparse initializer or Constant): shape is its dense

@@ -1411,7 +1411,10 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         } else if (v->kind == ME_V_INPUT) {
             int id = st_make(&m, vb(&m, v), MEMEST_MEM_INPUTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
-            m.st[id].persistent = true;
+            /* a donated input (DynamicCache's old key/value tensor) is
+             * freed by its last reader like an activation */
+            m.st[id].persistent = !v->donated;
+            if (v->donated) m.st[id].refs = v->n_uses;
             m.vst[i] = id;
             bind(&m, i, id, false);
             m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "load/llm.h"
 #include "load/load.h"
 #include "model.h"
 #include "canon/canon.h"
@@ -119,6 +120,69 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
     return rc;
 }
 
+/* A language model's dims, bound like --dim (llm_build.c names them):
+ * prefill seq = S; the last decode step of a dynamic cache reads past =
+ * S+N-1 cached tokens and attends to total = S+N; a static cache holds
+ * max = S+N (S without decode) whatever the step. */
+#define ME_LLM_DEFAULT_SEQ 2048
+
+static int llm_dims(MemestModel *m, const MemestLoadSettings *s, MeDiag *d)
+{
+    int64_t S = s->seq > 0 ? s->seq : ME_LLM_DEFAULT_SEQ, N = s->new_tokens;
+    if (S > ME_MAX_DIM || N < 0 || N > ME_MAX_DIM)
+        return me_error(d, ME_EINVAL, "%s: --seq %lld / --new-tokens %lld out of range", m->g.path, (long long)S, (long long)N);
+    char buf[4][64];
+    int n = 0;
+    if (s->kv_cache == MEMEST_KV_STATIC) {
+        snprintf(buf[n++], 64, "seq=%lld", (long long)(N ? 1 : S));
+        snprintf(buf[n++], 64, "max=%lld", (long long)(S + N));
+    } else if (N) {
+        snprintf(buf[n++], 64, "seq=1");
+        snprintf(buf[n++], 64, "past=%lld", (long long)(S + N - 1));
+        snprintf(buf[n++], 64, "total=%lld", (long long)(S + N));
+    } else {
+        snprintf(buf[n++], 64, "seq=%lld", (long long)S);
+    }
+    int nd = m->bind.n_dims;
+    const char **dims = me_arena_alloc(&m->g.arena, sizeof(char *) * (size_t)(nd + n));
+    if (!dims) return ME_ENOMEM;
+    for (int i = 0; i < nd; i++) dims[i] = m->bind.dims[i];
+    for (int i = 0; i < n; i++)
+        if (!(dims[nd + i] = me_arena_strdup(&m->g.arena, buf[i]))) return ME_ENOMEM;
+    m->bind.dims = dims;
+    m->bind.n_dims = nd + n;
+    return 0;
+}
+
+/* Reads a config.json (or a model folder's) and builds its layer graph. */
+static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
+{
+    MeLlmConfig c;
+    int rc = me_llm_read(path, &c, d);
+    MeLlmRun run = { .batch = s && s->batch ? s->batch : 1, .seq = s && s->seq ? s->seq : ME_LLM_DEFAULT_SEQ,
+                     .new_tokens = s ? s->new_tokens : 0,
+                     .cache = s && s->kv_cache == MEMEST_KV_STATIC ? ME_LLM_CACHE_STATIC : ME_LLM_CACHE_DYNAMIC };
+    if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
+    if (rc >= 0) {
+        /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */
+        uint64_t per = me_smul(me_smul(2, (uint64_t)c.layers), me_smul((uint64_t)c.kv_heads, (uint64_t)c.head_dim));
+        per = me_smul(per, (uint64_t)me_dtype_size(c.dtype));
+        uint64_t toks = me_smul((uint64_t)run.batch, (uint64_t)(run.seq + run.new_tokens));
+        if (me_graph_add_note(&m->g, "kv_cache", ME_NOTE_ALWAYS,
+                              "KV cache: %llu bytes per token, %llu bytes for %lld x %lld tokens (%s cache)",
+                              (unsigned long long)per, (unsigned long long)me_smul(per, toks), (long long)run.batch,
+                              (long long)(run.seq + run.new_tokens), run.cache == ME_LLM_CACHE_STATIC ? "static" : "dynamic") < 0 ||
+            me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
+                              ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
+                              : "timeline: the prefill (the prompt in one forward)") < 0)
+            rc = ME_ENOMEM;
+        if (rc >= 0 && !(s && s->seq))
+            rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %d tokens", ME_LLM_DEFAULT_SEQ);
+    }
+    me_llm_config_free(&c);
+    return rc;
+}
+
 static int model_load(MemestModel **out, const char *name, const MeSource *src, const MemestLoadSettings *s,
                       char *err, size_t errlen)
 {
@@ -128,11 +192,16 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     if (!m) { copy_err(&d, err, errlen); return ME_ENOMEM; }
     m->threads = s && s->threads;
     int rc = me_graph_init(&m->g, name);
+    bool llm = false;
     if (rc >= 0) {
-        int json = looks_like_json(name, src->data, src->len, src->path, &d);
-        rc = json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
+        llm = src->path && me_llm_recognize(src->path, NULL, 0);
+        int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
+        rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
+    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache))
+        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens and --kv-cache apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
+    if (rc >= 0 && llm) rc = llm_dims(m, s ? s : &(MemestLoadSettings){ 0 }, &d);
     if (rc >= 0 && !(m->unbound = me_malloc(sizeof(MeInputState) * (size_t)(m->g.n_inputs + 1)))) rc = ME_ENOMEM;
     for (int k = 0; rc >= 0 && k < m->g.n_inputs; k++) {
         const MeValue *v = &m->g.v[m->g.inputs[k]];

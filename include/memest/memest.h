@@ -69,6 +69,12 @@ MEMEST_API void memest_free(void *p);
 
 typedef struct MemestModel MemestModel;
 
+/* How a language model's KV cache grows (doc/llm.md). */
+typedef enum MemestKvCache {
+    MEMEST_KV_DYNAMIC = 0, /* HF DynamicCache: torch.cat per layer per step */
+    MEMEST_KV_STATIC,      /* HF StaticCache: [B,Hkv,max,hd] preallocated, index_copy_ */
+} MemestKvCache;
+
 typedef struct MemestLoadSettings {
     /* Input shapes, "[name=]D0xD1x...[:dtype]". Without a name the spec
      * applies to the first graph input. A shape one rank short of the
@@ -93,6 +99,13 @@ typedef struct MemestLoadSettings {
      * two steps side by side. 0 (default): everything runs on the calling
      * thread. */
     int threads;
+    /* Language models from a Hugging Face config.json or model folder
+     * (doc/llm.md): seq tokens of prompt (0: 2048), new_tokens generated
+     * after it (0: the timeline is the prefill's; else it is the last
+     * decode step's, the cache at its longest) and the KV cache kind.
+     * Given for any other model they are an error. */
+    int64_t seq, new_tokens;
+    MemestKvCache kv_cache;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);

@@ -96,6 +96,25 @@ static int apply(Cli *c, int o, const char *val)
     switch ((MeCliOpt)o) { /* every option, no default: -Wswitch names one left out */
     case OPT_INPUT: c->inputs[c->ls.n_inputs++] = val; break;
     case OPT_DIM: c->dims[c->ls.n_dims++] = val; break;
+    case OPT_SEQ:
+    case OPT_NEW_TOKENS: {
+        int64_t x;
+        if (parse_size(val, &x) < 0) {
+            fprintf(stderr, "memest: %s '%s': expected a whole number of tokens from 1 to 2^40\n", a, val);
+            return -1;
+        }
+        if (o == OPT_SEQ) c->ls.seq = x;
+        else c->ls.new_tokens = x;
+        break;
+    }
+    case OPT_KV_CACHE:
+        if (!strcmp(val, "dynamic")) c->ls.kv_cache = MEMEST_KV_DYNAMIC;
+        else if (!strcmp(val, "static")) c->ls.kv_cache = MEMEST_KV_STATIC;
+        else {
+            fprintf(stderr, "memest: --kv-cache '%s': expected dynamic or static\n", val);
+            return -1;
+        }
+        break;
     case OPT_FREEZE: c->freeze[c->n_freeze++] = val; break;
     case OPT_BATCH:
         if (parse_size(val, &c->ls.batch) < 0) {

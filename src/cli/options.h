@@ -29,6 +29,11 @@
       "is prepended) or input_ids=8x128:int64 (full shape)")                                                     \
     X(BATCH, "--batch", "N", 0, 0, "batch size (default 1)")                                                    \
     X(DIM, "--dim", "NAME=N", 1, 0, "bind a symbolic dimension")                                                 \
+    X(SEQ, "--seq", "S", 0, 0, "language models (config.json): prompt tokens (default 2048)")                 \
+    X(NEW_TOKENS, "--new-tokens", "N", 0, 0,                                                                     \
+      "language models: tokens generated after the prompt; the timeline\n"                                      \
+      "is then the last decode step's (the cache at its longest)")                                               \
+    X(KV_CACHE, "--kv-cache", "KIND", 0, 0, "language models: dynamic (torch.cat) | static (preallocated)")     \
     X(CONVENTION, "--convention", "NAME", 0, 0, "default | torchstat | fvcore | ptflops | thop | deepspeed")     \
     X(FORMAT, "--format", "NAME", 0, 0, "table | json | csv | markdown")                                         \
     X(STRICT, "--strict", NULL, 0, 0, "unknown ops are an error (exit 3)")                                       \
