@@ -154,6 +154,17 @@ static int llm_dims(MemestModel *m, const MemestLoadSettings *s, MeDiag *d)
     return 0;
 }
 
+bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes)
+{
+    if (!m || !m->llm || !m->g.n_inputs) return false;
+    const MeValue *ids = &m->g.v[m->g.inputs[0]]; /* input_ids [batch, seq] */
+    int64_t batch = ids->known && ids->shape.rank == 2 ? ids->shape.d[0] : 1;
+    *per_token = m->kv_per_token;
+    *tokens = me_smul((uint64_t)batch, (uint64_t)m->kv_tokens);
+    *bytes = me_smul(*per_token, *tokens);
+    return true;
+}
+
 /* Reads a config.json (or a model folder's) and builds its layer graph. */
 static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
 {
@@ -167,12 +178,10 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */
         uint64_t per = me_smul(me_smul(2, (uint64_t)c.layers), me_smul((uint64_t)c.kv_heads, (uint64_t)c.head_dim));
         per = me_smul(per, (uint64_t)me_dtype_size(c.dtype));
-        uint64_t toks = me_smul((uint64_t)run.batch, (uint64_t)(run.seq + run.new_tokens));
-        if (me_graph_add_note(&m->g, "kv_cache", ME_NOTE_ALWAYS,
-                              "KV cache: %llu bytes per token, %llu bytes for %lld x %lld tokens (%s cache)",
-                              (unsigned long long)per, (unsigned long long)me_smul(per, toks), (long long)run.batch,
-                              (long long)(run.seq + run.new_tokens), run.cache == ME_LLM_CACHE_STATIC ? "static" : "dynamic") < 0 ||
-            me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
+        m->llm = true;
+        m->kv_per_token = per;
+        m->kv_tokens = run.seq + run.new_tokens;
+        if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
                               ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
                               : "timeline: the prefill (the prompt in one forward)") < 0)
             rc = ME_ENOMEM;

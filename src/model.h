@@ -39,7 +39,16 @@ struct MemestModel {
     MeCost *dcost;       /* default-convention cost per node, once per binding */
     int *hold_end;       /* memory.c's scope holds (structure only: once per model) */
     bool threads;        /* MemestLoadSettings.threads */
+    /* A language model (config.json): its KV cache per token per sequence
+     * and the tokens each sequence caches by the end of the step shown */
+    bool llm;
+    uint64_t kv_per_token;
+    int64_t kv_tokens;
 };
+
+/* A language model's KV cache by the end of the step shown: bytes per
+ * token, tokens over the batch, bytes in all. false for other models. */
+bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes);
 
 /* The memory timeline of one set of settings: training runs step 1 and
  * step 2 (steady state). */

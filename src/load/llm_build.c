@@ -414,8 +414,20 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
      * and sin in float32, then .to(dtype) */
     b.mod = "model.rotary_emb";
     int64_t half = c->head_dim / 2;
-    int64_t ifd[3] = { 1, half, 1 };
-    int invf = param(&b, "model.rotary_emb.inv_freq", 3, ifd, ME_DT_F32, ME_R_BUFFER);
+    /* inv_freq = 1 / theta^(2i/hd): a non-persistent buffer of hd/2
+     * floats, a constant here (its bytes are not counted: hd·2 bytes) so
+     * that no slot's role makes it a parameter */
+    int invf;
+    MeValue *iv = cval(&b, ME_DT_F32, 3, 1, &invf);
+    if (iv) {
+        iv->shape.d[1] = half;
+        iv->shape.d[2] = 1;
+        double *f = me_malloc(sizeof(double) * (size_t)half);
+        if (!f) return ME_ENOMEM;
+        for (int64_t i = 0; i < half; i++) f[i] = 1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim);
+        b.rc = me_value_set_floats(&b.g->v[invf], f, half);
+        me_free(f);
+    }
     int64_t one_ax = 1;
     int pf = cast(&b, N(&b, "Unsqueeze", pos, cints(&b, &one_ax, 1)), ME_DT_F32);
     int fr = N(&b, "MatMul", invf, pf);

@@ -146,6 +146,13 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
     add_u64(tot, "output_bytes", t->output_bytes);
     add_u64(tot, "seed_sum_bytes", t->seed_sum_bytes);
     cJSON_AddNumberToObject(tot, "nodes", t->nodes);
+    uint64_t kv_tok, kv_n, kv_b;
+    if (me_llm_kv(m->model, &kv_tok, &kv_n, &kv_b)) { /* doc/llm.md */
+        cJSON *kv = cJSON_AddObjectToObject(root, "kv_cache");
+        add_u64(kv, "bytes_per_token", kv_tok);
+        add_u64(kv, "tokens", kv_n);
+        add_u64(kv, "bytes", kv_b);
+    }
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
         cJSON *mem = cJSON_AddObjectToObject(root, "memory");

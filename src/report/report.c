@@ -518,6 +518,12 @@ static int report_table(const MemestAnalysis *m, FILE *f)
         fprintf(f, ", buffers: %s", b);
     }
     fprintf(f, "\n");
+    uint64_t kv_tok, kv_n, kv_b;
+    if (me_llm_kv(m->model, &kv_tok, &kv_n, &kv_b)) {
+        thousands(kv_b, a, sizeof(a));
+        fprintf(f, "KV cache: %llu bytes per token, %s bytes for %llu tokens (%.2f MiB)\n", (unsigned long long)kv_tok, a,
+                (unsigned long long)kv_n, (double)kv_b / (1024.0 * 1024.0));
+    }
     thousands(t->macs, a, sizeof(a));
     scaled((double)t->macs, b, sizeof(b), "");
     fprintf(f, "Total MACs: %s (%s)\n", a, b);
