@@ -141,6 +141,11 @@ static int node(Bld *b, const char *op, const int *ins, int n_in)
 
 #define N(b, op, ...) node((b), (op), (const int[]){ __VA_ARGS__ }, (int)(sizeof((const int[]){ __VA_ARGS__ }) / sizeof(int)))
 
+static void local(Bld *b, int v)
+{
+    if (b->rc >= 0 && v >= 0) b->g->v[v].local = true;
+}
+
 /* The last node added, to set its attributes. */
 static MeNode *last(Bld *b) { return b->rc < 0 ? NULL : &b->g->n[b->g->nn - 1]; }
 
@@ -328,6 +333,11 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
     }
     k = repeat_kv(b, k);
     v = repeat_kv(b, v);
+    /* LlamaAttention.forward's locals query_states, key_states and
+     * value_states hold these to its end, attn_weights below too */
+    local(b, q);
+    local(b, k);
+    local(b, v);
     int64_t perm[4] = { 0, 1, 3, 2 };
     int kt = N(b, "Transpose", k);
     attr_ints(b, "perm", perm, 4);
@@ -339,6 +349,7 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
     sc = N(b, "Softmax", sc);
     attr_i(b, "axis", -1);
     if (b->dt != ME_DT_F32) sc = cast(b, sc, b->dt);
+    local(b, sc);
     int o = N(b, "MatMul", sc, v);
     /* transpose(1, 2).contiguous().reshape(B, S, -1): the copy happens in
      * the reshape here, where the strides call for one */
@@ -396,8 +407,10 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     int64_t md[4] = { 0, 1, 0, 0 };
     s.mask = input(&b, "causal_mask", 4, md, sym_mask, b.dt);
     if (static_cache) {
-        const char *sym_cp[1] = { "seq" };
-        s.cache_pos = input(&b, "cache_position", 1, NULL, sym_cp, ME_DT_I64);
+        /* HF's cache_position is 1-d [S]; [1, S] here (the same bytes) so
+         * that --batch binds no dim of it */
+        const char *sym_cp[2] = { NULL, "seq" };
+        s.cache_pos = input(&b, "cache_position", 2, one, sym_cp, ME_DT_I64);
     }
     /* embed_tokens */
     int64_t ed[2] = { c->vocab, c->hidden };
