@@ -418,8 +418,11 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     b.mod = "model.embed_tokens";
     int h = N(&b, "Gather", emb, s.ids);
     attr_i(&b, "axis", 0);
-    if (c->embed_scale) { /* Gemma: hidden_states * tensor(sqrt(hidden), dtype) */
-        b.mod = "model";
+    if (c->embed_scale) {
+        /* Gemma: hidden_states = hidden_states * normalizer, in
+         * GemmaModel.forward; shown under embed_tokens, whose output it
+         * replaces (a functional op of "model" would be held as a local of
+         * the whole forward, but the loop rebinds hidden_states) */
         h = N(&b, "Mul", h, cscalar(&b, sqrt((double)c->hidden), b.dt));
     }
     /* LlamaRotaryEmbedding (once per forward): inv_freq[None,:,None] @

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Issue 14, language models from a Hugging Face config.json: one case per item.
+
+usage: test_issue14_llm.py MEMEST SOURCE_ROOT CASE
+  truth-<model>  golden/truth/llm/<model>.json (tests/llm/measure_llm.py,
+                 PyTorch on CPU): peak and end within 2 % for prefill and
+                 the last decode step with a dynamic and a static cache,
+                 batch 1 and 4; KV cache bytes and parameters exact
+  published      parameter counts of real configs against the published figures
+  kv_formula     Llama-3-8B bf16: 2 x 32 layers x 8 KV heads x 128 x 2 B a token
+  errors         unknown model_type, absurd sizes, options for other models
+  folder         a model folder holding config.json
+"""
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import check, failures, path, run  # noqa: E402
+
+CASE = sys.argv[3]
+TMP = tempfile.mkdtemp(prefix="memest-i14-llm-")
+TOL = 0.02
+
+
+def write_config(name, cfg):
+    p = os.path.join(TMP, name)
+    with open(p, "w") as f:
+        json.dump(cfg, f)
+    return p
+
+
+def memest_json(*args):
+    rc, out, err = run(*args, "--format", "json")
+    check(rc == 0, f"memest {' '.join(args)}: exit {rc}: {err[-300:]}")
+    return json.loads(out) if rc == 0 else None
+
+
+def case_truth(model):
+    t = json.load(open(path("golden", "truth", "llm", model + ".json")))
+    cfg = path("golden", "truth", "llm", t["config"])
+    for mode, by_batch in t["results"].items():
+        for b, r in by_batch.items():
+            args = [cfg, "--runtime", "cpu", "--batch", b, "--seq", str(t["seq"])]
+            if mode.startswith("decode"):
+                args += ["--new-tokens", str(t["new_tokens"])]
+            if mode.endswith("static"):
+                args += ["--kv-cache", "static"]
+            o = memest_json(*args)
+            if not o:
+                continue
+            st = o["memory"]["steps"][0]
+            tag = f"{model} {mode} batch {b}"
+            for key in ("peak", "end"):
+                err = (st[key] - r[key]) / r[key]
+                check(abs(err) <= TOL, f"{tag}: {key} {st[key]} vs PyTorch {r[key]} ({100 * err:+.2f} %)")
+            check(o["kv_cache"]["bytes"] == r["cache_bytes_end"],
+                  f"{tag}: KV cache {o['kv_cache']['bytes']} bytes vs PyTorch {r['cache_bytes_end']}")
+            check(o["totals"]["params"] == t["params"], f"{tag}: params {o['totals']['params']} vs {t['params']}")
+
+
+# Real configs (the keys of their config.json that differ from the family's
+# defaults) and their published parameter counts.
+PUBLISHED = {
+    "Llama-2-7B": ({"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008}, 6738415616),
+    "Llama-3-8B": ({"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                    "rope_theta": 500000.0, "torch_dtype": "bfloat16"}, 8030261248),
+    "Mistral-7B-v0.1": ({"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32,
+                         "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                         "sliding_window": 4096}, 7241732096),
+    "Qwen2-7B": ({"model_type": "qwen2", "vocab_size": 152064, "hidden_size": 3584, "num_hidden_layers": 28,
+                  "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+                  "tie_word_embeddings": False}, 7615616512),
+    "Gemma-2B": ({"model_type": "gemma", "vocab_size": 256000, "hidden_size": 2048, "num_hidden_layers": 18,
+                  "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+                  "intermediate_size": 16384}, 2506172416),
+    "Gemma-7B": ({"model_type": "gemma", "vocab_size": 256000, "hidden_size": 3072, "num_hidden_layers": 28,
+                  "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+                  "intermediate_size": 24576}, 8537680896),
+}
+
+
+def case_published():
+    for name, (cfg, want) in PUBLISHED.items():
+        o = memest_json(write_config(name + ".json", cfg), "--seq", "16", "--runtime", "cpu")
+        if o:
+            check(o["totals"]["params"] == want, f"{name}: {o['totals']['params']} parameters, published {want}")
+
+
+def case_kv_formula():
+    cfg, _ = PUBLISHED["Llama-3-8B"]
+    o = memest_json(write_config("l3.json", cfg), "--seq", "1000", "--new-tokens", "24", "--batch", "2", "--runtime", "cpu")
+    if o:
+        kv = o["kv_cache"]
+        check(kv["bytes_per_token"] == 2 * 32 * 8 * 128 * 2, f"Llama-3-8B bf16: {kv['bytes_per_token']} bytes a token, not 131072")
+        check(kv["tokens"] == 2 * 1024 and kv["bytes"] == 131072 * 2048, f"Llama-3-8B: {kv}")
+        # the last decode step reads a cache of 1023 tokens per sequence: donated inputs
+        past = [i for i in o["inputs"] if i["name"] == "past_key_values.0.key"]
+        check(past and past[0]["shape"] == [2, 8, 1023, 128], f"past cache shape {past}")
+
+
+def case_errors():
+    p = write_config("unknown.json", {"model_type": "mamba9", "hidden_size": 64})
+    rc, out, err = run(p)
+    check(rc == 2 and "model_type" in err and "llama" in err and "gemma" in err and p in err,
+          f"unknown model_type: exit {rc}, {err!r}")
+    p = write_config("absurd.json", {"model_type": "llama", "hidden_size": 1 << 45})
+    rc, out, err = run(p)
+    check(rc == 2 and "hidden_size" in err and p in err, f"absurd hidden_size: exit {rc}, {err!r}")
+    p = write_config("badheads.json", {"model_type": "llama", "hidden_size": 100, "num_attention_heads": 3})
+    rc, out, err = run(p)
+    check(rc == 2 and "num_attention_heads" in err, f"heads not dividing hidden: exit {rc}, {err!r}")
+    p = write_config("badtype.json", {"model_type": "qwen2", "num_hidden_layers": "many"})
+    rc, out, err = run(p)
+    check(rc == 2 and "num_hidden_layers" in err, f"string layer count: exit {rc}, {err!r}")
+    rc, out, err = run(path("models", "resnet18.json"), "--seq", "128")
+    check(rc == 2 and "--seq" in err, f"--seq on a JSON layer graph: exit {rc}, {err!r}")
+    rc, out, err = run(path("models", "resnet18.json"))
+    check(rc == 0, f"memest's own JSON layer graph no longer loads: exit {rc}, {err[-300:]}")
+    rc, out, err = run(path("golden", "truth", "llm", "llama_small.config.json"), "--kv-cache", "paged")
+    check(rc == 2 and "--kv-cache" in err, f"--kv-cache paged: exit {rc}, {err!r}")
+
+
+def case_folder():
+    d = os.path.join(TMP, "model")
+    os.makedirs(d)
+    with open(path("golden", "truth", "llm", "llama_small.config.json")) as f, open(os.path.join(d, "config.json"), "w") as g:
+        g.write(f.read())
+    rc, out, err = run(d, "--seq", "32")
+    check(rc == 0 and "model.layers.1.self_attn.q_proj" in out and "KV cache:" in out,
+          f"model folder: exit {rc}, {err[-300:]}")
+
+
+if CASE.startswith("truth-"):
+    case_truth(CASE[len("truth-"):])
+else:
+    {"published": case_published, "kv_formula": case_kv_formula, "errors": case_errors, "folder": case_folder}[CASE]()
+print(f"{CASE}: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
