@@ -58,7 +58,9 @@ static int pw(Bld *b, const char *mod, const char *leaf, int rank, const int64_t
 /* Constant operands (shapes, axes, scalars): known at analysis time. */
 static MeValue *cval(Bld *b, MeDType dt, int rank, int64_t n, int *vi)
 {
-    if ((*vi = new_val(b, "const")) < 0) return NULL;
+    char name[32]; /* unique already: new_val's search for a free name is linear */
+    snprintf(name, sizeof(name), "const.%d", b->g->nv);
+    if ((*vi = new_val(b, name)) < 0) return NULL;
     MeValue *v = &b->g->v[*vi];
     v->kind = ME_V_CONST;
     v->role = ME_R_CONST;
