@@ -126,14 +126,15 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
  * max = S+N (S without decode) whatever the step. */
 #define ME_LLM_DEFAULT_SEQ 2048
 
-static int llm_dims(MemestModel *m, const MemestLoadSettings *s, MeDiag *d)
+/* The binding ls with the language model's dims for a prompt of S tokens
+ * (the caller's own --dim strings first); S also becomes the prompt the
+ * KV report counts. */
+int me_llm_bind_seq(MemestModel *m, int64_t S, MemestLoadSettings *ls)
 {
-    int64_t S = s->seq > 0 ? s->seq : ME_LLM_DEFAULT_SEQ, N = s->new_tokens;
-    if (S > ME_MAX_DIM || N < 0 || N > ME_MAX_DIM)
-        return me_error(d, ME_EINVAL, "%s: --seq %lld / --new-tokens %lld out of range", m->g.path, (long long)S, (long long)N);
-    char buf[4][64];
+    int64_t N = m->llm_new_tokens;
+    char buf[3][64];
     int n = 0;
-    if (s->kv_cache == MEMEST_KV_STATIC) {
+    if (m->llm_static) {
         snprintf(buf[n++], 64, "seq=%lld", (long long)(N ? 1 : S));
         snprintf(buf[n++], 64, "max=%lld", (long long)(S + N));
     } else if (N) {
@@ -143,14 +144,15 @@ static int llm_dims(MemestModel *m, const MemestLoadSettings *s, MeDiag *d)
     } else {
         snprintf(buf[n++], 64, "seq=%lld", (long long)S);
     }
-    int nd = m->bind.n_dims;
+    int nd = m->llm_user_dims;
     const char **dims = me_arena_alloc(&m->g.arena, sizeof(char *) * (size_t)(nd + n));
     if (!dims) return ME_ENOMEM;
-    for (int i = 0; i < nd; i++) dims[i] = m->bind.dims[i];
+    for (int i = 0; i < nd; i++) dims[i] = ls->dims[i];
     for (int i = 0; i < n; i++)
         if (!(dims[nd + i] = me_arena_strdup(&m->g.arena, buf[i]))) return ME_ENOMEM;
-    m->bind.dims = dims;
-    m->bind.n_dims = nd + n;
+    ls->dims = dims;
+    ls->n_dims = nd + n;
+    m->kv_tokens = S + N;
     return 0;
 }
 
@@ -169,6 +171,8 @@ bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint
 static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
 {
     MeLlmConfig c;
+    if (s && (s->seq < 0 || s->seq > ME_MAX_DIM || s->new_tokens < 0 || s->new_tokens > ME_MAX_DIM))
+        return me_error(d, ME_EINVAL, "%s: --seq %lld / --new-tokens %lld out of range", path, (long long)s->seq, (long long)s->new_tokens);
     int rc = me_llm_read(path, &c, d);
     MeLlmRun run = { .batch = s && s->batch ? s->batch : 1, .seq = s && s->seq ? s->seq : ME_LLM_DEFAULT_SEQ,
                      .new_tokens = s ? s->new_tokens : 0,
@@ -181,6 +185,9 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         m->llm = true;
         m->kv_per_token = per;
         m->kv_tokens = run.seq + run.new_tokens;
+        m->llm_new_tokens = run.new_tokens;
+        m->llm_static = run.cache == ME_LLM_CACHE_STATIC;
+        m->llm_max_pos = c.max_pos;
         if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
                               ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
                               : "timeline: the prefill (the prompt in one forward)") < 0)
@@ -210,7 +217,10 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache))
         rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens and --kv-cache apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
-    if (rc >= 0 && llm) rc = llm_dims(m, s ? s : &(MemestLoadSettings){ 0 }, &d);
+    if (rc >= 0 && llm) {
+        m->llm_user_dims = m->bind.n_dims;
+        rc = me_llm_bind_seq(m, m->kv_tokens - m->llm_new_tokens, &m->bind);
+    }
     if (rc >= 0 && !(m->unbound = me_malloc(sizeof(MeInputState) * (size_t)(m->g.n_inputs + 1)))) rc = ME_ENOMEM;
     for (int k = 0; rc >= 0 && k < m->g.n_inputs; k++) {
         const MeValue *v = &m->g.v[m->g.inputs[k]];

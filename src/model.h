@@ -44,7 +44,12 @@ struct MemestModel {
     bool llm;
     uint64_t kv_per_token;
     int64_t kv_tokens;
+    int64_t llm_new_tokens, llm_max_pos;
+    bool llm_static;
+    int llm_user_dims;   /* bind.dims: the caller's first, then the model's (me_llm_bind_seq) */
 };
+
+int me_llm_bind_seq(MemestModel *m, int64_t seq, MemestLoadSettings *ls);
 
 /* A language model's KV cache by the end of the step shown: bytes per
  * token, tokens over the batch, bytes in all. false for other models. */
@@ -80,6 +85,8 @@ struct MemestAnalysis {
     double *time_s;      /* roofline seconds per node on gpu */
     bool has_max_batch;
     MemestMaxBatch max_batch;
+    bool has_max_seq;
+    MemestMaxSeq max_seq;
 };
 
 /* Cost of one node under a convention (conventions.c). */

@@ -8,6 +8,7 @@ usage: test_issue14_llm.py MEMEST SOURCE_ROOT CASE
                  batch 1 and 4; KV cache bytes and parameters exact
   published      parameter counts of real configs against the published figures
   kv_formula     Llama-3-8B bf16: 2 x 32 layers x 8 KV heads x 128 x 2 B a token
+  max_seq        --max-seq on an H100: the answer fits and one token more does not
   errors         unknown model_type, absurd sizes, options for other models
   folder         a model folder holding config.json
 """
@@ -102,6 +103,36 @@ def case_kv_formula():
         check(past and past[0]["shape"] == [2, 8, 1023, 128], f"past cache shape {past}")
 
 
+def case_max_seq():
+    # Llama-3-8B bf16, 8 sequences, on an H100: the answer fits, one more token does not
+    cfg, _ = PUBLISHED["Llama-3-8B"]
+    cfg = dict(cfg, max_position_embeddings=8192)
+    p = write_config("l3ms.json", cfg)
+    # prefill of 8 prompts (eager scores grow as S^2); the last decode step
+    # of 64 sequences (the KV cache grows as S)
+    for extra in (["--batch", "8"], ["--batch", "64", "--new-tokens", "512"],
+                  ["--batch", "64", "--new-tokens", "512", "--kv-cache", "static"]):
+        o = memest_json(p, "--gpu", "h100-sxm", "--max-seq", *extra)
+        if not o:
+            continue
+        ms = o["device"]["max_seq"]
+        s = ms["seq"]
+        check(0 < s < 8192 - 512, f"max-seq {extra}: {ms}")
+        at = memest_json(p, "--gpu", "h100-sxm", "--seq", str(s), *extra)
+        above = memest_json(p, "--gpu", "h100-sxm", "--seq", str(s + 1), *extra)
+        if at and above:
+            check(at["device"]["fits"] and not above["device"]["fits"],
+                  f"max-seq {extra} {s}: fits {at['device']['fits']}, {s + 1} fits {above['device']['fits']}")
+            check(at["device"]["needed"] == ms["needed"] and above["device"]["needed"] == ms["needed_next"],
+                  f"max-seq {extra}: {ms} vs the timelines {at['device']['needed']}, {above['device']['needed']}")
+    # the whole context fits at batch 1: the answer is max_position_embeddings
+    o = memest_json(p, "--gpu", "h100-sxm", "--max-seq")
+    if o:
+        check(o["device"]["max_seq"]["seq"] == 8192 and o["device"]["max_seq"]["needed_next"] == 0, f"batch 1: {o['device']['max_seq']}")
+    rc, out, err = run(path("models", "resnet18.json"), "--gpu", "h100-sxm", "--max-seq")
+    check(rc == 2 and "--max-seq" in err, f"--max-seq on a CNN: exit {rc}, {err!r}")
+
+
 def case_errors():
     p = write_config("unknown.json", {"model_type": "mamba9", "hidden_size": 64})
     rc, out, err = run(p)
@@ -137,6 +168,6 @@ def case_folder():
 if CASE.startswith("truth-"):
     case_truth(CASE[len("truth-"):])
 else:
-    {"published": case_published, "kv_formula": case_kv_formula, "errors": case_errors, "folder": case_folder}[CASE]()
+    {"published": case_published, "max_seq": case_max_seq, "kv_formula": case_kv_formula, "errors": case_errors, "folder": case_folder}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

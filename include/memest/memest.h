@@ -415,6 +415,24 @@ MEMEST_API int memest_max_batch(MemestModel *model, const MemestMemorySettings *
 /* Keeps a max-batch answer with the analysis so its reports show it. */
 MEMEST_API void memest_note_max_batch(MemestAnalysis *analysis, const MemestMaxBatch *mb);
 
+typedef struct MemestMaxSeq {
+    int64_t seq;            /* the longest prompt (--seq) that fits, 0 if even 1 token does not */
+    uint64_t needed;        /* memory it needs */
+    uint64_t needed_next;   /* and seq + 1; 0 when seq is the model's max_position_embeddings */
+    int simulations;        /* full timelines run to find it */
+} MemestMaxSeq;
+
+/* A language model's longest prompt whose step (the prefill, or with
+ * new_tokens the last decode step) fits in capacity bytes, up to its
+ * max_position_embeddings: bracketed and bisected with full timelines of
+ * the re-bound model, the answer and the answer + 1 among them. The model
+ * gets its own prompt back at the end. MEMEST_ERR_INVALID for any other
+ * model. */
+MEMEST_API int memest_max_seq(MemestModel *model, const MemestMemorySettings *mem, uint64_t capacity,
+                              MemestMaxSeq *out, void (*progress)(void *opaque, int64_t seq, uint64_t needed),
+                              void *opaque, char *err, size_t errlen);
+MEMEST_API void memest_note_max_seq(MemestAnalysis *analysis, const MemestMaxSeq *ms);
+
 /* --- reports (src/report/) --- */
 
 typedef enum MemestFormat {

@@ -209,6 +209,7 @@ static int apply(Cli *c, int o, const char *val)
         break;
     }
     case OPT_MAX_BATCH: break;
+    case OPT_MAX_SEQ: break;
     case OPT_GPUS: {
         int64_t g;
         if (parse_size(val, &g) < 0 || g > 65536) {
@@ -442,6 +443,16 @@ int main(int argc, char **argv)
         }
         if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
         memest_note_max_batch(an, &mb);
+    }
+    if (c.given & OPT_BIT(MAX_SEQ)) {
+        MemestMaxSeq mq;
+        if (memest_max_seq(m, ms, gpu->memory, &mq, progress, NULL, err, sizeof(err)) < 0) {
+            if (isatty(2)) fprintf(stderr, "\n");
+            fprintf(stderr, "memest: --max-seq: %s\n", err);
+            goto end;
+        }
+        if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
+        memest_note_max_seq(an, &mq);
     }
     if (memest_report(an, (MemestFormat)c.format, out) < 0 || fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "memest: could not write the report\n");

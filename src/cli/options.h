@@ -65,6 +65,8 @@
       0, 0, "a GPU as memest-measure --calibrate measured it (doc/device-profile.md)")                          \
     X(MAX_BATCH, "--max-batch", NULL, 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),             \
       "the largest batch that fits on the GPU")                                                                  \
+    X(MAX_SEQ, "--max-seq", NULL, 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),                 \
+      "language models: the longest prompt that fits on the GPU")                                                \
     X(GPUS, "--gpus", "N", 0, 0,                                                                                 \
       "data parallel on N GPUs; memory per GPU (inference:\n"                                                   \
       "with --shard zero3 only, the one that shards weights)")                                                   \

@@ -394,6 +394,17 @@ static void print_device(const MemestAnalysis *m, FILE *f)
         else
             fprintf(f, "  largest batch that fits: none (batch 1 needs %.2f MiB)\n", mib(b->needed_next));
     }
+    if (m->has_max_seq) {
+        const MemestMaxSeq *q = &m->max_seq;
+        if (q->seq > 0 && q->needed_next)
+            fprintf(f, "  longest prompt that fits: %lld tokens (needs %.2f MiB; %lld needs %.2f MiB), from %d timelines\n",
+                    (long long)q->seq, mib(q->needed), (long long)q->seq + 1, mib(q->needed_next), q->simulations);
+        else if (q->seq > 0)
+            fprintf(f, "  longest prompt that fits: %lld tokens, the model's whole context (needs %.2f MiB), from %d timelines\n",
+                    (long long)q->seq, mib(q->needed), q->simulations);
+        else
+            fprintf(f, "  longest prompt that fits: none (1 token needs %.2f MiB)\n", mib(q->needed_next));
+    }
 }
 
 /* A line under construction: rows are built in memory and written with
