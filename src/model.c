@@ -167,6 +167,27 @@ bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint
     return true;
 }
 
+bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, MeLlmRate *r)
+{
+    memset(r, 0, sizeof(*r));
+    uint64_t per, n, kv;
+    if (!me_llm_kv(m, &per, &n, &kv)) return false;
+    const MeValue *ids = &m->g.v[m->g.inputs[0]];
+    int64_t t = ids->known ? me_shape_numel(&ids->shape) : 0, batch = ids->known ? ids->shape.d[0] : 1;
+    r->step_tokens = t > 0 ? t : 0;
+    r->tokens_per_s = step_s > 0 ? (double)r->step_tokens / step_s : 0;
+    /* a decode step reads every weight and the whole cache once for one
+     * token per sequence: bandwidth bounds it whatever the FLOP/s */
+    if (m->llm_new_tokens && gpu && gpu->bandwidth > 0) {
+        uint64_t w = 0;
+        for (int i = 0; i < m->g.nv; i++)
+            if (m->g.v[i].kind == ME_V_INIT) w = me_sadd(w, me_value_bytes(&m->g.v[i]));
+        double bytes = (double)w + (double)kv;
+        r->decode_bound_tokens_per_s = bytes > 0 ? (double)batch * gpu->bandwidth / bytes : 0;
+    }
+    return true;
+}
+
 /* Reads a config.json (or a model folder's) and builds its layer graph. */
 static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
 {

@@ -51,6 +51,16 @@ struct MemestModel {
 
 int me_llm_bind_seq(MemestModel *m, int64_t seq, MemestLoadSettings *ls);
 
+/* A language model's rate on a GPU: tokens of the step shown (batch × seq
+ * for a prefill, batch for a decode step) over the roofline step time, and
+ * for a decode step the bandwidth bound batch × bandwidth / (weight bytes +
+ * KV cache bytes). false for other models. */
+typedef struct MeLlmRate {
+    int64_t step_tokens;
+    double tokens_per_s, decode_bound_tokens_per_s;
+} MeLlmRate;
+bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, MeLlmRate *r);
+
 /* A language model's KV cache by the end of the step shown: bytes per
  * token, tokens over the batch, bytes in all. false for other models. */
 bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes);

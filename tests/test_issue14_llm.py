@@ -9,6 +9,7 @@ usage: test_issue14_llm.py MEMEST SOURCE_ROOT CASE
   published      parameter counts of real configs against the published figures
   kv_formula     Llama-3-8B bf16: 2 x 32 layers x 8 KV heads x 128 x 2 B a token
   max_seq        --max-seq on an H100: the answer fits and one token more does not
+  tokens         tokens/s on an H100: the roofline step, and decode's bandwidth bound
   errors         unknown model_type, absurd sizes, options for other models
   folder         a model folder holding config.json
 """
@@ -133,6 +134,29 @@ def case_max_seq():
     check(rc == 2 and "--max-seq" in err, f"--max-seq on a CNN: exit {rc}, {err!r}")
 
 
+def case_tokens():
+    # decode is bandwidth-bound: batch x 3350 GB/s (h100-sxm) / (weight bytes + KV cache bytes)
+    cfg, _ = PUBLISHED["Llama-3-8B"]
+    p = write_config("l3tok.json", cfg)
+    for seq in ("1024", "4000"):
+        o = memest_json(p, "--gpu", "h100-sxm", "--batch", "8", "--seq", seq, "--new-tokens", "128")
+        if not o:
+            continue
+        dev = o["device"]
+        want = 8 * 3350e9 / (o["totals"]["param_bytes"] + o["kv_cache"]["bytes"])
+        got = dev.get("decode_bandwidth_bound_tokens_per_second", 0)
+        check(abs(got - want) <= 1e-9 * want, f"seq {seq}: decode bound {got} tokens/s, want {want}")
+        tps = dev.get("tokens_per_second", 0)
+        check(0 < tps <= got and abs(tps - 8 / dev["roofline_seconds"]["step"]) <= 1e-9 * tps,
+              f"seq {seq}: {tps} tokens/s from a step of {dev['roofline_seconds']['step']} s (bound {got})")
+    o = memest_json(p, "--gpu", "h100-sxm", "--batch", "2", "--seq", "512")
+    if o:
+        dev = o["device"]
+        check("decode_bandwidth_bound_tokens_per_second" not in dev and
+              abs(dev["tokens_per_second"] - 1024 / dev["roofline_seconds"]["step"]) <= 1e-9 * dev["tokens_per_second"],
+              f"prefill: {dev}")
+
+
 def case_errors():
     p = write_config("unknown.json", {"model_type": "mamba9", "hidden_size": 64})
     rc, out, err = run(p)
@@ -168,6 +192,6 @@ def case_folder():
 if CASE.startswith("truth-"):
     case_truth(CASE[len("truth-"):])
 else:
-    {"published": case_published, "max_seq": case_max_seq, "kv_formula": case_kv_formula, "errors": case_errors, "folder": case_folder}[CASE]()
+    {"published": case_published, "max_seq": case_max_seq, "tokens": case_tokens, "kv_formula": case_kv_formula, "errors": case_errors, "folder": case_folder}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -228,6 +228,12 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddNumberToObject(tm, "optimizer", timing.optimizer_s);
             cJSON_AddNumberToObject(tm, "step", timing.step_s);
             cJSON_AddNumberToObject(dev, "samples_per_second", timing.samples_per_s);
+            MeLlmRate rate;
+            if (me_llm_tokens(m->model, &m->gpu, timing.step_s, &rate)) { /* doc/llm.md */
+                cJSON_AddNumberToObject(dev, "tokens_per_second", rate.tokens_per_s);
+                if (rate.decode_bound_tokens_per_s > 0)
+                    cJSON_AddNumberToObject(dev, "decode_bandwidth_bound_tokens_per_second", rate.decode_bound_tokens_per_s);
+            }
         }
         if (m->has_max_batch)
             add_capacity(dev, "max_batch", "batch", m->max_batch.batch, m->max_batch.needed, m->max_batch.needed_next,

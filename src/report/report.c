@@ -385,6 +385,13 @@ static void print_device(const MemestAnalysis *m, FILE *f)
             fprintf(f, ", backward %.3f ms, optimizer %.3f ms%s", t.backward_s * 1e3, t.optimizer_s * 1e3, t.recompute_s > 0 ? ", recompute" : "");
         if (t.recompute_s > 0) fprintf(f, " %.3f ms", t.recompute_s * 1e3);
         fprintf(f, "; step %.3f ms, %.1f samples/s (batch %d)\n", t.step_s * 1e3, t.samples_per_s, t.batch);
+        MeLlmRate rate;
+        if (me_llm_tokens(m->model, &m->gpu, t.step_s, &rate)) {
+            fprintf(f, "  tokens: %.1f/s (%lld tokens a step)", rate.tokens_per_s, (long long)rate.step_tokens);
+            if (rate.decode_bound_tokens_per_s > 0)
+                fprintf(f, "; decode bound by bandwidth (weights + KV cache read once a token): %.1f/s", rate.decode_bound_tokens_per_s);
+            fprintf(f, "\n");
+        }
     }
     if (m->has_max_batch) {
         const MemestMaxBatch *b = &m->max_batch;
