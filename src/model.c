@@ -198,6 +198,10 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     MeLlmRun run = { .batch = s && s->batch ? s->batch : 1, .seq = s && s->seq ? s->seq : ME_LLM_DEFAULT_SEQ,
                      .new_tokens = s ? s->new_tokens : 0,
                      .cache = s && s->kv_cache == MEMEST_KV_STATIC ? ME_LLM_CACHE_STATIC : ME_LLM_CACHE_DYNAMIC };
+    /* --dtype (model.half()): the weights, the mask and the cache in that
+     * type; the graph is built in it so the casts HF makes are there */
+    int t = s && s->dtype ? me_dtype_from_name(s->dtype) : -1;
+    if (rc >= 0 && t > 0 && me_dtype_is_float((MeDType)t)) c.dtype = (MeDType)t;
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
     if (rc >= 0) {
         /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */

@@ -347,9 +347,9 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
     int sc = N(b, "MatMul", q, kt);
     sc = N(b, "Div", sc, cscalar(b, sqrt((double)c->head_dim), ME_DT_F32));
     sc = N(b, "Add", sc, s->mask);
-    if (b->dt != ME_DT_F32) sc = cast(b, sc, ME_DT_F32);
     sc = N(b, "Softmax", sc);
     attr_i(b, "axis", -1);
+    if (b->dt != ME_DT_F32) attr_i(b, "dtype", ME_DT_F32);
     if (b->dt != ME_DT_F32) sc = cast(b, sc, b->dt);
     local(b, sc);
     int o = N(b, "MatMul", sc, v);

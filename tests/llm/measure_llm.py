@@ -7,7 +7,7 @@ Usage: nice -n 10 /usr/bin/python3 tests/llm/measure_llm.py [--models a,b] [--ou
 
 Writes golden/truth/llm/<model>.config.json (the config memest reads) and
 <model>.json (the figures). Modes, each at batch 1 and 4, prompt S, N new
-tokens (eager attention, torch.no_grad(), fp32, weights random, seeded):
+tokens (eager attention, torch.no_grad(), the config's torch_dtype, weights random, seeded):
   prefill          model(ids[B,S]) with an empty DynamicCache; logits and
                    the cache alive at the end
   decode_dynamic   the last decode step: a DynamicCache already holding
@@ -57,6 +57,9 @@ MODELS = {
     "qwen2_small": {"model_type": "qwen2", "vocab_size": 1500, "hidden_size": 256, "num_hidden_layers": 4,
                     "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 768,
                     "torch_dtype": "float32"},
+    "llama_small_bf16": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
+                         "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 688,
+                         "torch_dtype": "bfloat16"},
     "gemma_small": {"model_type": "gemma", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
                     "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 96, "intermediate_size": 768,
                     "torch_dtype": "float32"},
