@@ -82,6 +82,8 @@ PUBLISHED = {
     "Gemma-7B": ({"model_type": "gemma", "vocab_size": 256000, "hidden_size": 3072, "num_hidden_layers": 28,
                   "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
                   "intermediate_size": 24576}, 8537680896),
+    "Phi-3-mini": ({"model_type": "phi3", "vocab_size": 32064, "hidden_size": 3072, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 8192}, 3821079552),
 }
 
 

@@ -283,13 +283,27 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
     char mod[256], sub[300];
     snprintf(mod, sizeof(mod), "model.layers.%d.self_attn", li);
     int64_t D = c->hidden, q_out = c->heads * c->head_dim, kv_out = c->kv_heads * c->head_dim;
-    snprintf(sub, sizeof(sub), "%s.q_proj", mod);
-    int q = linear(b, sub, x, D, q_out, c->qkv_bias);
-    snprintf(sub, sizeof(sub), "%s.k_proj", mod);
-    int k = linear(b, sub, x, D, kv_out, c->qkv_bias);
-    snprintf(sub, sizeof(sub), "%s.v_proj", mod);
-    int v = linear(b, sub, x, D, kv_out, c->qkv_bias);
-    b->mod = me_graph_strdup(b->g, mod);
+    int q, k, v;
+    if (c->fused_qkv) {
+        /* Phi3Attention: qkv = qkv_proj(x); q, k, v = slices of its last
+         * dim (views; view() then splits them into heads) */
+        snprintf(sub, sizeof(sub), "%s.qkv_proj", mod);
+        int qkv = linear(b, sub, x, D, q_out + 2 * kv_out, c->qkv_bias);
+        b->mod = me_graph_strdup(b->g, mod);
+        int64_t at[4] = { 0, q_out, q_out + kv_out, q_out + 2 * kv_out }, ax = 2;
+        q = N(b, "Slice", qkv, cints(b, &at[0], 1), cints(b, &at[1], 1), cints(b, &ax, 1));
+        k = N(b, "Slice", qkv, cints(b, &at[1], 1), cints(b, &at[2], 1), cints(b, &ax, 1));
+        v = N(b, "Slice", qkv, cints(b, &at[2], 1), cints(b, &at[3], 1), cints(b, &ax, 1));
+        local(b, qkv); /* the local qkv holds the projection to the end */
+    } else {
+        snprintf(sub, sizeof(sub), "%s.q_proj", mod);
+        q = linear(b, sub, x, D, q_out, c->qkv_bias);
+        snprintf(sub, sizeof(sub), "%s.k_proj", mod);
+        k = linear(b, sub, x, D, kv_out, c->qkv_bias);
+        snprintf(sub, sizeof(sub), "%s.v_proj", mod);
+        v = linear(b, sub, x, D, kv_out, c->qkv_bias);
+        b->mod = me_graph_strdup(b->g, mod);
+    }
     if (!b->mod) { b->rc = ME_ENOMEM; return -1; }
     q = heads_view(b, q, c->heads);
     k = heads_view(b, k, c->kv_heads);
@@ -370,6 +384,24 @@ static int mlp(Bld *b, int li, int x)
     char mod[256], sub[300];
     snprintf(mod, sizeof(mod), "model.layers.%d.mlp", li);
     int64_t D = c->hidden, I = c->intermediate;
+    if (c->fused_gate_up) {
+        /* Phi3MLP: gate, up = gate_up_proj(x).chunk(2, -1) (views);
+         * up * act(gate); down_proj */
+        snprintf(sub, sizeof(sub), "%s.gate_up_proj", mod);
+        int gu = linear(b, sub, x, D, 2 * I, c->mlp_bias);
+        b->mod = me_graph_strdup(b->g, mod);
+        int64_t at[3] = { 0, I, 2 * I }, ax = 2;
+        int gt = N(b, "Slice", gu, cints(b, &at[0], 1), cints(b, &at[1], 1), cints(b, &ax, 1));
+        int up = N(b, "Slice", gu, cints(b, &at[1], 1), cints(b, &at[2], 1), cints(b, &ax, 1));
+        local(b, gt); /* the local gate, a view, holds the projection to the end */
+        snprintf(sub, sizeof(sub), "%s.activation_fn", mod);
+        b->mod = me_graph_strdup(b->g, sub);
+        int a = N(b, "SiLU", gt);
+        b->mod = me_graph_strdup(b->g, mod);
+        int m = N(b, "Mul", up, a);
+        snprintf(sub, sizeof(sub), "%s.down_proj", mod);
+        return linear(b, sub, m, I, D, c->mlp_bias);
+    }
     snprintf(sub, sizeof(sub), "%s.gate_proj", mod);
     int gt = linear(b, sub, x, D, I, c->mlp_bias);
     snprintf(sub, sizeof(sub), "%s.act_fn", mod);

@@ -19,7 +19,8 @@
     X("llama",   32000, 4096, 32, 32, 11008, 2048,  1e-6, 10000.0,   ME_LLM_SILU,      false) \
     X("mistral", 32000, 4096, 32, 32, 14336, 131072, 1e-6, 10000.0,  ME_LLM_SILU,      false) \
     X("qwen2",  151936, 4096, 32, 32, 22016, 32768, 1e-6, 10000.0,   ME_LLM_SILU,      false) \
-    X("gemma",  256000, 3072, 28, 16, 24576, 8192,  1e-6, 10000.0,   ME_LLM_GELU_TANH, true)
+    X("gemma",  256000, 3072, 28, 16, 24576, 8192,  1e-6, 10000.0,   ME_LLM_GELU_TANH, true) \
+    X("phi3",    32064, 3072, 32, 32,  8192, 4096,  1e-5, 10000.0,   ME_LLM_SILU,      false)
 
 typedef struct FamilyDefaults {
     const char *name;
@@ -130,7 +131,7 @@ static int read_config(RCtx *r, MeLlmConfig *c)
      * LlamaAttention takes hidden_size // num_heads */
     int64_t hd_def = c->hidden / c->heads;
     if ((rc = get_i(r, "head_dim", hd_def, 1, ME_MAX_DIM, &c->head_dim)) < 0) return rc;
-    if (!strcmp(f->name, "llama") || !strcmp(f->name, "mistral") || !strcmp(f->name, "qwen2")) {
+    if (strcmp(f->name, "gemma")) {
         /* LlamaAttention raises unless head_dim * num_heads == hidden_size */
         if (c->head_dim * c->heads != c->hidden)
             return me_error(r->d, ME_EINVAL, "%s: \"num_attention_heads\": %lld does not divide \"hidden_size\" %lld",
@@ -164,6 +165,8 @@ static int read_config(RCtx *r, MeLlmConfig *c)
     if (!strcmp(f->name, "llama") && (rc = get_b(r, "attention_bias", false, &c->qkv_bias)) < 0) return rc;
     c->o_bias = !strcmp(f->name, "llama") && c->qkv_bias;
     if (!strcmp(f->name, "llama") && (rc = get_b(r, "mlp_bias", false, &c->mlp_bias)) < 0) return rc;
+    /* Phi3Attention's qkv_proj and Phi3MLP's gate_up_proj: one projection each */
+    c->fused_qkv = c->fused_gate_up = !strcmp(f->name, "phi3");
     if (!strcmp(f->name, "gemma")) {
         c->embed_scale = true;
         c->norm_plus_one = true;
@@ -289,7 +292,8 @@ void me_llm_config_free(MeLlmConfig *c)
 }
 
 /* The family's layout (HF modeling_llama.py, modeling_qwen2.py,
- * modeling_gemma.py): per layer q/k/v/o, gate/up/down and two norms; the
+ * modeling_gemma.py, modeling_phi3.py): per layer q/k/v/o (Phi-3: one
+ * qkv_proj of the same size), gate/up/down (Phi-3: gate_up_proj) and two norms; the
  * embedding, the final norm and an untied head. */
 int me_llm_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes, MeDiag *d)
 {

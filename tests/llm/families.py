@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Decoder language models from torch.nn primitives, following Hugging Face
 transformers' modeling code (v4.44: modeling_llama.py, whose eager path
-modeling_mistral.py and modeling_qwen2.py copy; modeling_gemma.py), built
+modeling_mistral.py and modeling_qwen2.py copy; modeling_gemma.py;
+modeling_phi3.py's fused projections; its rotary, per layer there, is
+computed once per forward here as in Llama, cos/sin being a few KiB), built
 from a config dict with the keys and defaults of the families'
 configuration_*.py. No transformers import: Debian's torch 1.13 only.
 
@@ -40,6 +42,9 @@ DEFAULTS = {
     "gemma": dict(vocab_size=256000, hidden_size=3072, num_hidden_layers=28, num_attention_heads=16,
                   num_key_value_heads=16, head_dim=256, intermediate_size=24576, max_position_embeddings=8192,
                   rms_norm_eps=1e-6, rope_theta=10000.0, hidden_act="gelu_pytorch_tanh", tie_word_embeddings=True),
+    "phi3": dict(vocab_size=32064, hidden_size=3072, num_hidden_layers=32, num_attention_heads=32,
+                 intermediate_size=8192, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+                 hidden_act="silu", tie_word_embeddings=False),
 }
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -56,6 +61,7 @@ def resolve(cfg):
     c["o_bias"] = mt == "llama" and c.get("attention_bias", False)
     c["mlp_bias"] = mt == "llama" and c.get("mlp_bias", False)
     c["gemma"] = mt == "gemma"
+    c["fused"] = mt == "phi3"  # Phi3Attention.qkv_proj, Phi3MLP.gate_up_proj
     c["dtype"] = DTYPES[c.get("torch_dtype", "float32")]
     return c
 
@@ -164,16 +170,27 @@ class Attention(nn.Module):
         d, h, kv, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         self.h, self.kv, self.hd, self.idx = h, kv, hd, idx
         kw = dict(device=device, dtype=dtype)
-        self.q_proj = nn.Linear(d, h * hd, bias=c["qkv_bias"], **kw)
-        self.k_proj = nn.Linear(d, kv * hd, bias=c["qkv_bias"], **kw)
-        self.v_proj = nn.Linear(d, kv * hd, bias=c["qkv_bias"], **kw)
+        self.fused = c["fused"]
+        if self.fused:
+            self.qkv_proj = nn.Linear(d, (h + 2 * kv) * hd, bias=False, **kw)
+        else:
+            self.q_proj = nn.Linear(d, h * hd, bias=c["qkv_bias"], **kw)
+            self.k_proj = nn.Linear(d, kv * hd, bias=c["qkv_bias"], **kw)
+            self.v_proj = nn.Linear(d, kv * hd, bias=c["qkv_bias"], **kw)
         self.o_proj = nn.Linear(h * hd, d, bias=c["o_bias"], **kw)
 
     def forward(self, hidden_states, attention_mask, position_embeddings, cache, cache_position):
         bsz, q_len, _ = hidden_states.size()
-        query_states = self.q_proj(hidden_states)
-        key_states = self.k_proj(hidden_states)
-        value_states = self.v_proj(hidden_states)
+        if self.fused:  # Phi3Attention
+            qkv = self.qkv_proj(hidden_states)
+            query_pos = self.h * self.hd
+            query_states = qkv[..., :query_pos]
+            key_states = qkv[..., query_pos: query_pos + self.kv * self.hd]
+            value_states = qkv[..., query_pos + self.kv * self.hd:]
+        else:
+            query_states = self.q_proj(hidden_states)
+            key_states = self.k_proj(hidden_states)
+            value_states = self.v_proj(hidden_states)
         query_states = query_states.view(bsz, q_len, self.h, self.hd).transpose(1, 2)
         key_states = key_states.view(bsz, q_len, self.kv, self.hd).transpose(1, 2)
         value_states = value_states.view(bsz, q_len, self.kv, self.hd).transpose(1, 2)
@@ -202,12 +219,22 @@ class MLP(nn.Module):
         super().__init__()
         d, i, b = c["hidden_size"], c["intermediate_size"], c["mlp_bias"]
         kw = dict(device=device, dtype=dtype)
-        self.gate_proj = nn.Linear(d, i, bias=b, **kw)
-        self.up_proj = nn.Linear(d, i, bias=b, **kw)
+        self.fused = c["fused"]
+        if self.fused:  # Phi3MLP
+            self.gate_up_proj = nn.Linear(d, 2 * i, bias=False, **kw)
+            self.activation_fn = nn.SiLU()
+        else:
+            self.gate_proj = nn.Linear(d, i, bias=b, **kw)
+            self.up_proj = nn.Linear(d, i, bias=b, **kw)
+            self.act_fn = nn.SiLU() if c["hidden_act"] in ("silu", "swish") else GeluTanh()
         self.down_proj = nn.Linear(i, d, bias=b, **kw)
-        self.act_fn = nn.SiLU() if c["hidden_act"] in ("silu", "swish") else GeluTanh()
 
     def forward(self, x):
+        if self.fused:
+            up_states = self.gate_up_proj(x)
+            gate, up_states = up_states.chunk(2, dim=-1)
+            up_states = up_states * self.activation_fn(gate)
+            return self.down_proj(up_states)
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
