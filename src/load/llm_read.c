@@ -1,6 +1,6 @@
 /* Hugging Face config.json → MeLlmConfig: the only code that knows the
  * families' key names and defaults. Defaults are those of transformers'
- * configuration_<family>.py classes (v4.40), quoted per family below. */
+ * configuration_<family>.py classes (v4.44), in ME_LLM_FAMILIES below. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -228,6 +228,8 @@ bool me_llm_recognize(const char *path, const void *head, size_t n)
         MeDiag quiet = { 0 };
         int fd = me_open_regular(path, path, &quiet);
         if (fd < 0) return false;
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_size > ME_LLM_MAX_CONFIG) { close(fd); return false; } /* a layer graph, not a config */
         FILE *f = fdopen(fd, "rb");
         if (!f) { close(fd); return false; }
         buf = me_malloc((size_t)ME_LLM_MAX_CONFIG);
@@ -240,7 +242,7 @@ bool me_llm_recognize(const char *path, const void *head, size_t n)
     size_t i = 0;
     while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
     bool yes = false;
-    if (i < n && s[i] == '{') {
+    if (i < n && s[i] == '{' && memmem(s, n, "\"model_type\"", 12)) {
         cJSON *j = cJSON_ParseWithLength(s, n);
         yes = j && cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, "model_type") &&
               !cJSON_GetObjectItemCaseSensitive(j, "layers");
