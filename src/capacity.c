@@ -26,11 +26,13 @@ uint64_t memest_memory_needed(const MemestAnalysis *a)
 
 /* Memory needed at batch b: the model re-bound to b (frozen layers and the
  * rest of its binding kept), then its timeline. */
-static int needed_at(MemestModel *m, const MemestMemorySettings *mem, int64_t b, uint64_t *need, char *err, size_t errlen)
+static int needed_at(MemestModel *m, const MemestMemorySettings *mem, bool seq, int64_t b, uint64_t *need, char *err, size_t errlen)
 {
     MemestLoadSettings ls = m->bind;
-    ls.batch = b;
-    int rc = me_model_rebind(m, &ls, err, errlen);
+    int rc = 0;
+    if (seq) rc = me_llm_bind_seq(m, b, &ls); /* a language model's prompt of b tokens */
+    else ls.batch = b;
+    if (rc >= 0) rc = me_model_rebind(m, &ls, err, errlen);
     if (rc < 0) return rc;
     MemestMemorySettings ms = *mem;
     ms.record_series = 0;
@@ -45,14 +47,16 @@ static int needed_at(MemestModel *m, const MemestMemorySettings *mem, int64_t b,
     return rc;
 }
 
-static int search(MemestModel *m, const MemestMemorySettings *mem, uint64_t capacity, MemestMaxBatch *out,
-                  void (*progress)(void *, int64_t, uint64_t), void *opaque, char *err, size_t errlen)
+/* The largest x (a batch, or a prompt when seq) up to limit whose step
+ * fits; needed_next 0 when limit itself fits. */
+static int search(MemestModel *m, const MemestMemorySettings *mem, bool seq, int64_t limit, uint64_t capacity,
+                  MemestMaxBatch *out, void (*progress)(void *, int64_t, uint64_t), void *opaque, char *err, size_t errlen)
 {
     uint64_t n1, n8;
     int rc;
 #define AT(b, var)                                                            \
     do {                                                                      \
-        if ((rc = needed_at(m, mem, (b), &(var), err, errlen)) < 0) return rc; \
+        if ((rc = needed_at(m, mem, seq, (b), &(var), err, errlen)) < 0) return rc; \
         out->simulations++;                                                   \
         if (progress) progress(opaque, (b), (var));                           \
     } while (0)
@@ -61,13 +65,19 @@ static int search(MemestModel *m, const MemestMemorySettings *mem, uint64_t capa
         out->needed_next = n1;
         return 0;
     }
-    AT(8, n8);
+    if (limit <= 1) {
+        out->batch = 1;
+        out->needed = n1;
+        return 0;
+    }
+    AT(8 < limit ? 8 : limit, n8);
     /* a + k·b through the two points; the allocator's rounding bends it
      * a little, which the confirmation below absorbs */
     double k = n8 > n1 ? (double)(n8 - n1) / 7.0 : 0;
     int64_t guess = k > 0 ? (int64_t)(((double)capacity - ((double)n1 - k)) / k) : (INT64_C(1) << 30);
     if (guess < 1) guess = 1;
     if (guess > (INT64_C(1) << 30)) guess = INT64_C(1) << 30;
+    if (guess > limit) guess = limit;
     /* bracket [lo fits, hi does not], then bisect */
     int64_t lo = 1, hi = 0;
     uint64_t nlo = n1, nhi = 0, ng;
@@ -78,6 +88,8 @@ static int search(MemestModel *m, const MemestMemorySettings *mem, uint64_t capa
         int64_t step = guess / 16 > 0 ? guess / 16 : 1;
         for (;;) {
             int64_t b = lo + step;
+            if (lo == limit) { hi = limit + 1; nhi = 0; break; }
+            if (b > limit) b = limit;
             if (b > (INT64_C(1) << 31)) { hi = b; nhi = UINT64_MAX; break; }
             AT(b, ng);
             if (ng > capacity) { hi = b; nhi = ng; break; }
@@ -122,7 +134,7 @@ int memest_max_batch(MemestModel *m, const MemestMemorySettings *mem, uint64_t c
     }
     MemestLoadSettings own = m->bind;
     uint64_t gen = m->generation;
-    int rc = search(m, mem, capacity, out, progress, opaque, err, errlen);
+    int rc = search(m, mem, false, INT64_MAX, capacity, out, progress, opaque, err, errlen);
     /* the model's own batch back: the same shapes as before, so analyses
      * made of it stay current */
     char e2[256];
@@ -138,4 +150,40 @@ void memest_note_max_batch(MemestAnalysis *a, const MemestMaxBatch *mb)
 {
     a->max_batch = *mb;
     a->has_max_batch = true;
+}
+
+int memest_max_seq(MemestModel *m, const MemestMemorySettings *mem, uint64_t capacity, MemestMaxSeq *out,
+                   void (*progress)(void *, int64_t, uint64_t), void *opaque, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (!m || !mem || !m->bound || !m->llm) {
+        if (err && errlen) snprintf(err, errlen, "applies to language models (a config.json or a model folder)");
+        return ME_EINVAL;
+    }
+    MemestLoadSettings own = m->bind;
+    uint64_t gen = m->generation;
+    int64_t tokens = m->kv_tokens;
+    MemestMaxBatch r = { 0 };
+    /* a prompt and its new tokens stay within the positions the model knows */
+    int64_t limit = m->llm_max_pos - m->llm_new_tokens;
+    int rc = ME_EINVAL;
+    if (limit >= 1) rc = search(m, mem, true, limit, capacity, &r, progress, opaque, err, errlen);
+    else if (err && errlen)
+        snprintf(err, errlen, "--new-tokens %lld leaves no room in max_position_embeddings %lld", (long long)m->llm_new_tokens,
+                 (long long)m->llm_max_pos);
+    *out = (MemestMaxSeq){ .seq = r.batch, .needed = r.needed, .needed_next = r.needed_next, .simulations = r.simulations };
+    char e2[256];
+    m->kv_tokens = tokens;
+    if (me_model_rebind(m, &own, e2, sizeof(e2)) >= 0) m->generation = gen;
+    else if (rc >= 0) {
+        if (err && errlen) snprintf(err, errlen, "%s", e2);
+        rc = ME_EINVAL;
+    }
+    return rc;
+}
+
+void memest_note_max_seq(MemestAnalysis *a, const MemestMaxSeq *ms)
+{
+    a->max_seq = *ms;
+    a->has_max_seq = true;
 }

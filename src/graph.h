@@ -84,6 +84,8 @@ typedef struct MeValue {
     char **sym;          /* graph inputs, and decl: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad */
+    bool local;          /* a Python local of its module's forward: alive until that forward returns */
+    bool donated;        /* graph inputs: the caller lets go of it, so it dies after its last reader (a KV cache that torch.cat replaces) */
     bool is_output;      /* listed among the graph's outputs */
     bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
     /* A sparse tensor (sparse initializer or Constant): shape is its dense
@@ -165,6 +167,7 @@ typedef struct MeScope {
     int parent;     /* -1: outermost */
     int depth;      /* 0 for an outermost scope */
     int children;
+    bool uncalled;  /* a container its parent iterates (nn.ModuleList): never called, it holds no arguments */
 } MeScope;
 
 /* A declared shape, dims < 0 named in the value's sym (resolved from the

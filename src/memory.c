@@ -47,6 +47,10 @@ int me_scope_holds(const MeGraph *g, int *hold_end)
         if (p >= 0 && last[s] > last[p]) last[p] = last[s];
     }
     for (int i = 0; i < g->nv; i++) hold_end[i] = -1;
+    /* a name bound in the forward (HF attention's query_states,
+     * key_states, attn_weights) keeps its tensor until the frame ends */
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].local && g->v[i].producer >= 0) hold_end[i] = last[g->n[g->v[i].producer].scope];
     for (int oi = 0; oi < g->nn; oi++) {
         const MeNode *n = &g->n[g->order[oi]];
         for (int k = 0; k < n->n_in; k++) {
@@ -64,6 +68,10 @@ int me_scope_holds(const MeGraph *g, int *hold_end)
                 /* outermost scope of the reader that does not contain the producer */
                 int depth = c >= 0 ? g->scopes[c].depth + 1 : 0;
                 for (a = to; g->scopes[a].depth > depth; a = g->scopes[a].parent) {}
+                /* `for layer in self.layers: h = layer(h)`: the ModuleList is
+                 * not called; the layer is, and its call holds h */
+                if (g->scopes[a].uncalled && a != to)
+                    for (a = to; g->scopes[a].depth > depth + 1; a = g->scopes[a].parent) {}
             }
             if (last[a] > hold_end[v]) hold_end[v] = last[a];
         }
@@ -1335,7 +1343,10 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         } else if (v->kind == ME_V_INPUT) {
             int id = st_make(&m, vb(&m, v), MEMEST_MEM_INPUTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
-            m.st[id].persistent = true;
+            /* a donated input (DynamicCache's old key/value tensor) is
+             * freed by its last reader like an activation */
+            m.st[id].persistent = !v->donated;
+            if (v->donated) m.st[id].refs = v->n_uses;
             m.vst[i] = id;
             bind(&m, i, id, false);
             m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "load/llm.h"
 #include "load/load.h"
 #include "model.h"
 #include "canon/canon.h"
@@ -119,6 +120,110 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
     return rc;
 }
 
+/* A language model's dims, bound like --dim (llm_build.c names them):
+ * prefill seq = S; the last decode step of a dynamic cache reads past =
+ * S+N-1 cached tokens and attends to total = S+N; a static cache holds
+ * max = S+N (S without decode) whatever the step. */
+#define ME_LLM_DEFAULT_SEQ 2048
+
+/* The binding ls with the language model's dims for a prompt of S tokens
+ * (the caller's own --dim strings first); S also becomes the prompt the
+ * KV report counts. */
+int me_llm_bind_seq(MemestModel *m, int64_t S, MemestLoadSettings *ls)
+{
+    int64_t N = m->llm_new_tokens;
+    char buf[3][64];
+    int n = 0;
+    if (m->llm_static) {
+        snprintf(buf[n++], 64, "seq=%lld", (long long)(N ? 1 : S));
+        snprintf(buf[n++], 64, "max=%lld", (long long)(S + N));
+    } else if (N) {
+        snprintf(buf[n++], 64, "seq=1");
+        snprintf(buf[n++], 64, "past=%lld", (long long)(S + N - 1));
+        snprintf(buf[n++], 64, "total=%lld", (long long)(S + N));
+    } else {
+        snprintf(buf[n++], 64, "seq=%lld", (long long)S);
+    }
+    int nd = m->llm_user_dims;
+    const char **dims = me_arena_alloc(&m->g.arena, sizeof(char *) * (size_t)(nd + n));
+    if (!dims) return ME_ENOMEM;
+    for (int i = 0; i < nd; i++) dims[i] = ls->dims[i];
+    for (int i = 0; i < n; i++)
+        if (!(dims[nd + i] = me_arena_strdup(&m->g.arena, buf[i]))) return ME_ENOMEM;
+    ls->dims = dims;
+    ls->n_dims = nd + n;
+    m->kv_tokens = S + N;
+    return 0;
+}
+
+bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes)
+{
+    if (!m || !m->llm || !m->g.n_inputs) return false;
+    const MeValue *ids = &m->g.v[m->g.inputs[0]]; /* input_ids [batch, seq] */
+    int64_t batch = ids->known && ids->shape.rank == 2 ? ids->shape.d[0] : 1;
+    *per_token = m->kv_per_token;
+    *tokens = me_smul((uint64_t)batch, (uint64_t)m->kv_tokens);
+    *bytes = me_smul(*per_token, *tokens);
+    return true;
+}
+
+bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, MeLlmRate *r)
+{
+    memset(r, 0, sizeof(*r));
+    uint64_t per, n, kv;
+    if (!me_llm_kv(m, &per, &n, &kv)) return false;
+    const MeValue *ids = &m->g.v[m->g.inputs[0]];
+    int64_t t = ids->known ? me_shape_numel(&ids->shape) : 0, batch = ids->known ? ids->shape.d[0] : 1;
+    r->step_tokens = t > 0 ? t : 0;
+    r->tokens_per_s = step_s > 0 ? (double)r->step_tokens / step_s : 0;
+    /* a decode step reads every weight and the whole cache once for one
+     * token per sequence: bandwidth bounds it whatever the FLOP/s */
+    if (m->llm_new_tokens && gpu && gpu->bandwidth > 0) {
+        uint64_t w = 0;
+        for (int i = 0; i < m->g.nv; i++)
+            if (m->g.v[i].kind == ME_V_INIT) w = me_sadd(w, me_value_bytes(&m->g.v[i]));
+        double bytes = (double)w + (double)kv;
+        r->decode_bound_tokens_per_s = bytes > 0 ? (double)batch * gpu->bandwidth / bytes : 0;
+    }
+    return true;
+}
+
+/* Reads a config.json (or a model folder's) and builds its layer graph. */
+static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
+{
+    MeLlmConfig c;
+    if (s && (s->seq < 0 || s->seq > ME_MAX_DIM || s->new_tokens < 0 || s->new_tokens > ME_MAX_DIM))
+        return me_error(d, ME_EINVAL, "%s: --seq %lld / --new-tokens %lld out of range", path, (long long)s->seq, (long long)s->new_tokens);
+    int rc = me_llm_read(path, &c, d);
+    MeLlmRun run = { .batch = s && s->batch ? s->batch : 1, .seq = s && s->seq ? s->seq : ME_LLM_DEFAULT_SEQ,
+                     .new_tokens = s ? s->new_tokens : 0,
+                     .cache = s && s->kv_cache == MEMEST_KV_STATIC ? ME_LLM_CACHE_STATIC : ME_LLM_CACHE_DYNAMIC };
+    /* --dtype (model.half()): the weights, the mask and the cache in that
+     * type; the graph is built in it so the casts HF makes are there */
+    int t = s && s->dtype ? me_dtype_from_name(s->dtype) : -1;
+    if (rc >= 0 && t > 0 && me_dtype_is_float((MeDType)t)) c.dtype = (MeDType)t;
+    if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
+    if (rc >= 0) {
+        /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */
+        uint64_t per = me_smul(me_smul(2, (uint64_t)c.layers), me_smul((uint64_t)c.kv_heads, (uint64_t)c.head_dim));
+        per = me_smul(per, (uint64_t)me_dtype_size(c.dtype));
+        m->llm = true;
+        m->kv_per_token = per;
+        m->kv_tokens = run.seq + run.new_tokens;
+        m->llm_new_tokens = run.new_tokens;
+        m->llm_static = run.cache == ME_LLM_CACHE_STATIC;
+        m->llm_max_pos = c.max_pos;
+        if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
+                              ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
+                              : "timeline: the prefill (the prompt in one forward)") < 0)
+            rc = ME_ENOMEM;
+        if (rc >= 0 && !(s && s->seq))
+            rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %d tokens", ME_LLM_DEFAULT_SEQ);
+    }
+    me_llm_config_free(&c);
+    return rc;
+}
+
 static int model_load(MemestModel **out, const char *name, const MeSource *src, const MemestLoadSettings *s,
                       char *err, size_t errlen)
 {
@@ -128,11 +233,19 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     if (!m) { copy_err(&d, err, errlen); return ME_ENOMEM; }
     m->threads = s && s->threads;
     int rc = me_graph_init(&m->g, name);
+    bool llm = false;
     if (rc >= 0) {
-        int json = looks_like_json(name, src->data, src->len, src->path, &d);
-        rc = json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
+        llm = src->path && me_llm_recognize(src->path, NULL, 0);
+        int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
+        rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
+    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache))
+        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens and --kv-cache apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
+    if (rc >= 0 && llm) {
+        m->llm_user_dims = m->bind.n_dims;
+        rc = me_llm_bind_seq(m, m->kv_tokens - m->llm_new_tokens, &m->bind);
+    }
     if (rc >= 0 && !(m->unbound = me_malloc(sizeof(MeInputState) * (size_t)(m->g.n_inputs + 1)))) rc = ME_ENOMEM;
     for (int k = 0; rc >= 0 && k < m->g.n_inputs; k++) {
         const MeValue *v = &m->g.v[m->g.inputs[k]];
@@ -141,6 +254,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     if (rc >= 0) rc = bind(m, &m->bind, true, &d);
     /* the module scopes' holds depend on the graph alone */
     if (rc >= 0 && !(m->hold_end = me_malloc(sizeof(int) * (size_t)(m->g.nv + 1)))) rc = ME_ENOMEM;
+    for (int i = 0; rc >= 0 && llm && i < m->g.nscopes; i++) /* HF's decoder layers: an nn.ModuleList */
+        if (!strcmp(m->g.scopes[i].name, "model.layers")) m->g.scopes[i].uncalled = true;
     if (rc >= 0) rc = me_scope_holds(&m->g, m->hold_end);
     if (src->data) me_onnx_detach(&m->g);
     if (rc < 0) {

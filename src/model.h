@@ -39,7 +39,31 @@ struct MemestModel {
     MeCost *dcost;       /* default-convention cost per node, once per binding */
     int *hold_end;       /* memory.c's scope holds (structure only: once per model) */
     bool threads;        /* MemestLoadSettings.threads */
+    /* A language model (config.json): its KV cache per token per sequence
+     * and the tokens each sequence caches by the end of the step shown */
+    bool llm;
+    uint64_t kv_per_token;
+    int64_t kv_tokens;
+    int64_t llm_new_tokens, llm_max_pos;
+    bool llm_static;
+    int llm_user_dims;   /* bind.dims: the caller's first, then the model's (me_llm_bind_seq) */
 };
+
+int me_llm_bind_seq(MemestModel *m, int64_t seq, MemestLoadSettings *ls);
+
+/* A language model's rate on a GPU: tokens of the step shown (batch × seq
+ * for a prefill, batch for a decode step) over the roofline step time, and
+ * for a decode step the bandwidth bound batch × bandwidth / (weight bytes +
+ * KV cache bytes). false for other models. */
+typedef struct MeLlmRate {
+    int64_t step_tokens;
+    double tokens_per_s, decode_bound_tokens_per_s;
+} MeLlmRate;
+bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, MeLlmRate *r);
+
+/* A language model's KV cache by the end of the step shown: bytes per
+ * token, tokens over the batch, bytes in all. false for other models. */
+bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes);
 
 /* The memory timeline of one set of settings: training runs step 1 and
  * step 2 (steady state). */
@@ -71,6 +95,8 @@ struct MemestAnalysis {
     double *time_s;      /* roofline seconds per node on gpu */
     bool has_max_batch;
     MemestMaxBatch max_batch;
+    bool has_max_seq;
+    MemestMaxSeq max_seq;
 };
 
 /* Cost of one node under a convention (conventions.c). */

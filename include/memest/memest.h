@@ -69,6 +69,12 @@ MEMEST_API void memest_free(void *p);
 
 typedef struct MemestModel MemestModel;
 
+/* How a language model's KV cache grows (doc/llm.md). */
+typedef enum MemestKvCache {
+    MEMEST_KV_DYNAMIC = 0, /* HF DynamicCache: torch.cat per layer per step */
+    MEMEST_KV_STATIC,      /* HF StaticCache: [B,Hkv,max,hd] preallocated, index_copy_ */
+} MemestKvCache;
+
 typedef struct MemestLoadSettings {
     /* Input shapes, "[name=]D0xD1x...[:dtype]". Without a name the spec
      * applies to the first graph input. A shape one rank short of the
@@ -93,6 +99,13 @@ typedef struct MemestLoadSettings {
      * two steps side by side. 0 (default): everything runs on the calling
      * thread. */
     int threads;
+    /* Language models from a Hugging Face config.json or model folder
+     * (doc/llm.md): seq tokens of prompt (0: 2048), new_tokens generated
+     * after it (0: the timeline is the prefill's; else it is the last
+     * decode step's, the cache at its longest) and the KV cache kind.
+     * Given for any other model they are an error. */
+    int64_t seq, new_tokens;
+    MemestKvCache kv_cache;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
@@ -410,6 +423,24 @@ MEMEST_API int memest_max_batch(MemestModel *model, const MemestMemorySettings *
 
 /* Keeps a max-batch answer with the analysis so its reports show it. */
 MEMEST_API void memest_note_max_batch(MemestAnalysis *analysis, const MemestMaxBatch *mb);
+
+typedef struct MemestMaxSeq {
+    int64_t seq;            /* the longest prompt (--seq) that fits, 0 if even 1 token does not */
+    uint64_t needed;        /* memory it needs */
+    uint64_t needed_next;   /* and seq + 1; 0 when seq is the model's max_position_embeddings */
+    int simulations;        /* full timelines run to find it */
+} MemestMaxSeq;
+
+/* A language model's longest prompt whose step (the prefill, or with
+ * new_tokens the last decode step) fits in capacity bytes, up to its
+ * max_position_embeddings: bracketed and bisected with full timelines of
+ * the re-bound model, the answer and the answer + 1 among them. The model
+ * gets its own prompt back at the end. MEMEST_ERR_INVALID for any other
+ * model. */
+MEMEST_API int memest_max_seq(MemestModel *model, const MemestMemorySettings *mem, uint64_t capacity,
+                              MemestMaxSeq *out, void (*progress)(void *opaque, int64_t seq, uint64_t needed),
+                              void *opaque, char *err, size_t errlen);
+MEMEST_API void memest_note_max_seq(MemestAnalysis *analysis, const MemestMaxSeq *ms);
 
 /* --- reports (src/report/) --- */
 

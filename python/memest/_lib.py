@@ -32,7 +32,9 @@ ERRORS = {-5: "MEMEST_ERR_IO", -12: "MEMEST_ERR_NOMEM", -22: "MEMEST_ERR_INVALID
 class LoadSettings(ctypes.Structure):
     _fields_ = [("inputs", ctypes.POINTER(c_char_p)), ("n_inputs", c_int),
                 ("dims", ctypes.POINTER(c_char_p)), ("n_dims", c_int),
-                ("batch", c_i64), ("dtype", c_char_p), ("threads", c_int)]
+                ("batch", c_i64), ("dtype", c_char_p), ("threads", c_int),
+                # language models (memest.h, doc/llm.md)
+                ("seq", c_i64), ("new_tokens", c_i64), ("kv_cache", c_int)]
 
 
 class AnalyzeSettings(ctypes.Structure):

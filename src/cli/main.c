@@ -96,6 +96,25 @@ static int apply(Cli *c, int o, const char *val)
     switch ((MeCliOpt)o) { /* every option, no default: -Wswitch names one left out */
     case OPT_INPUT: c->inputs[c->ls.n_inputs++] = val; break;
     case OPT_DIM: c->dims[c->ls.n_dims++] = val; break;
+    case OPT_SEQ:
+    case OPT_NEW_TOKENS: {
+        int64_t x;
+        if (parse_size(val, &x) < 0) {
+            fprintf(stderr, "memest: %s '%s': expected a whole number of tokens from 1 to 2^40\n", a, val);
+            return -1;
+        }
+        if (o == OPT_SEQ) c->ls.seq = x;
+        else c->ls.new_tokens = x;
+        break;
+    }
+    case OPT_KV_CACHE:
+        if (!strcmp(val, "dynamic")) c->ls.kv_cache = MEMEST_KV_DYNAMIC;
+        else if (!strcmp(val, "static")) c->ls.kv_cache = MEMEST_KV_STATIC;
+        else {
+            fprintf(stderr, "memest: --kv-cache '%s': expected dynamic or static\n", val);
+            return -1;
+        }
+        break;
     case OPT_FREEZE: c->freeze[c->n_freeze++] = val; break;
     case OPT_BATCH:
         if (parse_size(val, &c->ls.batch) < 0) {
@@ -190,6 +209,7 @@ static int apply(Cli *c, int o, const char *val)
         break;
     }
     case OPT_MAX_BATCH: break;
+    case OPT_MAX_SEQ: break;
     case OPT_GPUS: {
         int64_t g;
         if (parse_size(val, &g) < 0 || g > 65536) {
@@ -426,6 +446,16 @@ int main(int argc, char **argv)
         }
         if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
         memest_note_max_batch(an, &mb);
+    }
+    if (c.given & OPT_BIT(MAX_SEQ)) {
+        MemestMaxSeq mq;
+        if (memest_max_seq(m, ms, gpu->memory, &mq, progress, NULL, err, sizeof(err)) < 0) {
+            if (isatty(2)) fprintf(stderr, "\n");
+            fprintf(stderr, "memest: --max-seq: %s\n", err);
+            goto end;
+        }
+        if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
+        memest_note_max_seq(an, &mq);
     }
     if (memest_report(an, (MemestFormat)c.format, out) < 0 || fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "memest: could not write the report\n");

@@ -29,6 +29,11 @@
       "is prepended) or input_ids=8x128:int64 (full shape)")                                                     \
     X(BATCH, "--batch", "N", 0, 0, "batch size (default 1)")                                                    \
     X(DIM, "--dim", "NAME=N", 1, 0, "bind a symbolic dimension")                                                 \
+    X(SEQ, "--seq", "S", 0, 0, "language models (config.json): prompt tokens (default 2048)")                 \
+    X(NEW_TOKENS, "--new-tokens", "N", 0, 0,                                                                     \
+      "language models: tokens generated after the prompt; the timeline\n"                                      \
+      "is then the last decode step's (the cache at its longest)")                                               \
+    X(KV_CACHE, "--kv-cache", "KIND", 0, 0, "language models: dynamic (torch.cat) | static (preallocated)")     \
     X(CONVENTION, "--convention", "NAME", 0, 0, "default | torchstat | fvcore | ptflops | thop | deepspeed")     \
     X(FORMAT, "--format", "NAME", 0, 0, "table | json | csv | markdown")                                         \
     X(STRICT, "--strict", NULL, 0, 0, "unknown ops are an error (exit 3)")                                       \
@@ -60,6 +65,8 @@
       0, 0, "a GPU as memest-measure --calibrate measured it (doc/device-profile.md)")                          \
     X(MAX_BATCH, "--max-batch", NULL, 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),             \
       "the largest batch that fits on the GPU")                                                                  \
+    X(MAX_SEQ, "--max-seq", NULL, 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),                 \
+      "language models: the longest prompt that fits on the GPU")                                                \
     X(GPUS, "--gpus", "N", 0, 0,                                                                                 \
       "data parallel on N GPUs; memory per GPU (inference:\n"                                                   \
       "with --shard zero3 only, the one that shards weights)")                                                   \

@@ -73,7 +73,20 @@ static int infer_softmax(MeCtx *c)
     int axis;
     int rc = me_axis(c, me_attr_i(c->n, "axis", -1), x->rank, &axis);
     if (rc < 0) return rc;
-    return me_set_out(c, 0, me_in(c, 0)->dtype, x);
+    /* softmax(x, dim, dtype=...): the result in that type (HF attention's
+     * float32 softmax of half scores) */
+    int64_t dt = me_attr_i(c->n, "dtype", 0);
+    if (dt && (dt >= ME_DT_COUNT || !me_dtype_is_float((MeDType)dt))) return me_fail(c, "attribute 'dtype' is not a float type (%lld)", (long long)dt);
+    return me_set_out(c, 0, dt ? (MeDType)dt : me_in(c, 0)->dtype, x);
+}
+
+/* ATen's softmax(input, dim, dtype) (SoftMax.cpp, 1.13) converts the input
+ * first, input_.toType(dtype), and frees the copy on return; only CUDA
+ * Half -> Float skips it (_softmax's half_to_float). CPU: the copy. */
+static int64_t softmax_cpu_temp_fwd(const MeRunCtx *r)
+{
+    const MeValue *x = me_in(&r->c, 0), *y = me_out(&r->c, 0);
+    return x && y && x->dtype != y->dtype ? r->bytes(r, y) : 0;
 }
 
 static void cost_softmax(const MeCtx *c, MeOpCost *o)
@@ -138,7 +151,7 @@ const MeOpDesc me_op_group_norm = {
 const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
-    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32,
+    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .cpu_temp_fwd = softmax_cpu_temp_fwd,
 };
 const MeOpDesc me_op_log_softmax = {
     .name = "LogSoftmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,

@@ -28,6 +28,17 @@ static void add_u64(cJSON *o, const char *k, uint64_t v)
     }
 }
 
+/* A capacity answer (--max-batch, --max-seq): the value, what it and the
+ * next one need, the timelines run */
+static void add_capacity(cJSON *dev, const char *key, const char *what, int64_t x, uint64_t needed, uint64_t next, int sims)
+{
+    cJSON *o = cJSON_AddObjectToObject(dev, key);
+    cJSON_AddNumberToObject(o, what, (double)x);
+    add_u64(o, "needed", needed);
+    add_u64(o, "needed_next", next);
+    cJSON_AddNumberToObject(o, "simulations", sims);
+}
+
 static const char *status_name(uint8_t s)
 {
     switch (s) {
@@ -146,6 +157,13 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
     add_u64(tot, "output_bytes", t->output_bytes);
     add_u64(tot, "seed_sum_bytes", t->seed_sum_bytes);
     cJSON_AddNumberToObject(tot, "nodes", t->nodes);
+    uint64_t kv_tok, kv_n, kv_b;
+    if (me_llm_kv(m->model, &kv_tok, &kv_n, &kv_b)) { /* doc/llm.md */
+        cJSON *kv = cJSON_AddObjectToObject(root, "kv_cache");
+        add_u64(kv, "bytes_per_token", kv_tok);
+        add_u64(kv, "tokens", kv_n);
+        add_u64(kv, "bytes", kv_b);
+    }
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
         cJSON *mem = cJSON_AddObjectToObject(root, "memory");
@@ -210,14 +228,18 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddNumberToObject(tm, "optimizer", timing.optimizer_s);
             cJSON_AddNumberToObject(tm, "step", timing.step_s);
             cJSON_AddNumberToObject(dev, "samples_per_second", timing.samples_per_s);
+            MeLlmRate rate;
+            if (me_llm_tokens(m->model, &m->gpu, timing.step_s, &rate)) { /* doc/llm.md */
+                cJSON_AddNumberToObject(dev, "tokens_per_second", rate.tokens_per_s);
+                if (rate.decode_bound_tokens_per_s > 0)
+                    cJSON_AddNumberToObject(dev, "decode_bandwidth_bound_tokens_per_second", rate.decode_bound_tokens_per_s);
+            }
         }
-        if (m->has_max_batch) {
-            cJSON *mb = cJSON_AddObjectToObject(dev, "max_batch");
-            cJSON_AddNumberToObject(mb, "batch", (double)m->max_batch.batch);
-            add_u64(mb, "needed", m->max_batch.needed);
-            add_u64(mb, "needed_next", m->max_batch.needed_next);
-            cJSON_AddNumberToObject(mb, "simulations", m->max_batch.simulations);
-        }
+        if (m->has_max_batch)
+            add_capacity(dev, "max_batch", "batch", m->max_batch.batch, m->max_batch.needed, m->max_batch.needed_next,
+                         m->max_batch.simulations);
+        if (m->has_max_seq)
+            add_capacity(dev, "max_seq", "seq", m->max_seq.seq, m->max_seq.needed, m->max_seq.needed_next, m->max_seq.simulations);
     }
     /* Constant nodes are data, not rows; their outputs are named here. */
     cJSON *consts = cJSON_AddArrayToObject(root, "constants");

@@ -410,6 +410,13 @@ static void print_device(const MemestAnalysis *m, FILE *f)
             fprintf(f, ", backward %.3f ms, optimizer %.3f ms%s", t.backward_s * 1e3, t.optimizer_s * 1e3, t.recompute_s > 0 ? ", recompute" : "");
         if (t.recompute_s > 0) fprintf(f, " %.3f ms", t.recompute_s * 1e3);
         fprintf(f, "; step %.3f ms, %.1f samples/s (batch %d)\n", t.step_s * 1e3, t.samples_per_s, t.batch);
+        MeLlmRate rate;
+        if (me_llm_tokens(m->model, &m->gpu, t.step_s, &rate)) {
+            fprintf(f, "  tokens: %.1f/s (%lld tokens a step)", rate.tokens_per_s, (long long)rate.step_tokens);
+            if (rate.decode_bound_tokens_per_s > 0)
+                fprintf(f, "; decode bound by bandwidth (weights + KV cache read once a token): %.1f/s", rate.decode_bound_tokens_per_s);
+            fprintf(f, "\n");
+        }
     }
     if (m->has_max_batch) {
         const MemestMaxBatch *b = &m->max_batch;
@@ -418,6 +425,17 @@ static void print_device(const MemestAnalysis *m, FILE *f)
                     (long long)b->batch, mib(b->needed), (long long)b->batch + 1, mib(b->needed_next), b->simulations);
         else
             fprintf(f, "  largest batch that fits: none (batch 1 needs %.2f MiB)\n", mib(b->needed_next));
+    }
+    if (m->has_max_seq) {
+        const MemestMaxSeq *q = &m->max_seq;
+        if (q->seq > 0 && q->needed_next)
+            fprintf(f, "  longest prompt that fits: %lld tokens (needs %.2f MiB; %lld needs %.2f MiB), from %d timelines\n",
+                    (long long)q->seq, mib(q->needed), (long long)q->seq + 1, mib(q->needed_next), q->simulations);
+        else if (q->seq > 0)
+            fprintf(f, "  longest prompt that fits: %lld tokens, the model's whole context (needs %.2f MiB), from %d timelines\n",
+                    (long long)q->seq, mib(q->needed), q->simulations);
+        else
+            fprintf(f, "  longest prompt that fits: none (1 token needs %.2f MiB)\n", mib(q->needed_next));
     }
 }
 
@@ -543,6 +561,12 @@ static int report_table(const MemestAnalysis *m, FILE *f)
         fprintf(f, ", buffers: %s", b);
     }
     fprintf(f, "\n");
+    uint64_t kv_tok, kv_n, kv_b;
+    if (me_llm_kv(m->model, &kv_tok, &kv_n, &kv_b)) {
+        thousands(kv_b, a, sizeof(a));
+        fprintf(f, "KV cache: %llu bytes per token, %s bytes for %llu tokens (%.2f MiB)\n", (unsigned long long)kv_tok, a,
+                (unsigned long long)kv_n, (double)kv_b / (1024.0 * 1024.0));
+    }
     thousands(t->macs, a, sizeof(a));
     scaled((double)t->macs, b, sizeof(b), "");
     fprintf(f, "Total MACs: %s (%s)\n", a, b);

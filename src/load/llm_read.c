@@ -1,0 +1,326 @@
+/* Hugging Face config.json → MeLlmConfig: the only code that knows the
+ * families' key names and defaults. Defaults are those of transformers'
+ * configuration_<family>.py classes (v4.44), in ME_LLM_FAMILIES below. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "load/llm.h"
+
+#define ME_LLM_MAX_CONFIG (INT64_C(16) << 20) /* a config.json is a few KiB */
+
+/* Families the builder knows, with configuration_<family>.py's defaults
+ * for the keys a config may leave out. X(name, vocab, hidden, layers, heads,
+ * intermediate, max_pos, eps, theta, act, tied) */
+#define ME_LLM_FAMILIES(X) \
+    X("llama",   32000, 4096, 32, 32, 11008, 2048,  1e-6, 10000.0,   ME_LLM_SILU,      false) \
+    X("mistral", 32000, 4096, 32, 32, 14336, 131072, 1e-6, 10000.0,  ME_LLM_SILU,      false) \
+    X("qwen2",  151936, 4096, 32, 32, 22016, 32768, 1e-6, 10000.0,   ME_LLM_SILU,      false) \
+    X("gemma",  256000, 3072, 28, 16, 24576, 8192,  1e-6, 10000.0,   ME_LLM_GELU_TANH, true) \
+    X("phi3",    32064, 3072, 32, 32,  8192, 4096,  1e-5, 10000.0,   ME_LLM_SILU,      false)
+
+typedef struct FamilyDefaults {
+    const char *name;
+    int64_t vocab, hidden, layers, heads, intermediate, max_pos;
+    double eps, theta;
+    MeLlmAct act;
+    bool tied;
+} FamilyDefaults;
+
+static const FamilyDefaults families[] = {
+#define ME_FAM_ROW(n, v, h, l, hd, i, mp, e, t, a, ti) { n, v, h, l, hd, i, mp, e, t, a, ti },
+    ME_LLM_FAMILIES(ME_FAM_ROW)
+#undef ME_FAM_ROW
+};
+#define N_FAMILIES ((int)(sizeof(families) / sizeof(families[0])))
+
+static const char *supported_list(void)
+{
+    static char buf[256];
+    if (buf[0]) return buf;
+    for (int i = 0; i < N_FAMILIES; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, sizeof(buf) - l, "%s%s", i ? ", " : "", families[i].name);
+    }
+    return buf;
+}
+
+typedef struct RCtx {
+    const char *path;
+    const cJSON *root;
+    MeDiag *d;
+} RCtx;
+
+/* An integer key: absent → def; present → 1 ≤ v ≤ hi, else exit-2 naming file and key. */
+static int get_i(RCtx *r, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    *out = def;
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble))
+        return me_error(r->d, ME_EINVAL, "%s: \"%s\": expected an integer", r->path, key);
+    if (x->valuedouble < (double)lo || x->valuedouble > (double)hi)
+        return me_error(r->d, ME_EINVAL, "%s: \"%s\": %.17g is out of range [%lld, %lld]", r->path, key, x->valuedouble,
+                        (long long)lo, (long long)hi);
+    *out = (int64_t)x->valuedouble;
+    return 0;
+}
+
+static int get_f(RCtx *r, const char *key, double def, double lo, double hi, double *out)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    *out = def;
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsNumber(x) || !(x->valuedouble >= lo && x->valuedouble <= hi))
+        return me_error(r->d, ME_EINVAL, "%s: \"%s\": expected a number in [%g, %g]", r->path, key, lo, hi);
+    *out = x->valuedouble;
+    return 0;
+}
+
+static int get_b(RCtx *r, const char *key, bool def, bool *out)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    *out = def;
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsBool(x)) return me_error(r->d, ME_EINVAL, "%s: \"%s\": expected true or false", r->path, key);
+    *out = cJSON_IsTrue(x);
+    return 0;
+}
+
+static const char *get_s(const RCtx *r, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* Upper bounds: a dim above ME_MAX_DIM is absurd anywhere; counts of
+ * layers and heads above these are no model anyone can run. */
+#define MAXL INT64_C(4096)
+#define MAXH INT64_C(65536)
+
+static int read_config(RCtx *r, MeLlmConfig *c)
+{
+    const char *mt = get_s(r, "model_type");
+    if (!mt) return me_error(r->d, ME_EINVAL, "%s: \"model_type\": expected a string", r->path);
+    const FamilyDefaults *f = NULL;
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(families[i].name, mt)) f = &families[i];
+    if (!f) {
+        char shown[64];
+        me_escape(mt, shown, sizeof(shown));
+        return me_error(r->d, ME_EINVAL, "%s: \"model_type\": '%s' is not supported (supported: %s)", r->path, shown,
+                        supported_list());
+    }
+    snprintf(c->family, sizeof(c->family), "%s", f->name);
+    int rc;
+    if ((rc = get_i(r, "vocab_size", f->vocab, 1, ME_MAX_DIM, &c->vocab)) < 0 ||
+        (rc = get_i(r, "hidden_size", f->hidden, 1, ME_MAX_DIM, &c->hidden)) < 0 ||
+        (rc = get_i(r, "num_hidden_layers", f->layers, 1, MAXL, &c->layers)) < 0 ||
+        (rc = get_i(r, "num_attention_heads", f->heads, 1, MAXH, &c->heads)) < 0 ||
+        (rc = get_i(r, "num_key_value_heads", c->heads, 1, MAXH, &c->kv_heads)) < 0 ||
+        (rc = get_i(r, "intermediate_size", f->intermediate, 1, ME_MAX_DIM, &c->intermediate)) < 0 ||
+        (rc = get_i(r, "max_position_embeddings", f->max_pos, 1, ME_MAX_DIM, &c->max_pos)) < 0 ||
+        (rc = get_f(r, "rms_norm_eps", f->eps, 0, 1, &c->norm_eps)) < 0 ||
+        (rc = get_f(r, "rope_theta", f->theta, 0, 1e300, &c->rope_theta)) < 0 ||
+        (rc = get_b(r, "tie_word_embeddings", f->tied, &c->tied)) < 0)
+        return rc;
+    /* head_dim: Gemma states it (256 with hidden 3072 and 16 heads);
+     * LlamaAttention takes hidden_size // num_heads */
+    int64_t hd_def = c->hidden / c->heads;
+    if ((rc = get_i(r, "head_dim", hd_def, 1, ME_MAX_DIM, &c->head_dim)) < 0) return rc;
+    if (strcmp(f->name, "gemma")) {
+        /* LlamaAttention raises unless head_dim * num_heads == hidden_size */
+        if (c->head_dim * c->heads != c->hidden)
+            return me_error(r->d, ME_EINVAL, "%s: \"num_attention_heads\": %lld does not divide \"hidden_size\" %lld",
+                            r->path, (long long)c->heads, (long long)c->hidden);
+    }
+    if (c->heads % c->kv_heads)
+        return me_error(r->d, ME_EINVAL, "%s: \"num_key_value_heads\": %lld does not divide \"num_attention_heads\" %lld",
+                        r->path, (long long)c->kv_heads, (long long)c->heads);
+    if (c->head_dim % 2)
+        return me_error(r->d, ME_EINVAL, "%s: \"head_dim\": %lld is odd; rotary embeddings rotate pairs", r->path,
+                        (long long)c->head_dim);
+    /* hidden_act / hidden_activation: SiLU unless a GELU is named */
+    const char *act = get_s(r, "hidden_activation");
+    if (!act) act = get_s(r, "hidden_act");
+    c->act = f->act;
+    if (act) {
+        if (!strcmp(act, "silu") || !strcmp(act, "swish")) c->act = ME_LLM_SILU;
+        else if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new")) c->act = ME_LLM_GELU_TANH;
+        else if (!strcmp(act, "gelu")) c->act = !strcmp(f->name, "gemma") ? ME_LLM_GELU_TANH : ME_LLM_GELU; /* GemmaConfig forces the tanh form */
+        else {
+            char shown[64];
+            me_escape(act, shown, sizeof(shown));
+            return me_error(r->d, ME_EINVAL, "%s: \"hidden_act\": '%s' is not supported (silu, gelu, gelu_pytorch_tanh)", r->path, shown);
+        }
+    }
+    c->norm = ME_LLM_RMSNORM;
+    c->gated_mlp = true;
+    c->rotary_fraction = 1.0;
+    /* Qwen2Attention: q/k/v with bias=True, o_proj without */
+    c->qkv_bias = !strcmp(f->name, "qwen2");
+    if (!strcmp(f->name, "llama") && (rc = get_b(r, "attention_bias", false, &c->qkv_bias)) < 0) return rc;
+    c->o_bias = !strcmp(f->name, "llama") && c->qkv_bias;
+    if (!strcmp(f->name, "llama") && (rc = get_b(r, "mlp_bias", false, &c->mlp_bias)) < 0) return rc;
+    /* Phi3Attention's qkv_proj and Phi3MLP's gate_up_proj: one projection each */
+    c->fused_qkv = c->fused_gate_up = !strcmp(f->name, "phi3");
+    if (!strcmp(f->name, "gemma")) {
+        c->embed_scale = true;
+        c->norm_plus_one = true;
+    }
+    /* Mistral's window (4096 in v0.1, null later); Qwen2 has it only with use_sliding_window */
+    if (!strcmp(f->name, "mistral") && (rc = get_i(r, "sliding_window", 4096, 0, ME_MAX_DIM, &c->sliding_window)) < 0) return rc;
+    if (!strcmp(f->name, "qwen2")) {
+        bool use = false;
+        if ((rc = get_b(r, "use_sliding_window", false, &use)) < 0) return rc;
+        if (use && (rc = get_i(r, "sliding_window", 4096, 0, ME_MAX_DIM, &c->sliding_window)) < 0) return rc;
+    }
+    /* torch_dtype: what the weights compute in (from_pretrained(torch_dtype="auto")); fp32 when absent */
+    c->dtype = ME_DT_F32;
+    const char *td = get_s(r, "torch_dtype");
+    if (td) {
+        if (!strcmp(td, "float32")) c->dtype = ME_DT_F32;
+        else if (!strcmp(td, "float16")) c->dtype = ME_DT_F16;
+        else if (!strcmp(td, "bfloat16")) c->dtype = ME_DT_BF16;
+        else {
+            char shown[64];
+            me_escape(td, shown, sizeof(shown));
+            return me_error(r->d, ME_EINVAL, "%s: \"torch_dtype\": '%s' is not float32, float16 or bfloat16", r->path, shown);
+        }
+    }
+    /* quantization_config: not read here (the safetensors headers say what is stored) */
+    /* every product the builder forms must stay far below 2^63 */
+    uint64_t w = me_smul((uint64_t)c->hidden, (uint64_t)(c->heads + 2 * c->kv_heads) * (uint64_t)c->head_dim);
+    w = me_sadd(w, me_smul(3, me_smul((uint64_t)c->hidden, (uint64_t)c->intermediate)));
+    w = me_smul(w, (uint64_t)c->layers);
+    w = me_sadd(w, me_smul(2, me_smul((uint64_t)c->vocab, (uint64_t)c->hidden)));
+    if (w > (UINT64_C(1) << 50))
+        return me_error(r->d, ME_EINVAL, "%s: \"hidden_size\": the sizes make %llu parameters (over 2^50); absurd", r->path,
+                        (unsigned long long)w);
+    return 0;
+}
+
+/* A folder: its config.json. */
+static void config_path(const char *path, char *out, size_t n, bool *dir)
+{
+    struct stat st;
+    *dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (*dir) snprintf(out, n, "%s/config.json", path);
+    else snprintf(out, n, "%s", path);
+}
+
+bool me_llm_recognize(const char *path, const void *head, size_t n)
+{
+    bool dir;
+    char cp[1100];
+    if (!path) return false;
+    config_path(path, cp, sizeof(cp), &dir);
+    if (dir) return access(cp, R_OK) == 0;
+    /* a JSON object whose top level has "model_type": memest's own layer
+     * graphs have "layers" and no "model_type" */
+    char *buf = NULL;
+    if (!head) {
+        size_t l = strlen(path);
+        if (l < 5 || strcmp(path + l - 5, ".json")) return false;
+        MeDiag quiet = { 0 };
+        int fd = me_open_regular(path, path, &quiet);
+        if (fd < 0) return false;
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_size > ME_LLM_MAX_CONFIG) { close(fd); return false; } /* a layer graph, not a config */
+        FILE *f = fdopen(fd, "rb");
+        if (!f) { close(fd); return false; }
+        buf = me_malloc((size_t)ME_LLM_MAX_CONFIG);
+        n = buf ? fread(buf, 1, (size_t)ME_LLM_MAX_CONFIG, f) : 0;
+        fclose(f);
+        head = buf;
+    }
+    if (!head || !n) { me_free(buf); return false; }
+    const char *s = head;
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+    bool yes = false;
+    if (i < n && s[i] == '{' && memmem(s, n, "\"model_type\"", 12)) {
+        cJSON *j = cJSON_ParseWithLength(s, n);
+        yes = j && cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, "model_type") &&
+              !cJSON_GetObjectItemCaseSensitive(j, "layers");
+        cJSON_Delete(j);
+    }
+    me_free(buf);
+    return yes;
+}
+
+int me_llm_read(const char *path, MeLlmConfig *c, MeDiag *d)
+{
+    memset(c, 0, sizeof(*c));
+    bool dir;
+    char cp[1100];
+    config_path(path, cp, sizeof(cp), &dir);
+    if (strlen(cp) >= sizeof(c->path)) return me_error(d, ME_EINVAL, "%s: path too long", path);
+    memcpy(c->path, cp, strlen(cp) + 1);
+    int fd = me_open_regular(cp, cp, d);
+    if (fd < 0) return fd;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return ME_ENOMEM; }
+    char *buf = me_malloc((size_t)ME_LLM_MAX_CONFIG + 1);
+    size_t len = buf ? fread(buf, 1, (size_t)ME_LLM_MAX_CONFIG + 1, f) : 0;
+    fclose(f);
+    if (!buf) return ME_ENOMEM;
+    if (len > (size_t)ME_LLM_MAX_CONFIG) {
+        me_free(buf);
+        return me_error(d, ME_EINVAL, "%s: larger than %lld bytes; not a config.json", cp, (long long)ME_LLM_MAX_CONFIG);
+    }
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    me_free(buf);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return me_error(d, ME_EINVAL, "%s: not a JSON object", cp);
+    }
+    RCtx r = { .path = cp, .root = root, .d = d };
+    int rc = read_config(&r, c);
+    cJSON_Delete(root);
+    /* a folder's safetensors headers (src/load/safetensors.c) say what is
+     * stored; they must hold the parameters the config's layout has, or
+     * the config is another model's */
+    if (rc >= 0 && dir && me_llm_has_weights(path)) {
+        uint64_t lp, lb;
+        rc = me_llm_read_weights(path, c, d);
+        if (rc >= 0 && (rc = me_llm_params(c, &lp, &lb, d)) >= 0) rc = me_llm_check_weights(c, lp, d);
+    }
+    return rc;
+}
+
+void me_llm_config_free(MeLlmConfig *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->n_tensors; i++) me_free(c->tensors[i].name);
+    me_free(c->tensors);
+    c->tensors = NULL;
+    c->n_tensors = 0;
+}
+
+/* The family's layout (HF modeling_llama.py, modeling_qwen2.py,
+ * modeling_gemma.py, modeling_phi3.py): per layer q/k/v/o (Phi-3: one
+ * qkv_proj of the same size), gate/up/down (Phi-3: gate_up_proj) and two norms; the
+ * embedding, the final norm and an untied head. */
+int me_llm_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes, MeDiag *d)
+{
+    (void)d;
+    uint64_t D = (uint64_t)c->hidden, q = (uint64_t)(c->heads * c->head_dim), kv = (uint64_t)(c->kv_heads * c->head_dim);
+    uint64_t I = (uint64_t)c->intermediate, V = (uint64_t)c->vocab;
+    uint64_t layer = me_sadd(me_smul(D, q), me_smul(2, me_smul(D, kv)));
+    layer = me_sadd(layer, me_smul(q, D));
+    if (c->qkv_bias) layer = me_sadd(layer, q + 2 * kv);
+    if (c->o_bias) layer = me_sadd(layer, D);
+    layer = me_sadd(layer, me_smul(3, me_smul(D, I)));
+    if (c->mlp_bias) layer = me_sadd(layer, 2 * I + D);
+    layer = me_sadd(layer, 2 * D);
+    uint64_t p = me_sadd(me_smul(layer, (uint64_t)c->layers), me_smul(V, D));
+    p = me_sadd(p, D);
+    if (!c->tied) p = me_sadd(p, me_smul(V, D));
+    *params = p;
+    *bytes = me_dtype_bytes(c->dtype, (int64_t)(p > (uint64_t)INT64_MAX ? INT64_MAX : p));
+    return 0;
+}

@@ -1,0 +1,309 @@
+#!/usr/bin/python3
+"""Decoder language models from torch.nn primitives, following Hugging Face
+transformers' modeling code (v4.44: modeling_llama.py, whose eager path
+modeling_mistral.py and modeling_qwen2.py copy; modeling_gemma.py;
+modeling_phi3.py's fused projections; its rotary, per layer there, is
+computed once per forward here as in Llama, cos/sin being a few KiB), built
+from a config dict with the keys and defaults of the families'
+configuration_*.py. No transformers import: Debian's torch 1.13 only.
+
+Usable on the meta device for parameter counts at real sizes
+(build(cfg, device="meta")) and on CPU at small sizes for memory truth
+(tests/llm/measure_llm.py). Each tensor the forward makes is made by the
+same call HF's code makes, in the same order, so the allocator sees what it
+sees under HF; what differs is listed where it differs.
+
+    cfg = {"model_type": "llama", "hidden_size": 256, ...}
+    model = build(cfg)                  # LlamaForCausalLM-like
+    logits = model(ids, position_ids, causal_mask, cache)
+
+cache: DynamicCache() (torch.cat per layer per step) or
+StaticCache(cfg, batch, max_len, dtype) (index_copy_ into preallocated
+[B, Hkv, max, hd]); causal_mask: the 4-d float mask [B, 1, S, T] that
+LlamaModel._update_causal_mask builds before layer 0 (0 where attended,
+the dtype's min elsewhere), made by causal_mask() here.
+"""
+import math
+
+import torch
+from torch import nn
+
+# configuration_<family>.py defaults for the keys a config may leave out
+DEFAULTS = {
+    "llama": dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                  intermediate_size=11008, max_position_embeddings=2048, rms_norm_eps=1e-6, rope_theta=10000.0,
+                  hidden_act="silu", tie_word_embeddings=False, attention_bias=False, mlp_bias=False),
+    "mistral": dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                    num_key_value_heads=8, intermediate_size=14336, max_position_embeddings=131072,
+                    rms_norm_eps=1e-6, rope_theta=10000.0, hidden_act="silu", tie_word_embeddings=False),
+    "qwen2": dict(vocab_size=151936, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                  num_key_value_heads=32, intermediate_size=22016, max_position_embeddings=32768,
+                  rms_norm_eps=1e-6, rope_theta=10000.0, hidden_act="silu", tie_word_embeddings=False),
+    "gemma": dict(vocab_size=256000, hidden_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                  num_key_value_heads=16, head_dim=256, intermediate_size=24576, max_position_embeddings=8192,
+                  rms_norm_eps=1e-6, rope_theta=10000.0, hidden_act="gelu_pytorch_tanh", tie_word_embeddings=True),
+    "phi3": dict(vocab_size=32064, hidden_size=3072, num_hidden_layers=32, num_attention_heads=32,
+                 intermediate_size=8192, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+                 hidden_act="silu", tie_word_embeddings=False),
+}
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve(cfg):
+    """cfg with the family's defaults filled in (HF's config classes)."""
+    mt = cfg["model_type"]
+    c = dict(DEFAULTS[mt])
+    c.update({k: v for k, v in cfg.items() if v is not None})
+    c.setdefault("num_key_value_heads", c["num_attention_heads"])
+    c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+    c["qkv_bias"] = mt == "qwen2" or (mt == "llama" and c.get("attention_bias", False))
+    c["o_bias"] = mt == "llama" and c.get("attention_bias", False)
+    c["mlp_bias"] = mt == "llama" and c.get("mlp_bias", False)
+    c["gemma"] = mt == "gemma"
+    c["fused"] = mt == "phi3"  # Phi3Attention.qkv_proj, Phi3MLP.gate_up_proj
+    c["dtype"] = DTYPES[c.get("torch_dtype", "float32")]
+    return c
+
+
+class RMSNorm(nn.Module):
+    """LlamaRMSNorm; GemmaRMSNorm when plus_one (fp32 to the end, (1 + w))."""
+
+    def __init__(self, d, eps, plus_one, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
+        self.eps, self.plus_one = eps, plus_one
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
+        if self.plus_one:
+            return (hidden_states * (1.0 + self.weight.float())).to(input_dtype)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """LlamaRotaryEmbedding (computed once per forward, as in v4.44)."""
+
+    def __init__(self, hd, theta, device=None):
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64, device=device).float() / hd))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos()
+        sin = emb.sin()
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class DynamicCache:
+    """transformers.DynamicCache.update: append, then torch.cat per step."""
+
+    def __init__(self):
+        self.key_cache, self.value_cache = [], []
+
+    def update(self, key_states, value_states, layer_idx, cache_position):
+        if len(self.key_cache) <= layer_idx:
+            self.key_cache.append(key_states)
+            self.value_cache.append(value_states)
+        else:
+            self.key_cache[layer_idx] = torch.cat([self.key_cache[layer_idx], key_states], dim=-2)
+            self.value_cache[layer_idx] = torch.cat([self.value_cache[layer_idx], value_states], dim=-2)
+        return self.key_cache[layer_idx], self.value_cache[layer_idx]
+
+    def tensors(self):
+        return self.key_cache + self.value_cache
+
+
+class StaticCache:
+    """transformers.StaticCache: [B, Hkv, max, hd] zeros per layer,
+    index_copy_ along the sequence dim; attention reads all max positions."""
+
+    def __init__(self, c, batch, max_len, dtype):
+        shape = (batch, c["num_key_value_heads"], max_len, c["head_dim"])
+        self.key_cache = [torch.zeros(shape, dtype=dtype) for _ in range(c["num_hidden_layers"])]
+        self.value_cache = [torch.zeros(shape, dtype=dtype) for _ in range(c["num_hidden_layers"])]
+
+    def update(self, key_states, value_states, layer_idx, cache_position):
+        k_out, v_out = self.key_cache[layer_idx], self.value_cache[layer_idx]
+        k_out.index_copy_(2, cache_position, key_states)
+        v_out.index_copy_(2, cache_position, value_states)
+        return k_out, v_out
+
+    def tensors(self):
+        return self.key_cache + self.value_cache
+
+
+class Attention(nn.Module):
+    """LlamaAttention, eager (also Mistral's, Qwen2's, Gemma's)."""
+
+    def __init__(self, c, idx, device=None, dtype=None):
+        super().__init__()
+        d, h, kv, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        self.h, self.kv, self.hd, self.idx = h, kv, hd, idx
+        kw = dict(device=device, dtype=dtype)
+        self.fused = c["fused"]
+        if self.fused:
+            self.qkv_proj = nn.Linear(d, (h + 2 * kv) * hd, bias=False, **kw)
+        else:
+            self.q_proj = nn.Linear(d, h * hd, bias=c["qkv_bias"], **kw)
+            self.k_proj = nn.Linear(d, kv * hd, bias=c["qkv_bias"], **kw)
+            self.v_proj = nn.Linear(d, kv * hd, bias=c["qkv_bias"], **kw)
+        self.o_proj = nn.Linear(h * hd, d, bias=c["o_bias"], **kw)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache, cache_position):
+        bsz, q_len, _ = hidden_states.size()
+        if self.fused:  # Phi3Attention
+            qkv = self.qkv_proj(hidden_states)
+            query_pos = self.h * self.hd
+            query_states = qkv[..., :query_pos]
+            key_states = qkv[..., query_pos: query_pos + self.kv * self.hd]
+            value_states = qkv[..., query_pos + self.kv * self.hd:]
+        else:
+            query_states = self.q_proj(hidden_states)
+            key_states = self.k_proj(hidden_states)
+            value_states = self.v_proj(hidden_states)
+        query_states = query_states.view(bsz, q_len, self.h, self.hd).transpose(1, 2)
+        key_states = key_states.view(bsz, q_len, self.kv, self.hd).transpose(1, 2)
+        value_states = value_states.view(bsz, q_len, self.kv, self.hd).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        key_states, value_states = cache.update(key_states, value_states, self.idx, cache_position)
+        key_states = repeat_kv(key_states, self.h // self.kv)
+        value_states = repeat_kv(value_states, self.h // self.kv)
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) / math.sqrt(self.hd)
+        causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+        attn_weights = attn_weights + causal_mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(bsz, q_len, -1)
+        return self.o_proj(attn_output)
+
+
+class GeluTanh(nn.Module):
+    def forward(self, x):
+        return nn.functional.gelu(x, approximate="tanh")
+
+
+class MLP(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        d, i, b = c["hidden_size"], c["intermediate_size"], c["mlp_bias"]
+        kw = dict(device=device, dtype=dtype)
+        self.fused = c["fused"]
+        if self.fused:  # Phi3MLP
+            self.gate_up_proj = nn.Linear(d, 2 * i, bias=False, **kw)
+            self.activation_fn = nn.SiLU()
+        else:
+            self.gate_proj = nn.Linear(d, i, bias=b, **kw)
+            self.up_proj = nn.Linear(d, i, bias=b, **kw)
+            self.act_fn = nn.SiLU() if c["hidden_act"] in ("silu", "swish") else GeluTanh()
+        self.down_proj = nn.Linear(i, d, bias=b, **kw)
+
+    def forward(self, x):
+        if self.fused:
+            up_states = self.gate_up_proj(x)
+            gate, up_states = up_states.chunk(2, dim=-1)
+            up_states = up_states * self.activation_fn(gate)
+            return self.down_proj(up_states)
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c, idx, device=None, dtype=None):
+        super().__init__()
+        self.self_attn = Attention(c, idx, device, dtype)
+        self.mlp = MLP(c, device, dtype)
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"], device, dtype)
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"], device, dtype)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache, cache_position):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, attention_mask, position_embeddings, cache, cache_position)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + hidden_states
+        return hidden_states
+
+
+class Model(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"], device=device, dtype=dtype)
+        self.layers = nn.ModuleList(DecoderLayer(c, i, device, dtype) for i in range(c["num_hidden_layers"]))
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"], device, dtype)
+        self.rotary_emb = RotaryEmbedding(c["head_dim"], c["rope_theta"], device)
+        self.scale = math.sqrt(c["hidden_size"]) if c["gemma"] else None
+
+    def forward(self, input_ids, position_ids, causal_mask, cache, cache_position):
+        hidden_states = self.embed_tokens(input_ids)
+        if self.scale is not None:  # GemmaModel: normalizer = tensor(hidden_size**0.5, dtype)
+            hidden_states = hidden_states * torch.tensor(self.scale, dtype=hidden_states.dtype)
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, causal_mask, position_embeddings, cache, cache_position)
+        return self.norm(hidden_states)
+
+
+class ForCausalLM(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        self.model = Model(c, device, dtype)
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False, device=device, dtype=dtype)
+        if c["tie_word_embeddings"]:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids, position_ids, causal_mask, cache, cache_position=None):
+        hidden_states = self.model(input_ids, position_ids, causal_mask, cache, cache_position)
+        logits = self.lm_head(hidden_states)
+        return logits.float()
+
+
+def build(cfg, device=None):
+    """The model of config dict cfg, in its torch_dtype; device="meta" for counts."""
+    c = resolve(cfg)
+    return ForCausalLM(c, device=device, dtype=c["dtype"])
+
+
+def causal_mask(batch, q_len, past, total, dtype):
+    """_update_causal_mask's 4-d mask: position past+i attends to keys <= past+i."""
+    m = torch.full((q_len, total), torch.finfo(dtype).min, dtype=dtype)
+    m = torch.triu(m, diagonal=past + 1)
+    return m[None, None].expand(batch, 1, q_len, total).contiguous()
+
+
+def n_params(model):
+    """sum(p.numel()) over distinct parameters (a tied head counts once)."""
+    return sum(p.numel() for p in model.parameters())
