@@ -169,6 +169,17 @@ static int infer_rebound(MemestModel *m, MeDiag *d)
         }
         rc = me_graph_add_note(g, "rebound_dims", ME_NOTE_ALWAYS, "%s: the export fixes these sizes and memest re-binds them; %s%s", rb->what,
                                rb->nov ? "constants that provably carry them are re-written in " : "no constant carries them", ovs);
+        char bh[400] = "";
+        n = 0;
+        for (int k = 0; k < rb->nbehind && k < 4; k++)
+            n += (size_t)snprintf(bh + n, sizeof(bh) - n, "%s'%.40s' (%s)", k ? ", " : "", g->n[rb->behind[k]].name, g->n[rb->behind[k]].op);
+        if (rc >= 0 && rb->nbehind)
+            rc = me_graph_add_note(g, "rebound_dims", ME_NOTE_ALWAYS,
+                                   "%d node(s) broadcast an operand the export fixed at size 1 against a re-bound dim (%s%s): a position "
+                                   "table stays so in PyTorch too, but a tensor the export computed from the input (zeros_like, "
+                                   "arange(x.size(0))) and folded would be re-bound there, and is counted here at the export's size; "
+                                   "re-export with dynamic_axes to be sure",
+                                   rb->nbehind, bh, rb->nbehind > 4 ? ", ..." : "");
     }
     if (!nre) rebind_free(g);
     return rc;

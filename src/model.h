@@ -44,6 +44,7 @@ typedef struct MeRebind {
     MeOverride *ov;
     int nov, cap_ov;
     char what[240];      /* "input 'x' dim 0 is 1 in the export, 8 here" for messages */
+    int behind[4], nbehind; /* nodes that broadcast an operand left at the export's size (shape.c) */
 } MeRebind;
 
 struct MemestModel {

@@ -370,6 +370,36 @@ static int rebind_node(MeCtx *c)
     return 0;
 }
 
+/* After an elementwise node at the re-bound sizes: an operand that kept
+ * the export's size of 1 on an axis whose size it shared with the output
+ * there, and now broadcasts against the re-bound size. A constant the
+ * export computed from the input (zeros_like, arange(x.size(0)), folded)
+ * does that, and PyTorch would make it at the new size; a position table
+ * legitimately stays 1. Neither can be told from the file: counted for
+ * the note (model.c). */
+static void left_behind(MeCtx *c)
+{
+    MeRebind *rb = c->g->rebind;
+    const MeValue *o = me_out(c, 0);
+    if (!c->n->desc || c->n->desc->cls != ME_C_ELTWISE || !o || !o->known || c->n->out[0] < 0) return;
+    const MeShape *wo = &rb->was[c->n->out[0]];
+    if (wo->rank != o->shape.rank) return;
+    for (int k = 0; k < c->n->n_in; k++) {
+        const MeShape *now = me_in_shape(c, k);
+        if (!now || c->n->in[k] < 0) continue;
+        const MeShape *was = &rb->was[c->n->in[k]];
+        if (was->rank != now->rank || was->rank > wo->rank || memcmp(was->d, now->d, sizeof(int64_t) * (size_t)now->rank)) continue;
+        for (int i = 0; i < now->rank; i++) {
+            int j = i + wo->rank - now->rank;
+            if (now->d[i] == 1 && wo->d[j] == 1 && o->shape.d[j] != 1) {
+                if (rb->nbehind < 4) rb->behind[rb->nbehind] = (int)(c->n - c->g->n);
+                rb->nbehind++;
+                return;
+            }
+        }
+    }
+}
+
 void me_shapes_reset(MeGraph *g)
 {
     for (int i = 0; i < g->nv; i++) {
@@ -431,6 +461,7 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
         }
         int rc = g->rebind && g->rebind->was ? rebind_node(&c) : 0;
         if (rc >= 0) rc = desc->infer(&c);
+        if (rc >= 0 && g->rebind && g->rebind->was) left_behind(&c);
         if (rc < 0) {
             if (g->rebind && g->rebind->was && rc != ME_ENOMEM) {
                 size_t len = strlen(d->msg);
