@@ -139,7 +139,57 @@ def case_crafted():
     expect_bad(two, ["--batch", "8"], ["--batch 8", "inputs 'a' and 'b'", "(1 and 4)", "--input NAME="])
 
 
-CASES = {"batch": case_batch, "size": case_size, "unprovable": case_unprovable, "crafted": case_crafted}
+def case_loop():
+    """The seed's loop, `outputs = model(inputs)` again without no_grad:
+    --grad reports the first call and the steady state, whose forward runs
+    beside the last call's output and autograd graph. Truth: PyTorch on
+    this CPU, tests/oracle/measure_loop.py (golden/truth/loop); within 2 %
+    on both calls, and the steady state starts where call 1 ended."""
+    import glob
+    files = sorted(glob.glob(path("golden", "truth", "loop", "*.json")))
+    check(len(files) >= 4, f"golden/truth/loop has {len(files)} files")
+    for tf in files:
+        t = json.load(open(tf))
+        name, b = t["model"], t["batch"]
+        spec = []
+        for i in json.load(open(path("golden", "truth", "memory", name + ".json")))["inputs"]:
+            spec += ["--input", "%s=%s:%s" % (i["name"], "x".join(map(str, i["shape"])), i["dtype"])]
+        d = report(path("models", "onnx", "zoo", name + ".onnx"), *spec, "--batch", str(b), "--grad")
+        steps = d["memory"]["steps"] if d else []
+        check(len(steps) == 2, f"{name} b{b} --grad: {len(steps)} step(s), expected the first call and the steady state")
+        for got, want in zip(steps, t["steps"]):
+            err = (got["peak"] - want["peak"]) / want["peak"]
+            print(f"{name} b{b} call {want['step']}: measured {want['peak'] / 2**20:.2f} MiB, "
+                  f"predicted {got['peak'] / 2**20:.2f} MiB, {100 * err:+.2f} %")
+            check(abs(err) <= 0.02, f"{name} b{b} call {want['step']}: {100 * err:+.2f} %")
+        if len(steps) == 2:
+            check(steps[1]["baseline"] == steps[0]["end"], f"{name} b{b}: call 2 starts at {steps[1]['baseline']}, call 1 ended at {steps[0]['end']}")
+
+
+def case_computed():
+    """Shapes computed in the graph (tests/bind/export_bind.py): the
+    grouped-query attention's repeat_interleave expands a constant and
+    splits it (Expand and Split of constants fold), then Expands each chunk
+    to that computed shape; a diffusion-style up block's training export
+    computes its Resize sizes from Shape slices. Output shapes and
+    parameters against PyTorch (models/onnx/bind/truth.json), all modes run."""
+    truth = json.load(open(path("models", "onnx", "bind", "truth.json")))["models"]
+    for name, args, key in (("gqa_repeat", ["--input", "16x64", "--batch", "4"], "4x16x64"),
+                            ("unet_up_train", ["--input", "3x32x32", "--batch", "4"], "4x3x32x32")):
+        f = path("models", "onnx", "bind", name + ".onnx")
+        for mode in MODES:
+            d = report(f, *args, *mode)
+            if not d:
+                continue
+            got = [l["output_shape"] for l in d["layers"] if l.get("output_shape")][-1]
+            want = truth[name]["output_shapes"][key]
+            check(got == want, f"{name} {' '.join(mode)}: output {got}, PyTorch {want}")
+    d = report(path("models", "onnx", "bind", "gqa_repeat.onnx"), "--input", "16x64", "--batch", "4")
+    check(d and d["totals"]["params"] == truth["gqa_repeat"]["params"],
+          f"gqa_repeat params {d and d['totals']['params']}, PyTorch {truth['gqa_repeat']['params']}")
+
+
+CASES = {"computed": case_computed, "loop": case_loop, "batch": case_batch, "size": case_size, "unprovable": case_unprovable, "crafted": case_crafted}
 
 if __name__ == "__main__":
     CASES[CASE]()

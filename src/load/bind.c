@@ -127,8 +127,9 @@ static int bind_dim(Binder *bd, MeValue *v, int k, int64_t val, const char *what
                             bd->fx[j].from, what, v->name, k, (long long)bd->fx[j].val, (long long)val);
         if (cur == val) return 0;
         if (!rebindable(v, k))
-            return me_error(bd->d, ME_EINVAL, "%s: %s: input '%s' dim %d is %lld in the model, not %lld (it is the input's channels, "
-                            "which the weights fix)", bd->g->path, what, v->name, k, (long long)cur, (long long)val);
+            return me_error(bd->d, ME_EINVAL, "%s: %s: input '%s' dim %d is %lld in the model, not %lld (in PyTorch's channels-first layout it is the "
+                            "channels, which the weights fix; for another layout re-export with dynamic_axes)",
+                            bd->g->path, what, v->name, k, (long long)cur, (long long)val);
         if (bd->nfx >= 64) return me_error(bd->d, ME_EINVAL, "%s: %s: more than 64 fixed dims re-bound", bd->g->path, what);
         Rebound *r = &bd->fx[bd->nfx++];
         *r = (Rebound){ v, k, cur, val, "" };
