@@ -213,6 +213,7 @@ typedef struct MeGraph {
     int nnotes, cap_notes;
     void *loader;        /* loader state kept for materialize (mapped file) */
     void (*loader_free)(void *loader);
+    struct MeRebind *rebind; /* a binding's re-bound fixed dims (model.c owns it, shape.c reads it) */
 } MeGraph;
 
 int me_graph_init(MeGraph *g, const char *path);

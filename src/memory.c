@@ -1361,11 +1361,29 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[opt_state].persistent = true;
     }
+    /* --grad, step 2: the seed's loop, `outputs = model(inputs)` again
+     * without no_grad. The previous output holds its grad_fn and through
+     * it every tensor the forward saved (torch/csrc/autograd: a Node owns
+     * its SavedVariables, an output's grad_fn owns the Node), and Python
+     * re-binds `outputs` only when the call returns: the next forward runs
+     * beside step 1's graph, which goes right after it. Step 1 ended with
+     * exactly that graph alive (end - baseline). */
+    int prev_graph = -1;
+    if (s->mode == MEMEST_RUN_INFER_GRAD && s->step >= 2) {
+        MemestMemorySettings s1 = *s;
+        s1.step = 1;
+        s1.record_series = false;
+        MemestMemory m1;
+        if ((rc = run_step_events(model, &s1, &m1, err, errlen, NULL, 0, NULL)) < 0) goto end;
+        if ((prev_graph = st_new(&m, (int64_t)(m1.end - m1.baseline), MEMEST_MEM_SAVED)) < 0) { rc = ME_ENOMEM; goto end; }
+        m.st[prev_graph].persistent = true;
+    }
     out->baseline = (uint64_t)stats.total;
     note(&m, 0);
 
     forward(&m);
     drop_autocast_cache(&m);
+    if (prev_graph >= 0) st_free(&m, prev_graph);
     if (train && !m.failed && g->n_outputs) {
         int ov = g->outputs[0];
         int64_t ob = vb(&m, &g->v[ov]);
@@ -1567,7 +1585,9 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
     r->n_mem = 0;
     r->skipped[0] = 0;
     assumptions(&model->g, r->assumed, sizeof(r->assumed));
-    int steps = s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE ? 2 : 1;
+    /* training: step 2 has the optimizer's state; --grad: step 2 is the
+     * loop's steady state (run_step_events) */
+    int steps = (s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE) || s->mode == MEMEST_RUN_INFER_GRAD ? 2 : 1;
     StepJob job[2];
     for (int k = 0; k < steps; k++) {
         job[k] = (StepJob){ .model = model, .s = *s, .r = r, .rc = 0 };

@@ -97,6 +97,95 @@ static int default_costs(MemestModel *m, MeDiag *d)
     return 0;
 }
 
+static void rebind_free(MeGraph *g)
+{
+    if (!g->rebind) return;
+    me_free(g->rebind->was);
+    me_free(g->rebind->ov);
+    me_free(g->rebind);
+    g->rebind = NULL;
+}
+
+/* Shape inference for a binding that re-binds dims the export fixes
+ * (issue 10; bind.c decides which may be): first at the export's own
+ * sizes, whose shapes (was) tell shape.c which constants carry a re-bound
+ * dim, then at the bound sizes. Neither pass touches the graph's constants:
+ * the re-written ones are read through g->rebind, which lasts until the
+ * next binding. The graph gains a note saying what was re-bound. */
+static int infer_rebound(MemestModel *m, MeDiag *d)
+{
+    MeGraph *g = &m->g;
+    MeRebind *rb = me_calloc(1, sizeof(*rb));
+    MeShape *bound = me_malloc(sizeof(MeShape) * (size_t)(g->n_inputs + 1));
+    if (!rb || !bound) {
+        me_free(rb);
+        me_free(bound);
+        return ME_ENOMEM;
+    }
+    size_t len = 0;
+    int nre = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        MeValue *v = &g->v[g->inputs[k]];
+        const MeShape *u = &m->unbound[k].shape;
+        bound[k] = v->shape;
+        for (int i = 0; i < u->rank && i < v->shape.rank; i++) {
+            if (u->d[i] < 0 || (v->sym && v->sym[i]) || v->dims_default || u->d[i] == v->shape.d[i]) continue;
+            if (len < sizeof(rb->what) - 1)
+                len += (size_t)snprintf(rb->what + len, sizeof(rb->what) - len, "%sinput '%.40s' dim %d is %lld in the export, %lld here",
+                                        nre ? "; " : "", v->name, i, (long long)u->d[i], (long long)v->shape.d[i]);
+            nre++;
+            v->shape.d[i] = u->d[i];
+        }
+    }
+    g->rebind = rb;
+    int rc = 0;
+    if (nre) {
+        /* the export's sizes: a failure here is the file's own */
+        MeRebind *keep = g->rebind;
+        g->rebind = NULL;
+        rc = me_infer_shapes(g, d);
+        g->rebind = keep;
+        if (rc >= 0 && !(rb->was = me_malloc(sizeof(MeShape) * (size_t)(g->nv + 1)))) rc = ME_ENOMEM;
+        for (int i = 0; rc >= 0 && i < g->nv; i++) {
+            rb->was[i] = g->v[i].shape;
+            if (!g->v[i].known) rb->was[i].rank = -1;
+        }
+        for (int k = 0; k < g->n_inputs; k++) g->v[g->inputs[k]].shape = bound[k];
+        me_shapes_reset(g);
+    }
+    me_free(bound);
+    if (rc >= 0) rc = me_infer_shapes(g, d);
+    me_free(rb->was);
+    rb->was = NULL;
+    if (rc >= 0 && nre) {
+        char ovs[400] = "";
+        size_t n = 0;
+        for (int k = 0; k < rb->nov && n < sizeof(ovs) - 1; k++) {
+            const MeNode *nd = &g->n[rb->ov[k].node];
+            if (k == 4) {
+                n += (size_t)snprintf(ovs + n, sizeof(ovs) - n, " and %d more", rb->nov - 4);
+                break;
+            }
+            n += (size_t)snprintf(ovs + n, sizeof(ovs) - n, "%s'%.40s' (%s)", k ? ", " : "", nd->name, nd->op);
+        }
+        rc = me_graph_add_note(g, "rebound_dims", ME_NOTE_ALWAYS, "%s: the export fixes these sizes and memest re-binds them; %s%s", rb->what,
+                               rb->nov ? "constants that provably carry them are re-written in " : "no constant carries them", ovs);
+        char bh[400] = "";
+        n = 0;
+        for (int k = 0; k < rb->nbehind && k < 4; k++)
+            n += (size_t)snprintf(bh + n, sizeof(bh) - n, "%s'%.40s' (%s)", k ? ", " : "", g->n[rb->behind[k]].name, g->n[rb->behind[k]].op);
+        if (rc >= 0 && rb->nbehind)
+            rc = me_graph_add_note(g, "rebound_dims", ME_NOTE_ALWAYS,
+                                   "%d node(s) broadcast an operand the export fixed at size 1 against a re-bound dim (%s%s): a position "
+                                   "table stays so in PyTorch too, but a tensor the export computed from the input (zeros_like, "
+                                   "arange(x.size(0))) and folded would be re-bound there, and is counted here at the export's size; "
+                                   "re-export with dynamic_axes to be sure",
+                                   rb->nbehind, bh, rb->nbehind > 4 ? ", ..." : "");
+    }
+    if (!nre) rebind_free(g);
+    return rc;
+}
+
 /* Binds the inputs with s, starting from the loader's state, and infers
  * shapes; the first binding also finalizes the freshly loaded graph. */
 static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag *d)
@@ -110,11 +199,16 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
     }
     m->bound = false;
     m->generation++;
+    rebind_free(g);
+    int keep = 0; /* the last binding's note on re-bound dims goes with it */
+    for (int i = 0; i < g->nnotes; i++)
+        if (strcmp(g->notes[i].code, "rebound_dims")) g->notes[keep++] = g->notes[i];
+    g->nnotes = keep;
     int rc = me_bind_inputs(g, s, d);
     if (rc >= 0 && first) rc = me_graph_finalize(g, d);
     if (rc >= 0 && first) rc = me_canonicalize(g, d);
     if (rc >= 0 && !first) me_shapes_reset(g);
-    if (rc >= 0) rc = me_infer_shapes(g, d);
+    if (rc >= 0) rc = infer_rebound(m, d);
     if (rc >= 0) rc = default_costs(m, d);
     if (rc >= 0) m->bound = true;
     return rc;
@@ -320,6 +414,7 @@ int memest_model_set_dims(MemestModel *m, const char *const *dims, int n_dims, c
 void memest_model_free(MemestModel **pm)
 {
     if (!pm || !*pm) return;
+    rebind_free(&(*pm)->g);
     me_graph_free(&(*pm)->g);
     me_free((*pm)->unbound);
     me_free((*pm)->dcost);

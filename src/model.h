@@ -29,6 +29,24 @@ typedef struct MeInputState {
     bool known;
 } MeInputState;
 
+/* Fixed dims of the export that a binding changes (issue 10: --batch 8 on
+ * an export at batch 1, --input 3x512x512 on one at 224x224). Shapes are
+ * inferred once at the export's own sizes (was), then at the bound ones,
+ * where a constant that provably carries a re-bound dim (shape.c:
+ * rebind_node) is read with that dim re-written (ov). */
+typedef struct MeOverride {
+    int node, slot, n;
+    int64_t v[ME_MAX_RANK];
+} MeOverride;
+
+typedef struct MeRebind {
+    MeShape *was;        /* per value, its shape at the export's sizes (rank -1: unknown); the second pass only */
+    MeOverride *ov;
+    int nov, cap_ov;
+    char what[240];      /* "input 'x' dim 0 is 1 in the export, 8 here" for messages */
+    int behind[4], nbehind; /* nodes that broadcast an operand left at the export's size (shape.c) */
+} MeRebind;
+
 struct MemestModel {
     MeGraph g;
     /* The binding: the load settings' strings live in the graph's arena. */

@@ -124,10 +124,25 @@ bool me_in_has_val(const MeCtx *c, int i)
     return v->has_val;
 }
 
+/* The contents of input slot of node ni as a re-binding rewrote them. */
+static const MeOverride *override_of(const MeGraph *g, int ni, int slot)
+{
+    const MeRebind *rb = g->rebind;
+    for (int k = 0; rb && k < rb->nov; k++)
+        if (rb->ov[k].node == ni && rb->ov[k].slot == slot) return &rb->ov[k];
+    return NULL;
+}
+
 int me_in_ints(const MeCtx *c, int i, const int64_t **vals, int64_t *n)
 {
     MeValue *v = me_in(c, i);
     if (!v) return me_fail(c, "input %d is required", i);
+    const MeOverride *ov = c->g->rebind ? override_of(c->g, (int)(c->n - c->g->n), i) : NULL;
+    if (ov) {
+        *vals = ov->v;
+        *n = ov->n;
+        return 0;
+    }
     int rc = materialize(c, v);
     if (rc < 0) return rc;
     if (!v->has_val) {
@@ -280,6 +295,112 @@ static void declared_shape(MeGraph *g, MeValue *v)
     v->known = true;
 }
 
+/* Issue 10: a fixed dim the binding re-binds reaches constants that bake
+ * the export's size in. An entry is re-written only where it provably is
+ * that dim: it equals the data input's dim at the export's sizes, and the
+ * op maps that input axis to the entry's axis.
+ *   Reshape: a leading (or trailing) run of axes whose sizes the reshape
+ *     keeps at the export's sizes is the same axes in row-major order
+ *     (the rest holds the same number of elements), so [1, 2048] of a
+ *     [1, 2048, 1, 1] is [batch, 2048]; -1 and 0 already follow.
+ *   Expand: an entry equal to the (right-aligned) input dim keeps it.
+ *   Slice: an end equal to the axis' dim takes the whole axis.
+ *   Resize: a size equal to the input dim keeps it; another size on a
+ *     re-bound axis (a fixed upsample target) cannot be followed: an error.
+ * Anything else stays as written: if it no longer fits, the node fails and
+ * the message says why (me_infer_shapes). */
+static int rebind_node(MeCtx *c)
+{
+    MeGraph *g = c->g;
+    MeRebind *rb = g->rebind;
+    const char *op = c->n->op;
+    if (c->n->domain && c->n->domain[0] && strcmp(c->n->domain, "ai.onnx")) return 0;
+    int slot = !strcmp(op, "Reshape") || !strcmp(op, "Expand") ? 1 : !strcmp(op, "Slice") ? 2 : !strcmp(op, "Resize") ? 3 : -1;
+    if (slot < 0 || c->n->n_in <= slot || c->n->in[0] < 0 || c->n->in[slot] < 0 || (slot == 3 && g->opset < 11)) return 0;
+    const MeShape *was = &rb->was[c->n->in[0]], *now = me_in_shape(c, 0);
+    if (!now || was->rank != now->rank) return 0;
+    bool changed = false;
+    for (int i = 0; i < now->rank; i++) changed |= was->d[i] != now->d[i];
+    if (!changed || !me_in_has_val(c, slot) || (slot == 3 && me_numel_in(c, 3) == 0)) return 0;
+    const int64_t *t;
+    int64_t n;
+    int rc = me_in_ints(c, slot, &t, &n);
+    if (rc < 0) return rc;
+    if (n > ME_MAX_RANK) return 0; /* the op's own check says so */
+    MeOverride o = { .node = (int)(c->n - g->n), .slot = slot, .n = (int)n };
+    memcpy(o.v, t, sizeof(int64_t) * (size_t)n);
+    int nr = now->rank;
+    if (slot == 1 && !strcmp(op, "Reshape")) {
+        const MeShape *out = c->n->n_out ? &rb->was[c->n->out[0]] : NULL;
+        if (!out || out->rank != n) return 0;
+        int p = 0;
+        for (; p < nr && p < n && was->d[p] == out->d[p]; p++)
+            if (t[p] == was->d[p]) o.v[p] = now->d[p];
+        for (int j = 1; j <= nr - p && j <= n - p && was->d[nr - j] == out->d[n - j]; j++)
+            if (t[n - j] == was->d[nr - j]) o.v[n - j] = now->d[nr - j];
+    } else if (slot == 1) { /* Expand */
+        for (int j = 0; j < n; j++) {
+            int i = j - (int)(n - nr);
+            if (i >= 0 && t[j] == was->d[i]) o.v[j] = now->d[i];
+        }
+    } else if (slot == 2) { /* Slice ends, on axes (slot 3) or 0.. */
+        const int64_t *ax = NULL, *st = NULL;
+        int64_t na = n, ns = n;
+        if (c->n->n_in > 3 && c->n->in[3] >= 0 && ((rc = me_in_ints(c, 3, &ax, &na)) < 0 || na != n)) return rc;
+        if (c->n->n_in > 4 && c->n->in[4] >= 0 && ((rc = me_in_ints(c, 4, &st, &ns)) < 0 || ns != n)) return rc;
+        for (int k = 0; k < n; k++) {
+            int64_t a = ax ? ax[k] : k;
+            if (a < 0) a += nr;
+            if (a < 0 || a >= nr || (st && st[k] < 0)) continue;
+            if (t[k] == was->d[a]) o.v[k] = now->d[a];
+        }
+    } else { /* Resize sizes */
+        if (n != nr) return 0;
+        for (int i = 0; i < nr; i++) {
+            if (was->d[i] == now->d[i] || t[i] == now->d[i]) continue; /* computed from the input: follows already */
+            if (t[i] == was->d[i]) o.v[i] = now->d[i];
+            else
+                return me_fail(c, "its sizes '%s' fix axis %d at %lld where the input's dim was %lld (interpolate(scale_factor=...) "
+                                  "exports scales instead)",
+                               me_in(c, 3)->name, i, (long long)t[i], (long long)was->d[i]);
+        }
+    }
+    if (!memcmp(o.v, t, sizeof(int64_t) * (size_t)n)) return 0;
+    if (me_grow_raw(&rb->ov, &rb->cap_ov, rb->nov + 1, sizeof(MeOverride)) < 0) return ME_ENOMEM;
+    rb->ov[rb->nov++] = o;
+    return 0;
+}
+
+/* After an elementwise node at the re-bound sizes: an operand that kept
+ * the export's size of 1 on an axis whose size it shared with the output
+ * there, and now broadcasts against the re-bound size. A constant the
+ * export computed from the input (zeros_like, arange(x.size(0)), folded)
+ * does that, and PyTorch would make it at the new size; a position table
+ * legitimately stays 1. Neither can be told from the file: counted for
+ * the note (model.c). */
+static void left_behind(MeCtx *c)
+{
+    MeRebind *rb = c->g->rebind;
+    const MeValue *o = me_out(c, 0);
+    if (!c->n->desc || c->n->desc->cls != ME_C_ELTWISE || !o || !o->known || c->n->out[0] < 0) return;
+    const MeShape *wo = &rb->was[c->n->out[0]];
+    if (wo->rank != o->shape.rank) return;
+    for (int k = 0; k < c->n->n_in; k++) {
+        const MeShape *now = me_in_shape(c, k);
+        if (!now || c->n->in[k] < 0) continue;
+        const MeShape *was = &rb->was[c->n->in[k]];
+        if (was->rank != now->rank || was->rank > wo->rank || memcmp(was->d, now->d, sizeof(int64_t) * (size_t)now->rank)) continue;
+        for (int i = 0; i < now->rank; i++) {
+            int j = i + wo->rank - now->rank;
+            if (now->d[i] == 1 && wo->d[j] == 1 && o->shape.d[j] != 1) {
+                if (rb->nbehind < 4) rb->behind[rb->nbehind] = (int)(c->n - c->g->n);
+                rb->nbehind++;
+                return;
+            }
+        }
+    }
+}
+
 void me_shapes_reset(MeGraph *g)
 {
     for (int i = 0; i < g->nv; i++) {
@@ -342,8 +463,18 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
                 if (n->out[k] >= 0 && g->v[n->out[k]].producer >= 0) g->v[n->out[k]].known = false;
             continue;
         }
-        int rc = desc->infer(&c);
-        if (rc < 0) return rc;
+        int rc = g->rebind && g->rebind->was ? rebind_node(&c) : 0;
+        if (rc >= 0) rc = desc->infer(&c);
+        if (rc >= 0 && g->rebind && g->rebind->was) left_behind(&c);
+        if (rc < 0) {
+            if (g->rebind && g->rebind->was && rc != ME_ENOMEM) {
+                size_t len = strlen(d->msg);
+                snprintf(d->msg + len, sizeof(d->msg) - len,
+                         " [%s: the export fixes that size; a constant this node reads bakes it in where memest cannot prove it "
+                         "is that dim: re-export with dynamic_axes=... for that input, or at the size you want]", g->rebind->what);
+            }
+            return rc;
+        }
         if ((desc->flags & ME_OPF_CONSTANT) && n->n_attr && n->attr[0].type == ME_A_TENSOR && n->attr[0].tensor >= 0 && n->n_out &&
             n->out[0] >= 0 && g->v[n->attr[0].tensor].sparse) { /* a sparse Constant's output is sparse too */
             const MeValue *t = &g->v[n->attr[0].tensor];

@@ -87,9 +87,10 @@ typedef struct MemestLoadSettings {
     const char *const *dims;
     int n_dims;
     /* 0: not given, 1 where the model leaves the batch open and the
-     * model's own where it fixes it. A batch given that binds nothing, or
-     * that disagrees with a fixed batch, a --dim or a full input shape, is
-     * an error (MEMEST_ERR_INVALID) naming both. */
+     * model's own where it fixes it. A batch given re-binds a batch the
+     * export fixes (as set_batch does); one that binds nothing, or that
+     * disagrees with a --dim or a full input shape, is an error
+     * (MEMEST_ERR_INVALID) naming both. */
     int64_t batch;
     /* Converts float weights and inputs (model.half(), model.bfloat16()):
      * "float16", "bfloat16" or NULL to keep the file's types. */

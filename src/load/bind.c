@@ -21,6 +21,15 @@ typedef struct Binding {
     char from[160];
 } Binding;
 
+/* A dim the export fixes that an option re-bound (issue 10), and the
+ * option (for messages). */
+typedef struct Rebound {
+    const MeValue *v;
+    int k;
+    int64_t old, val;
+    char from[160];
+} Rebound;
+
 typedef struct Binder {
     MeGraph *g;
     MeDiag *d;
@@ -30,6 +39,8 @@ typedef struct Binder {
     bool batch_given;
     char batch_opt[40]; /* "--batch N" */
     int batch_used;     /* dims the batch bound, or agreed with */
+    Rebound fx[64];
+    int nfx;
 } Binder;
 
 static int parse_int(const char *s, const char *end, int64_t *out)
@@ -85,17 +96,45 @@ static bool has_sym(const MeGraph *g, const char *name, size_t len)
     return false;
 }
 
-/* Sets dim k of input v to val for option what: a fixed dim must already
- * be val; a named symbolic dim is recorded, and must agree with whatever
- * bound that name before. */
+/* Which dims an export fixes that an option may re-bind (issue 10): the
+ * batch (dim 0) and the sizes of a sample, as PyTorch lays them out: the
+ * sequence of tokens [B, T], the spatial dims of a channels-first input
+ * [B, C, ...]; never its channels (the weights fix those). Model.c infers
+ * shapes at the export's sizes first, to follow the dim into constants. */
+static bool rebindable(const MeValue *v, int k)
+{
+    return k == 0 || (v->shape.rank == 2 ? k == 1 : k >= 2);
+}
+
+static bool fixed_dim(const MeValue *v, int k)
+{
+    return v->shape.d[k] >= 0 && !(v->sym && v->sym[k]) && !v->dims_default;
+}
+
+/* Sets dim k of input v to val for option what: a fixed dim is re-bound
+ * where rebindable() allows, once (another option giving it another value
+ * is an error naming both); a named symbolic dim is recorded, and must
+ * agree with whatever bound that name before. */
 static int bind_dim(Binder *bd, MeValue *v, int k, int64_t val, const char *what)
 {
     int64_t cur = v->shape.d[k];
     const char *sym = v->sym ? v->sym[k] : NULL;
     if (cur >= 0 && !sym && !v->dims_default) {
-        if (cur != val)
-            return me_error(bd->d, ME_EINVAL, "%s: %s: input '%s' dim %d is %lld in the model, not %lld",
+        int j = 0;
+        while (j < bd->nfx && (bd->fx[j].v != v || bd->fx[j].k != k)) j++;
+        if (j < bd->nfx && cur != val)
+            return me_error(bd->d, ME_EINVAL, "%s: %s and %s both give input '%s' dim %d (%lld and %lld): give one", bd->g->path,
+                            bd->fx[j].from, what, v->name, k, (long long)bd->fx[j].val, (long long)val);
+        if (cur == val) return 0;
+        if (!rebindable(v, k))
+            return me_error(bd->d, ME_EINVAL, "%s: %s: input '%s' dim %d is %lld in the model, not %lld (in PyTorch's channels-first layout it is the "
+                            "channels, which the weights fix; for another layout re-export with dynamic_axes)",
                             bd->g->path, what, v->name, k, (long long)cur, (long long)val);
+        if (bd->nfx >= 64) return me_error(bd->d, ME_EINVAL, "%s: %s: more than 64 fixed dims re-bound", bd->g->path, what);
+        Rebound *r = &bd->fx[bd->nfx++];
+        *r = (Rebound){ v, k, cur, val, "" };
+        snprintf(r->from, sizeof(r->from), "%s", what);
+        v->shape.d[k] = val;
         return 0;
     }
     if (sym) {
@@ -207,7 +246,7 @@ static int bind_input(Binder *bd, const char *spec, const char **spec_of)
             if ((rc = bind_dim(bd, v, 0, j >= 0 ? bd->b[j].val : bd->batch, bw)) < 0) return rc;
             bd->batch_used++;
         }
-    } else if (bd->batch_given && batch_open) {
+    } else if (bd->batch_given) {
         /* the full shape gives the batch too: it must be --batch's */
         if (dims[0] != bd->batch)
             return me_error(bd->d, ME_EINVAL, "%s: %s gives input '%s' a batch (dim 0) of %lld, %s another: give one",
@@ -252,13 +291,10 @@ int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
     /* Whatever is still symbolic: a named binding, else the batch for dim
      * 0. A batch dim the model fixes is noted: --batch must not silently
      * leave it. */
-    const MeValue *fixed = NULL;
     bool has_batch_dim = false;
     for (int k = 0; k < g->n_inputs; k++) {
         MeValue *v = &g->v[g->inputs[k]];
         has_batch_dim |= v->shape.rank > 0;
-        if (v->shape.rank > 0 && v->shape.d[0] >= 0 && !(v->sym && v->sym[0]) && v->shape.d[0] != bd.batch && !fixed)
-            fixed = v;
         for (int i = 0; i < v->shape.rank; i++) {
             if (v->shape.d[i] >= 0) continue;
             const char *sym = v->sym ? v->sym[i] : NULL;
@@ -278,13 +314,30 @@ int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
         }
         v->known = true;
     }
-    /* --batch given and nothing took it: a batch the model fixes to
-     * another value, or no dim 0 at all (a fixed batch of the same value,
-     * or a full --input shape that agrees, is no conflict) */
-    if (bd.batch_given && !bd.batch_used && fixed)
-        return me_error(d, ME_EINVAL, "%s: %s: input '%s' has a fixed batch: dim 0 is %lld in the model, not a symbolic dim "
-                        "(re-binding a static batch is not supported yet)",
-                        g->path, bd.batch_opt, fixed->name, (long long)fixed->shape.d[0]);
+    /* --batch re-binds a batch the export fixes (issue 10): dim 0 of every
+     * input whose dim 0 is fixed, which must then be one size in all of
+     * them (else which dim is the batch is anyone's guess) */
+    const MeValue *fixed = NULL;
+    int64_t fixed_was = 0;
+    for (int k = 0; bd.batch_given && k < g->n_inputs; k++) {
+        MeValue *v = &g->v[g->inputs[k]];
+        if (v->shape.rank < 1 || !fixed_dim(v, 0)) continue;
+        int j = 0;
+        while (j < bd.nfx && (bd.fx[j].v != v || bd.fx[j].k != 0)) j++;
+        int64_t was = j < bd.nfx ? bd.fx[j].old : v->shape.d[0];
+        if (fixed && fixed_was != was)
+            return me_error(d, ME_EINVAL, "%s: %s: inputs '%s' and '%s' fix different sizes of dim 0 (%lld and %lld), so which is "
+                            "the batch is unclear: give each input's shape with --input NAME=...",
+                            g->path, bd.batch_opt, fixed->name, v->name, (long long)fixed_was, (long long)was);
+        if (!fixed) {
+            fixed = v;
+            fixed_was = was;
+        }
+        if (v->shape.d[0] != bd.batch) {
+            if ((rc = bind_dim(&bd, v, 0, bd.batch, bd.batch_opt)) < 0) return rc;
+            bd.batch_used++;
+        }
+    }
     if (bd.batch_given && !has_batch_dim && bd.batch != 1)
         return me_error(d, ME_EINVAL, "%s: %s binds nothing: no input of the model has a dim 0", g->path, bd.batch_opt);
     return 0;

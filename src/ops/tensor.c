@@ -61,10 +61,10 @@ typedef int (*FoldMap)(const MeCtx *c, const int64_t *co, const void *arg, int *
  * Python ints and floats (integer tensors or float vectors in the file),
  * but a float tensor made from constants (an RNN's zero initial state)
  * is a tensor it allocates at run time. */
-static int fold_map(const MeCtx *c, const MeShape *o, MeValue *const *src, int nsrc, FoldMap map, const void *arg)
+static int fold_map_to(const MeCtx *c, int k, const MeShape *o, MeValue *const *src, int nsrc, FoldMap map, const void *arg)
 {
     int64_t n = me_shape_numel(o);
-    MeValue *out = me_out(c, 0);
+    MeValue *out = me_out(c, k);
     if (!out || n < 0 || n > ME_MAX_FOLD || (me_dtype_is_float(out->dtype) && o->rank > 1)) return 0;
     bool ints = true;
     for (int j = 0; j < nsrc; j++) ints = ints && src[j]->ival;
@@ -84,6 +84,11 @@ static int fold_map(const MeCtx *c, const MeShape *o, MeValue *const *src, int n
     if (rc >= 0) rc = ints ? me_value_set_ints(out, buf, n) : me_value_set_floats(out, buf, n);
     me_free(buf);
     return rc;
+}
+
+static int fold_map(const MeCtx *c, const MeShape *o, MeValue *const *src, int nsrc, FoldMap map, const void *arg)
+{
+    return fold_map_to(c, 0, o, src, nsrc, map, arg);
 }
 
 static int infer_shape_op(MeCtx *c)
@@ -603,7 +608,19 @@ static int infer_expand(MeCtx *c)
         s.d[i] = t[i];
     }
     if ((rc = me_broadcast(c, me_in_shape(c, 0), &s, &o)) < 0) return rc;
-    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    if ((rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o)) < 0) return rc;
+    /* shape arithmetic: torch.repeat_interleave's export expands its
+     * repeats (a constant) to the number of chunks */
+    MeValue *v = fold_in(c, 0);
+    if (!v || me_shape_numel(&o) > ME_MAX_FOLD) return 0;
+    StridedFold f = { .rank = o.rank };
+    int64_t xs[ME_MAX_RANK];
+    me_shape_strides(&v->shape, xs);
+    for (int k = 0; k < o.rank; k++) {
+        int i = k - (o.rank - v->shape.rank);
+        f.mul[k] = i >= 0 && v->shape.d[i] > 1 ? xs[i] : 0;
+    }
+    return fold_map(c, &o, &v, 1, map_strided, &f);
 }
 
 static int infer_identity(MeCtx *c)
@@ -653,10 +670,20 @@ static int infer_split(MeCtx *c)
         sum += sizes[i];
     }
     if (sum != dim) return me_fail(c, "split sizes add up to %lld, the axis has %lld", (long long)sum, (long long)dim);
+    MeValue *v = fold_in(c, 0); /* shape arithmetic folds: each part is a strided window */
+    int64_t xs[ME_MAX_RANK], off = 0;
+    if (v) me_shape_strides(&v->shape, xs);
     for (int i = 0; i < nout && rc >= 0; i++) {
         MeShape o = *x;
         o.d[axis] = sizes[i];
         rc = me_set_out(c, i, me_in(c, 0)->dtype, &o);
+        if (rc >= 0 && v && me_out(c, i) && me_shape_numel(&o) <= ME_MAX_FOLD) {
+            StridedFold f = { .rank = o.rank, .off = off * xs[axis] };
+            for (int k = 0; k < o.rank; k++) f.mul[k] = xs[k];
+            rc = fold_map_to(c, i, &o, &v, 1, map_strided, &f);
+            v = me_in(c, 0); /* setting an output may move the value array */
+        }
+        off += sizes[i];
     }
     return rc;
 }
