@@ -136,10 +136,6 @@ enum {
      * exporter spelled as a chain, found in the registry whatever opset the
      * file imports (Gelu is ONNX's from opset 20 only) */
     ME_N_CANON      = 1 << 4,
-    /* without autograd PyTorch may run it in place (a module built with
-     * inplace=True, which the export cannot show): the output takes the
-     * input's storage when nothing else reads it (memory.c) */
-    ME_N_INPLACE_NOGRAD = 1 << 5,
 };
 
 struct MeOpDesc;

@@ -716,11 +716,6 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
     int s = m->ckpt.seg[ni];
-    /* an op PyTorch may run in place (ME_N_INPLACE_NOGRAD: SiLU(inplace=True))
-     * writes into its input without autograd when nothing else reads it */
-    int x0 = n->n_in ? n->in[0] : -1;
-    bool nograd_inplace = (n->flags & ME_N_INPLACE_NOGRAD) && !grad && x0 >= 0 && m->vst[x0] >= 0 &&
-                          !m->st[m->vst[x0]].persistent && g->v[x0].n_uses == 1 && !g->v[x0].is_output;
     if (m->s->amp) autocast_node(m, n);
     else for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
     for (int k = 0; k < n->n_out; k++) {
@@ -735,8 +730,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         bool alias = (k == 0 || me_node_is_view(n)) && aliases_input(m, n);
         if (alias && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
         if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
-        int id = k == 0 && nograd_inplace ? m->vst[x0]
-               : alias ? m->vst[n->in[0]]
+        int id = alias ? m->vst[n->in[0]]
                : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
         if (id < 0) return;
         m->vst[v] = id;

@@ -133,12 +133,11 @@ typedef struct Canon {
     double eps;
     bool has_eps;
     const char *approximate;
-    bool inplace_nograd;
 } Canon;
 
 static int set_attrs(MeNode *n, const Canon *k)
 {
-    n->flags |= ME_N_CANON | (k->inplace_nograd ? ME_N_INPLACE_NOGRAD : 0);
+    n->flags |= ME_N_CANON;
     MeAttr *a;
     if (k->has_axis) {
         if (!(a = me_node_add_attr(n, "axis", ME_A_INT))) return ME_ENOMEM;
@@ -224,9 +223,9 @@ static int other(const MeGraph *g, int ni, int v)
 
 /* --- activations --- */
 
-/* silu: Sigmoid(x)·x (symbolic_opset9.silu). torchvision's SiLU runs with
- * inplace=True, which an export cannot show: without autograd it may
- * write into x when nothing else reads it (memory.c). */
+/* silu: Sigmoid(x)·x (symbolic_opset9.silu). Whether the module ran with
+ * inplace=True the export cannot show: its own output, as nn.SiLU's
+ * default (doc/memory.md, In place). */
 static int m_silu(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
 {
     (void)d;
@@ -236,7 +235,7 @@ static int m_silu(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
         if (sg < 0 || g->n[sg].in[0] != g->n[a].in[1 - s] || g->n[sg].in[0] < 0) continue;
         c->nodes[c->n++] = sg;
         c->nodes[c->n++] = a;
-        *k = (Canon){ .op = "SiLU", .in = { g->n[sg].in[0] }, .n_in = 1, .inplace_nograd = true };
+        *k = (Canon){ .op = "SiLU", .in = { g->n[sg].in[0] }, .n_in = 1 };
         return 1;
     }
     return 0;

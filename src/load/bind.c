@@ -291,10 +291,11 @@ int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
     /* Whatever is still symbolic: a named binding, else the batch for dim
      * 0. A batch dim the model fixes is noted: --batch must not silently
      * leave it. */
-    bool has_batch_dim = false;
+    bool has_batch_dim = false, sym_batch = false;
     for (int k = 0; k < g->n_inputs; k++) {
         MeValue *v = &g->v[g->inputs[k]];
         has_batch_dim |= v->shape.rank > 0;
+        sym_batch |= v->shape.rank > 0 && v->shape.d[0] < 0;
         for (int i = 0; i < v->shape.rank; i++) {
             if (v->shape.d[i] >= 0) continue;
             const char *sym = v->sym ? v->sym[i] : NULL;
@@ -316,10 +317,12 @@ int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d)
     }
     /* --batch re-binds a batch the export fixes (issue 10): dim 0 of every
      * input whose dim 0 is fixed, which must then be one size in all of
-     * them (else which dim is the batch is anyone's guess) */
+     * them (else which dim is the batch is anyone's guess). Beside an
+     * input whose batch is symbolic, a fixed dim 0 is not the batch but a
+     * broadcast one (HF's position_ids [1, T]): it stays. */
     const MeValue *fixed = NULL;
     int64_t fixed_was = 0;
-    for (int k = 0; bd.batch_given && k < g->n_inputs; k++) {
+    for (int k = 0; bd.batch_given && !sym_batch && k < g->n_inputs; k++) {
         MeValue *v = &g->v[g->inputs[k]];
         if (v->shape.rank < 1 || !fixed_dim(v, 0)) continue;
         int j = 0;
