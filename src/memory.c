@@ -388,10 +388,12 @@ static bool aliases_input(const Sim *m, const MeNode *n)
 
 /* Bytes of operand v as op n computes with it: under autocast an op of the
  * lower-precision list works on fp16/bf16 copies, whatever v's own type. */
+static MeAutocast autocast_class(const Sim *m, const MeNode *n);
+
 static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
 {
     if (!v) return 0;
-    if (m->s->amp && me_dtype_is_float(v->dtype) && n->desc->autocast == ME_AC_LOWER) {
+    if (m->s->amp && me_dtype_is_float(v->dtype) && autocast_class(m, n) == ME_AC_LOWER) {
         int64_t k = v->known ? me_shape_numel(&v->shape) : 0;
         return k > 0 ? sat_mul(k, 2) : 0;
     }
@@ -717,12 +719,23 @@ static bool castable(const MeGraph *g, int v)
     return v >= 0 && me_dtype_is_float(g->v[v].dtype) && !g->v[v].has_val && g->v[v].shape.rank > 0;
 }
 
+/* The autocast list node n is on: autocast follows the device, CPU and
+ * CUDA keep different lists (the descriptor states both). */
+static MeAutocast autocast_class(const Sim *m, const MeNode *n)
+{
+    bool cpu = m->s->runtime == MEMEST_RUNTIME_CPU;
+    MeAutocast k = cpu ? n->desc->autocast_cpu : n->desc->autocast;
+    if (k == ME_AC_FP32_3D) /* the 3-d pooling kernels are listed, the 1-d and 2-d ones not */
+        k = n->n_in && n->in[0] >= 0 && m->g->v[n->in[0]].shape.rank == 5 ? ME_AC_FP32 : ME_AC_FOLLOW;
+    return k;
+}
+
 /* Output element sizes and input casts of node n under autocast. */
 static void autocast_node(Sim *m, const MeNode *n)
 {
     MeGraph *g = m->g;
     for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
-    MeAutocast kind = n->desc->autocast;
+    MeAutocast kind = autocast_class(m, n);
     int oes = 0;
     if (kind == ME_AC_INPUT) {
         oes = m->amp.es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
