@@ -1461,12 +1461,15 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     }
     /* The loss's target exists before the step, like the inputs: class
      * indices (int64, one per row of logits) for cross_entropy, a float
-     * tensor of the output's shape for mse_loss. */
+     * tensor of the output's shape for mse_loss. The classes are the last
+     * dim up to rank 3 ([B, C]; [B, T, V] flattened as HF does), dim 1 from
+     * rank 4 (F.cross_entropy on [N, C, H, W] against [N, H, W]). */
     int loss_ov = train && g->n_outputs ? g->outputs[0] : -1;
     int loss = loss_ov >= 0 && numel0(&g->v[loss_ov].shape) == 1 ? LOSS_IS_OUTPUT : (int)s->loss;
     if (loss_ov >= 0 && (loss == MEMEST_LOSS_CROSS_ENTROPY || loss == MEMEST_LOSS_MSE)) {
         const MeShape *os = &g->v[loss_ov].shape;
-        int64_t rows = os->rank > 0 && os->d[os->rank - 1] > 0 ? numel0(os) / os->d[os->rank - 1] : 1;
+        int cdim = os->rank >= 4 ? 1 : os->rank - 1;
+        int64_t rows = cdim >= 0 && os->d[cdim] > 0 ? numel0(os) / os->d[cdim] : 1;
         int64_t tb = loss == MEMEST_LOSS_MSE ? vb(&m, &g->v[loss_ov]) : sat_mul(rows, 8);
         int id = st_new(&m, tb, MEMEST_MEM_INPUTS);
         if (id < 0) { rc = ME_ENOMEM; goto end; }
