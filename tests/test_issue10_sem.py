@@ -7,6 +7,8 @@ usage: test_issue10_sem.py MEMEST ROOT CASE
             forms of BatchNormalization and Dropout): equal peaks in every
             mode; Dropout's mask counted under --train only; the reports
             state the module mode
+  lists     CPU autocast's lists on a crafted MatMul -> Softmax: softmax
+            stays bf16 on a CPU (fp32 on CUDA's list)
   autocast  --amp bf16 --runtime cpu against torch.autocast("cpu") training
             (resnet50 at batch 1 and 8, vit_b_16 at batch 1; SGD and Adam)
             within 2 %
@@ -171,6 +173,28 @@ def case_autocast():
     compare("vit_b_16", "vit_b_16.onnx", [], lambda loss, amp: amp, batches=(1,))
 
 
+def case_lists():
+    """x [4, 64, 64] fp32 -> MatMul(W) -> Softmax -> y under --amp bf16,
+    no_grad, --runtime cpu: matmul is on both devices' lower-precision list
+    (a bf16 product); softmax is on CUDA's fp32 list but on no CPU list, so
+    on a CPU it stays bf16 (torch.autocast("cpu") in torch 1.13). The output
+    alive at the end is 4*64*64 bf16 elements, 32768 B (fp32 with CUDA's
+    lists: 65536 B); the weight's autocast copy is gone by then. (A
+    LayerNorm on the bf16 product would not run on a CPU: native_layer_norm
+    refuses fp32 weights with a bf16 input.)"""
+    d = tempfile.mkdtemp(prefix="memest-i10-sem-")
+    nodes = [oc.node("MatMul", ["x", "W"], ["m"], name="/fc/MatMul"), oc.node("Softmax", ["m"], ["y"], name="/sm/Softmax")]
+    g = oc.graph(nodes, [oc.value_info("x", [4, 64, 64])], [oc.value_info("y", [])], [f32("W", 64 * 64, [64, 64])])
+    f = os.path.join(d, "lists.onnx")
+    with open(f, "wb") as fh:
+        fh.write(oc.model(g, 17))
+    m = memory(f, "--amp", "bf16", "--runtime", "cpu")
+    if m:
+        s0 = m["steps"][0]
+        want = 4 * 64 * 64 * 2
+        check(s0["end"] - s0["baseline"] == want, f"output alive at the end {s0['end'] - s0['baseline']} B, want {want} B (bf16)")
+
+
 def case_autocast_vit8():
     """ViT-B/16 at batch 8: its nn.Linear layers on 3-d inputs are exported as
     MatMul + Add, and autocast's linear (bias added inside, bf16) is not the
@@ -201,7 +225,7 @@ def case_cli():
         check(rc == 0 and "loss %s," % loss in out, f"table does not state loss {loss}")
 
 
-{"modes": case_modes, "autocast": case_autocast, "autocast-vit8": case_autocast_vit8, "losses": case_losses,
+{"modes": case_modes, "lists": case_lists, "autocast": case_autocast, "autocast-vit8": case_autocast_vit8, "losses": case_losses,
  "cli": case_cli}[CASE]()
 if failures:
     print(f"{CASE}: {len(failures)} failure(s)")
