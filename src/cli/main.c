@@ -415,6 +415,9 @@ int main(int argc, char **argv)
         out = stdout;
         goto end;
     }
+    if (ms->amp == 1 && ms->runtime == MEMEST_RUNTIME_CPU)
+        fprintf(stderr, "memest: note: --amp fp16 --runtime cpu: torch 1.13's CPU autocast runs bfloat16 only "
+                        "(torch.autocast(\"cpu\", dtype=torch.float16) raises); CPU autocast's lists are applied in fp16\n");
     ms->record_series = c.plot != NULL;
     if (memest_set_memory(an, ms, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);
