@@ -1503,13 +1503,21 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             kept = lr.storage = st_new(&m, ob32, MEMEST_MEM_SAVED);
             note_run(&m, ob32 != ob ? ob32 : 0, &lr);
             break;
-        case MEMEST_LOSS_MSE:
-            /* mse_loss writes (x - t)^2 into an output-sized tensor, then
-             * reduces it (apply_loss_reduction); MseLossBackward saves self
-             * and target: under autocast self is the fp32 copy */
+        case MEMEST_LOSS_MSE: {
+            /* mse_loss writes (x - t)^2 into an output-sized tensor
+             * (TensorIterator's output), then reduces it
+             * (apply_loss_reduction); MseLossBackward saves self and
+             * target: under autocast self is the fp32 copy. Measured (torch
+             * 1.13, CPU, tests/oracle/measure_sem.py): aten::mse_loss
+             * makes a second output-sized block that lives as long as the
+             * loss tensor, to the end of the step. */
             if (ob32 != ob) kept = lr.storage = st_new(&m, ob32, MEMEST_MEM_SAVED);
+            int lb = st_new(&m, ob32, MEMEST_MEM_ACTIVATIONS);
+            if (lb < 0) { rc = ME_ENOMEM; goto end; }
+            m.st[lb].holds = 1; /* freed with the step's locals */
             note_run(&m, ob32, &lr);
             break;
+        }
         case MEMEST_LOSS_NONE:
             /* the caller's ones_like(out): alive until backward returns */
             kept = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true);
