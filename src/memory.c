@@ -176,6 +176,26 @@ const char *memest_mem_category_name(MemestMemCategory c)
     return (int)c >= 0 && c < MEMEST_MEM_COUNT ? cat_names[c] : "?";
 }
 
+/* a scalar output is the loss itself: backward() on it, no loss op */
+enum { LOSS_IS_OUTPUT = MEMEST_LOSS_COUNT };
+
+static const char *const loss_names[MEMEST_LOSS_COUNT] = {
+    [MEMEST_LOSS_CROSS_ENTROPY] = "cross-entropy", [MEMEST_LOSS_MSE] = "mse", [MEMEST_LOSS_MEAN] = "mean",
+    [MEMEST_LOSS_SUM] = "sum", [MEMEST_LOSS_NONE] = "none",
+};
+
+const char *memest_loss_name(MemestLoss l)
+{
+    return (int)l >= 0 && l < MEMEST_LOSS_COUNT ? loss_names[l] : "?";
+}
+
+int memest_loss_from_name(const char *name)
+{
+    for (int k = 0; name && k < MEMEST_LOSS_COUNT; k++)
+        if (!strcmp(loss_names[k], name)) return k;
+    return -1;
+}
+
 /* --- the event stream (timeline.h) --- */
 
 static void emit(Sim *m, MeTlEvent *e)
@@ -388,10 +408,12 @@ static bool aliases_input(const Sim *m, const MeNode *n)
 
 /* Bytes of operand v as op n computes with it: under autocast an op of the
  * lower-precision list works on fp16/bf16 copies, whatever v's own type. */
+static MeAutocast autocast_class(const Sim *m, const MeNode *n);
+
 static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
 {
     if (!v) return 0;
-    if (m->s->amp && me_dtype_is_float(v->dtype) && n->desc->autocast == ME_AC_LOWER) {
+    if (m->s->amp && me_dtype_is_float(v->dtype) && autocast_class(m, n) == ME_AC_LOWER) {
         int64_t k = v->known ? me_shape_numel(&v->shape) : 0;
         return k > 0 ? sat_mul(k, 2) : 0;
     }
@@ -653,12 +675,23 @@ static bool castable(const MeGraph *g, int v)
     return v >= 0 && me_dtype_is_float(g->v[v].dtype) && !g->v[v].has_val && g->v[v].shape.rank > 0;
 }
 
+/* The autocast list node n is on: autocast follows the device, CPU and
+ * CUDA keep different lists (the descriptor states both). */
+static MeAutocast autocast_class(const Sim *m, const MeNode *n)
+{
+    bool cpu = m->s->runtime == MEMEST_RUNTIME_CPU;
+    MeAutocast k = cpu ? n->desc->autocast_cpu : n->desc->autocast;
+    if (k == ME_AC_FP32_3D) /* the 3-d pooling kernels are listed, the 1-d and 2-d ones not */
+        k = n->n_in && n->in[0] >= 0 && m->g->v[n->in[0]].shape.rank == 5 ? ME_AC_FP32 : ME_AC_FOLLOW;
+    return k;
+}
+
 /* Output element sizes and input casts of node n under autocast. */
 static void autocast_node(Sim *m, const MeNode *n)
 {
     MeGraph *g = m->g;
     for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
-    MeAutocast kind = n->desc->autocast;
+    MeAutocast kind = autocast_class(m, n);
     int oes = 0;
     if (kind == ME_AC_INPUT) {
         oes = m->amp.es[n->in[0]]; /* batch_norm runs in its input's type, fp32 weights and all */
@@ -1355,6 +1388,22 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[opt_state].persistent = true;
     }
+    /* The loss's target exists before the step, like the inputs: class
+     * indices (int64, one per row of logits) for cross_entropy, a float
+     * tensor of the output's shape for mse_loss. The classes are the last
+     * dim up to rank 3 ([B, C]; [B, T, V] flattened as HF does), dim 1 from
+     * rank 4 (F.cross_entropy on [N, C, H, W] against [N, H, W]). */
+    int loss_ov = train && g->n_outputs ? g->outputs[0] : -1;
+    int loss = loss_ov >= 0 && numel0(&g->v[loss_ov].shape) == 1 ? LOSS_IS_OUTPUT : (int)s->loss;
+    if (loss_ov >= 0 && (loss == MEMEST_LOSS_CROSS_ENTROPY || loss == MEMEST_LOSS_MSE)) {
+        const MeShape *os = &g->v[loss_ov].shape;
+        int cdim = os->rank >= 4 ? 1 : os->rank - 1;
+        int64_t rows = cdim >= 0 && os->d[cdim] > 0 ? numel0(os) / os->d[cdim] : 1;
+        int64_t tb = loss == MEMEST_LOSS_MSE ? vb(&m, &g->v[loss_ov]) : sat_mul(rows, 8);
+        int id = st_new(&m, tb, MEMEST_MEM_INPUTS);
+        if (id < 0) { rc = ME_ENOMEM; goto end; }
+        m.st[id].persistent = true;
+    }
     /* --grad, step 2: the seed's loop, `outputs = model(inputs)` again
      * without no_grad. The previous output holds its grad_fn and through
      * it every tensor the forward saved (torch/csrc/autograd: a Node owns
@@ -1381,54 +1430,97 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     if (train && !m.failed && g->n_outputs) {
         int ov = g->outputs[0];
         int64_t ob = vb(&m, &g->v[ov]);
-        /* cross_entropy is on autocast's fp32 list: a float32 copy of the
-         * output feeds log_softmax, whose float32 result is kept */
+        /* cross_entropy and mse_loss are on autocast's fp32 lists (CPU's
+         * and CUDA's): they run on a float32 copy of a lower-precision output */
         int oes = me_dtype_size(g->v[ov].dtype);
         int64_t ob32 = sat_mul(numel0(&g->v[ov].shape), oes > 4 ? oes : 4);
         if (!s->amp) ob32 = ob;
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
-        bool scalar = me_shape_numel(&g->v[ov].shape) == 1; /* the output is the loss: backward() on it */
-        /* the loss: cross_entropy keeps log_softmax's output; an MSE-like
-         * loss keeps the output itself and makes one temporary */
-        int logsm = -1;
-        if (scalar) {
-            /* no loss op */
-        } else if (s->loss == MEMEST_LOSS_CROSS_ENTROPY) {
-            logsm = st_new(&m, ob32, MEMEST_MEM_SAVED);
-            MeTlEvent r = me_tl_event(ME_TL_RUN);
-            r.run = ME_TL_RUN_LOSS;
-            r.storage = logsm;
-            note_run(&m, ob32 != ob ? ob32 : 0, &r);
-        } else {
-            note(&m, ob);
+        /* The loss's forward (doc/memory.md, "Losses"); kept: what its
+         * backward reads beyond the output and target. */
+        int kept = -1;
+        MeTlEvent lr = me_tl_event(ME_TL_RUN);
+        lr.run = ME_TL_RUN_LOSS;
+        switch (loss) {
+        case MEMEST_LOSS_CROSS_ENTROPY:
+            /* log_softmax's result is saved (LogSoftmaxBackward); the fp32
+             * copy it read is not; nll_loss makes scalars only. Logits of
+             * rank > 2 are flattened by view(-1, V): no copy. */
+            kept = lr.storage = st_new(&m, ob32, MEMEST_MEM_SAVED);
+            note_run(&m, ob32 != ob ? ob32 : 0, &lr);
+            break;
+        case MEMEST_LOSS_MSE: {
+            /* mse_loss writes (x - t)^2 into an output-sized tensor
+             * (TensorIterator's output), then reduces it
+             * (apply_loss_reduction); MseLossBackward saves self and
+             * target: under autocast self is the fp32 copy. Measured (torch
+             * 1.13, CPU, tests/oracle/measure_sem.py): aten::mse_loss
+             * makes a second output-sized block that lives as long as the
+             * loss tensor, to the end of the step. */
+            if (ob32 != ob) kept = lr.storage = st_new(&m, ob32, MEMEST_MEM_SAVED);
+            int lb = st_new(&m, ob32, MEMEST_MEM_ACTIVATIONS);
+            if (lb < 0) { rc = ME_ENOMEM; goto end; }
+            m.st[lb].holds = 1; /* freed with the step's locals */
+            note_run(&m, ob32, &lr);
+            break;
         }
-        if (m.rg[ov] && scalar) {
-            int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* ones_like(loss) */
-            if (g2 < 0) { rc = ME_ENOMEM; goto end; }
-            run(&m, ME_TL_RUN_SEED_GRAD, g2, -1, -1);
+        case MEMEST_LOSS_NONE:
+            /* the caller's ones_like(out): alive until backward returns */
+            kept = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true);
+            break;
+        case LOSS_IS_OUTPUT:
+            break;
+        default: /* mean, sum: a scalar */
+            note_run(&m, 0, &lr);
+            break;
+        }
+        if (kept < 0 && (loss == MEMEST_LOSS_CROSS_ENTROPY || loss == MEMEST_LOSS_NONE)) { rc = ME_ENOMEM; goto end; }
+        if (m.rg[ov]) {
+            /* the gradient of the output. cross_entropy: NllLossBackward's
+             * zeros of log_softmax's shape, then _log_softmax_backward_data's
+             * result (fp32 under autocast, then ToCopyBackward's copy);
+             * mse_loss: mse_loss_backward's zeros_like(self) (the same
+             * cast back under autocast); mean: MeanBackward's
+             * grad.expand() / numel, a new tensor; sum: SumBackward's
+             * grad.expand(), a stride-0 view that the first kernel reading
+             * it makes contiguous (addmm_impl_cpu_ clones it,
+             * convolution_backward calls contiguous()): counted as one
+             * output-sized gradient; none: the caller's tensor. A scalar
+             * output is the loss: backward() seeds ones_like(loss). */
+            int g1 = -1, g2;
+            if (loss == MEMEST_LOSS_NONE) {
+                g2 = kept;
+                kept = -1;
+                m.st[g2].holds = 2; /* the caller's reference, then autograd's */
+                run(&m, ME_TL_RUN_SEED_GRAD, g2, -1, -1);
+            } else {
+                if (loss == MEMEST_LOSS_CROSS_ENTROPY || (loss == MEMEST_LOSS_MSE && ob32 != ob))
+                    if ((g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS)) < 0) { rc = ME_ENOMEM; goto end; }
+                if ((g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true)) < 0) { rc = ME_ENOMEM; goto end; }
+                if (loss == LOSS_IS_OUTPUT) {
+                    run(&m, ME_TL_RUN_SEED_GRAD, g2, -1, -1);
+                } else {
+                    MeTlEvent rg = me_tl_event(ME_TL_RUN);
+                    rg.run = ME_TL_RUN_LOSS_GRAD;
+                    rg.storage = g1 >= 0 ? g1 : g2;
+                    rg.accum = g2;
+                    rg.gout = kept;
+                    note_run(&m, 0, &rg);
+                }
+                if (g1 >= 0) st_free(&m, g1);
+                if (kept >= 0) st_free(&m, kept);
+                m.st[g2].holds = 1;
+            }
             m.vgrad[ov] = g2;
             bind(&m, ov, g2, true);
-            m.st[g2].holds = 1;
             backward(&m, pgrad);
-        } else if (m.rg[ov]) {
-            int g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS); /* gradient of log_softmax's output / of pow */
-            int g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true); /* gradient of the model output */
-            if (g1 < 0 || g2 < 0) { rc = ME_ENOMEM; goto end; }
-            MeTlEvent r = me_tl_event(ME_TL_RUN);
-            r.run = ME_TL_RUN_LOSS_GRAD;
-            r.storage = g1;
-            r.accum = g2;
-            r.gout = logsm;
-            note_run(&m, 0, &r);
-            st_free(&m, g1);
-            if (logsm >= 0) st_free(&m, logsm);
-            m.vgrad[ov] = g2;
-            bind(&m, ov, g2, true);
-            m.st[g2].holds = 1;
-            backward(&m, pgrad);
-        } else if (logsm >= 0) {
-            st_free(&m, logsm);
+            if (loss == MEMEST_LOSS_NONE) {
+                m.st[g2].holds--;
+                st_release(&m, g2);
+            }
+        } else if (kept >= 0) {
+            st_free(&m, kept);
         }
         m.phase = MEMEST_PHASE_OPTIMIZER;
         m.node = -1;

@@ -220,10 +220,20 @@ typedef enum MemestRuntime {
     MEMEST_RUNTIME_CPU,      /* PyTorch on a CPU (oneDNN temporaries) */
 } MemestRuntime;
 
+/* The loss a training step ends with, on output 0 (doc/memory.md). */
 typedef enum MemestLoss {
-    MEMEST_LOSS_CROSS_ENTROPY = 0, /* over the last dim of output 0 */
-    MEMEST_LOSS_MSE,               /* out.pow(2).mean()-like */
+    MEMEST_LOSS_CROSS_ENTROPY = 0, /* F.cross_entropy over the last dim; logits of rank > 2
+                                    * flattened as HF does (view(-1, V), labels view(-1)) */
+    MEMEST_LOSS_MSE,               /* F.mse_loss(out, target), target a float tensor of out's shape */
+    MEMEST_LOSS_MEAN,              /* out.mean() */
+    MEMEST_LOSS_SUM,               /* out.sum() */
+    MEMEST_LOSS_NONE,              /* out.backward(grad), grad = ones_like(out) made by the user */
+    MEMEST_LOSS_COUNT
 } MemestLoss;
+
+/* "cross-entropy", "mse", "mean", "sum", "none"; -1 for an unknown name. */
+MEMEST_API const char *memest_loss_name(MemestLoss l);
+MEMEST_API int memest_loss_from_name(const char *name);
 
 typedef enum MemestMemCategory {
     MEMEST_MEM_WEIGHTS = 0, /* parameters and buffers */

@@ -35,7 +35,7 @@ def estimate(model, input_size=None, example_inputs=None, batch=None, mode="infe
     mode: 'infer' (no_grad), 'grad' (autograd on) or 'train' (forward,
         loss, backward, optimizer step); optimizer ('sgd', 'momentum',
         'adam', 'adamw', 'adagrad', 'rmsprop', 'none'), loss
-        ('cross-entropy', 'mse') and checkpoint ('sqrt' or N segments) with
+        ('cross-entropy', 'mse', 'mean', 'sum', 'none') and checkpoint ('sqrt' or N segments) with
         'train'.
     amp: 'fp16'/'bf16' (torch.autocast); dtype: the same by conversion
         (model.half()).

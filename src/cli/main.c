@@ -140,13 +140,22 @@ static int apply(Cli *c, int o, const char *val)
     case OPT_STRICT: c->as.strict = 1; break;
     case OPT_TRAIN: c->ms.mode = MEMEST_RUN_TRAIN; break;
     case OPT_GRAD: c->ms.mode = MEMEST_RUN_INFER_GRAD; break;
+    case OPT_LOSS: {
+        int k = memest_loss_from_name(val);
+        if (k < 0) {
+            fprintf(stderr, "memest: %s '%s': not one of", a, val);
+            for (int j = 0; j < MEMEST_LOSS_COUNT; j++) fprintf(stderr, " %s", memest_loss_name((MemestLoss)j));
+            fprintf(stderr, "\n");
+            return -1;
+        }
+        c->ms.loss = (MemestLoss)k;
+        break;
+    }
     case OPT_OPTIMIZER:
-    case OPT_LOSS:
     case OPT_RUNTIME: {
         static const char *const opts[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none", NULL };
         static const char *const rts[] = { "cuda", "cpu", NULL };
-        static const char *const losses[] = { "cross-entropy", "mse", NULL };
-        const char *const *names = o == OPT_OPTIMIZER ? opts : o == OPT_RUNTIME ? rts : losses;
+        const char *const *names = o == OPT_OPTIMIZER ? opts : rts;
         int k = 0;
         while (names[k] && strcmp(names[k], val)) k++;
         if (!names[k]) {
@@ -156,8 +165,7 @@ static int apply(Cli *c, int o, const char *val)
             return -1;
         }
         if (o == OPT_OPTIMIZER) c->ms.optimizer = (MemestOptimizer)k;
-        else if (o == OPT_RUNTIME) c->ms.runtime = (MemestRuntime)k;
-        else c->ms.loss = (MemestLoss)k;
+        else c->ms.runtime = (MemestRuntime)k;
         break;
     }
     case OPT_CHECKPOINT: {
@@ -427,6 +435,9 @@ int main(int argc, char **argv)
         out = stdout;
         goto end;
     }
+    if (ms->amp == 1 && ms->runtime == MEMEST_RUNTIME_CPU)
+        fprintf(stderr, "memest: note: --amp fp16 --runtime cpu: torch 1.13's CPU autocast runs bfloat16 only "
+                        "(torch.autocast(\"cpu\", dtype=torch.float16) raises); CPU autocast's lists are applied in fp16\n");
     ms->record_series = c.plot != NULL;
     if (memest_set_memory(an, ms, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);

@@ -42,7 +42,9 @@
     X(OPTIMIZER, "--optimizer", "NAME", 0, OPT_BIT(TRAIN),                                                       \
       "sgd | momentum | adam | adamw | adagrad | rmsprop | none\n"                                               \
       "(default sgd; none: backward only, gradients kept)")                                                      \
-    X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN), "cross-entropy | mse (default cross-entropy)")                  \
+    X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN),                                                                 \
+      "cross-entropy | mse | mean | sum | none (default cross-entropy;\n"                                        \
+      "none: out.backward(grad) with a ones-like grad)")                                                        \
     X(RUNTIME, "--runtime", "NAME", 0, 0, "cuda | cpu: what PyTorch allocates inside ops (default cuda)")        \
     X(CHECKPOINT, "--checkpoint", "sqrt|N", 0, OPT_BIT(TRAIN),                                                   \
       "activation checkpointing in N segments (sqrt: sqrt of the chain's\n"                                     \

@@ -56,5 +56,5 @@ static uint64_t mha_saved_extra(const MeCtx *c, bool training)
 const MeOpDesc me_op_mha = {
     .name = "MultiheadAttention", .since = 1, .min_in = 5, .max_in = 7, .min_out = 1, .max_out = 2,
     .roles = "xxxw", .cls = ME_C_ATTENTION, .infer = infer_mha, .cost = cost_mha,
-    .autograd = ME_AG_OPERANDS, .saved_extra = mha_saved_extra, .autocast = ME_AC_LOWER,
+    .autograd = ME_AG_OPERANDS, .saved_extra = mha_saved_extra, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
 };

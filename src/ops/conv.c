@@ -177,12 +177,12 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
 const MeOpDesc me_op_conv = {
     .name = "Conv", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_CONV, .infer = infer_conv, .cost = cost_conv,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
     .cpu_temp_fwd = conv_cpu_temp_fwd, .cpu_temp_bwd = conv_cpu_temp_bwd,
 };
 
 const MeOpDesc me_op_conv_transpose = {
     .name = "ConvTranspose", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_CONVT, .infer = infer_convt, .cost = cost_convt,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_FP32, /* CPU: on the fp32 list */
 };

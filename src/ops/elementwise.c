@@ -246,7 +246,9 @@ static uint64_t dropout_saved_extra(const MeCtx *c, bool training)
 #define PT_MODULE [MEMEST_CONVENTION_PTFLOPS] = ME_PEER_MODULE
 #define PT_FUNCTIONAL [MEMEST_CONVENTION_PTFLOPS] = ME_PEER_FUNCTIONAL
 #define DS_FUNCTIONAL [MEMEST_CONVENTION_DEEPSPEED] = ME_PEER_FUNCTIONAL
-#define FOLLOW .autocast = ME_AC_FOLLOW
+#define FOLLOW .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW
+/* on CUDA autocast's fp32 list, on no CPU list */
+#define FP32_CUDA .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW
 
 UNARY(me_op_relu, "Relu", ME_C_RELU, .autograd = ME_AG_OUTPUT, FOLLOW, .peer = { PT_BOTH, DS_FUNCTIONAL });
 UNARY(me_op_leaky_relu, "LeakyRelu", ME_C_RELU, .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_MODULE, DS_FUNCTIONAL });
@@ -264,11 +266,11 @@ UNARY(me_op_gelu, "Gelu", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { P
 UNARY(me_op_silu, "SiLU", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_FUNCTIONAL, DS_FUNCTIONAL }); /* from JSON; ONNX spells it Sigmoid + Mul */
 UNARY(me_op_erf, "Erf", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FOLLOW);
 UNARY(me_op_sqrt, "Sqrt", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, FOLLOW);
-UNARY(me_op_exp, "Exp", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32);
-UNARY(me_op_log, "Log", ME_C_ELTWISE, .autograd = ME_AG_INPUT, .autocast = ME_AC_FP32);
+UNARY(me_op_exp, "Exp", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, FP32_CUDA);
+UNARY(me_op_log, "Log", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FP32_CUDA);
 UNARY(me_op_neg, "Neg", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
 UNARY(me_op_abs, "Abs", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FOLLOW);
-UNARY(me_op_reciprocal, "Reciprocal", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32);
+UNARY(me_op_reciprocal, "Reciprocal", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, FP32_CUDA);
 UNARY(me_op_floor, "Floor", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
 UNARY(me_op_ceil, "Ceil", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
 UNARY(me_op_round, "Round", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
@@ -283,7 +285,7 @@ BINARY(me_op_add, "Add", .autograd = ME_AG_NONE, FOLLOW, .grad_through = ME_GT_S
 BINARY(me_op_sub, "Sub", .autograd = ME_AG_NONE, FOLLOW, .grad_through = ME_GT_FIRST_SAME_SIZE);
 BINARY(me_op_mul, "Mul", .autograd = ME_AG_OPERANDS, FOLLOW);
 BINARY(me_op_div, "Div", .autograd = ME_AG_DIV, FOLLOW);
-BINARY(me_op_pow, "Pow", .autograd = ME_AG_INPUT, .autocast = ME_AC_FP32);
+BINARY(me_op_pow, "Pow", .autograd = ME_AG_INPUT, FP32_CUDA);
 BINARY(me_op_mod, "Mod", .autograd = ME_AG_NONE, FOLLOW);
 BINARY(me_op_equal, "Equal", .autograd = ME_AG_NONE, FOLLOW);
 BINARY(me_op_less, "Less", .autograd = ME_AG_NONE, FOLLOW);

@@ -101,17 +101,18 @@ static void cost_linear(const MeCtx *c, MeOpCost *o)
 const MeOpDesc me_op_gemm = {
     .name = "Gemm", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_LINEAR, .infer = infer_gemm, .cost = cost_gemm,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .flags = ME_OPF_TRANS_A,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER, .flags = ME_OPF_TRANS_A,
 };
 const MeOpDesc me_op_matmul = {
     .name = "MatMul", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xx", .cls = ME_C_MATMUL, .infer = infer_matmul, .cost = cost_matmul,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .flags = ME_OPF_BMM_FOLD,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER, .flags = ME_OPF_BMM_FOLD,
 };
 const MeOpDesc me_op_linear = {
     .name = "Linear", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_LINEAR, .infer = infer_linear, .cost = cost_linear,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .flags = ME_OPF_FOLD_INPUT,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
+    .flags = ME_OPF_FOLD_INPUT,
 };
 
 /* Einsum: "bij,bjk->bik" and friends (letters, optional "..." broadcast).
@@ -252,5 +253,5 @@ static void cost_einsum(const MeCtx *c, MeOpCost *o)
 const MeOpDesc me_op_einsum = {
     .name = "Einsum", .since = 12, .min_in = 1, .max_in = 8, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_MATMUL, .infer = infer_einsum, .cost = cost_einsum,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
 };

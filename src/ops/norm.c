@@ -120,20 +120,20 @@ static uint64_t norm_saved_extra(const MeCtx *c, bool training)
 const MeOpDesc me_op_batch_norm = {
     .name = "BatchNormalization", .since = 1, .min_in = 5, .max_in = 5, .min_out = 1, .max_out = 5,
     .roles = "xwwbb", .cls = ME_C_BN, .infer = infer_bn, .cost = cost_bn,
-    .autograd = ME_AG_INPUT, .saved_extra = bn_saved_extra, .autocast = ME_AC_INPUT,
+    .autograd = ME_AG_INPUT, .saved_extra = bn_saved_extra, .autocast = ME_AC_INPUT, .autocast_cpu = ME_AC_INPUT,
     .cpu_temp_bwd = bn_cpu_temp_bwd,
 };
 /* thop hooks nn.LayerNorm, not InstanceNorm or GroupNorm */
 const MeOpDesc me_op_layer_norm = {
     .name = "LayerNormalization", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 3,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_ln, .cost = cost_ln,
-    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32,
+    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
     .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE },
 };
 const MeOpDesc me_op_instance_norm = {
     .name = "InstanceNormalization", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_instance_norm, .cost = cost_ln,
-    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32,
+    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
 };
 static int infer_group_norm(MeCtx *c)
 {
@@ -146,15 +146,16 @@ static int infer_group_norm(MeCtx *c)
 const MeOpDesc me_op_group_norm = {
     .name = "GroupNormalization", .since = 18, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_group_norm, .cost = cost_ln,
-    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32,
+    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
-    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .cpu_temp_fwd = softmax_cpu_temp_fwd,
+    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .cpu_temp_fwd = softmax_cpu_temp_fwd,
 };
 const MeOpDesc me_op_log_softmax = {
     .name = "LogSoftmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
-    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32,
+    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
 };

@@ -73,15 +73,23 @@ typedef enum MeAutograd {
     ME_AG_BY_ATTRS,     /* depends on the node's attributes: the op's saved_rule() decides */
 } MeAutograd;
 
-/* How torch.autocast runs the op (aten/src/ATen/autocast_mode.cpp, CUDA:
- * the lower_precision_fp list, the fp32 and fp32_set_opt_dtype lists, and
- * everything else). Required: the registry test fails on ME_AC_UNSET. */
+/* How torch.autocast runs the op (aten/src/ATen/autocast_mode.cpp): the
+ * lower_precision_fp list, the fp32 and fp32_set_opt_dtype lists, and
+ * everything else. CUDA and CPU autocast keep different lists, so a
+ * descriptor states both (autocast: CUDA's, autocast_cpu: CPU's; torch
+ * 1.13's AutocastCPU kernels: conv1d/2d/3d, linear, matmul, mm, bmm,
+ * addmm, baddbmm, addbmm in lower precision; conv_transpose, 3-d pooling,
+ * the losses, padding by reflection/replication, fft and linalg in fp32;
+ * cat and stack promote; layer_norm, group_norm, softmax, gelu, exp, pow
+ * and sum are on no CPU list and follow their inputs). Required: the
+ * registry test fails on ME_AC_UNSET. */
 typedef enum MeAutocast {
     ME_AC_UNSET = 0,
     ME_AC_FOLLOW,       /* not listed: the widest float type of its inputs (type promotion) */
     ME_AC_LOWER,        /* lower_precision_fp: on fp16/bf16 copies of its float inputs */
     ME_AC_FP32,         /* fp32 lists: float inputs cast up */
     ME_AC_INPUT,        /* not listed, but runs in input 0's type whatever its weights' (batch_norm) */
+    ME_AC_FP32_3D,      /* fp32 on a 5-d input (CPU: max_pool3d, avg_pool3d, adaptive_avg_pool3d), else follows */
 } MeAutocast;
 
 /* Ops PyTorch runs as views: the result shares input 0's storage, with
@@ -158,7 +166,8 @@ typedef struct MeOpDesc {
     MeAutograd autograd;
     MeAutograd (*saved_rule)(const MeNode *n);
     uint64_t (*saved_extra)(const MeCtx *c, bool training);
-    MeAutocast autocast;
+    MeAutocast autocast;       /* CUDA autocast's class */
+    MeAutocast autocast_cpu;   /* CPU autocast's class */
     MeViewKind view;
     MeGradThrough grad_through;
     uint32_t flags;        /* ME_OPF_* */

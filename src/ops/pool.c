@@ -121,31 +121,33 @@ static MeAutograd adaptive_saved_rule(const MeNode *n)
     return ones ? ME_AG_NONE : ME_AG_INPUT;
 }
 
+/* Pooling follows its input under autocast, except CPU autocast's fp32 list
+ * names the 3-d kernels (max_pool3d, avg_pool3d, adaptive_*_pool3d). */
 const MeOpDesc me_op_max_pool = {
     .name = "MaxPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 2,
     .roles = "x", .cls = ME_C_MAXPOOL, .infer = infer_pool, .cost = cost_maxpool,
-    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
     .cpu_temp_fwd = maxpool_cpu_temp_fwd,
 };
 const MeOpDesc me_op_average_pool = {
     .name = "AveragePool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_AVGPOOL, .infer = infer_pool, .cost = cost_avgpool,
-    .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
 };
 /* runs as mean() */
 const MeOpDesc me_op_global_average_pool = {
     .name = "GlobalAveragePool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_ADAPTIVE_AVGPOOL, .infer = infer_global, .cost = cost_global_avg,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
 };
 const MeOpDesc me_op_global_max_pool = {
     .name = "GlobalMaxPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_MAXPOOL, .infer = infer_global, .cost = cost_global_max,
-    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
     .cpu_temp_fwd = maxpool_cpu_temp_fwd,
 };
 const MeOpDesc me_op_adaptive_avg_pool = {
     .name = "AdaptiveAvgPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_ADAPTIVE_AVGPOOL, .infer = infer_adaptive, .cost = cost_global_avg,
-    .autograd = ME_AG_BY_ATTRS, .saved_rule = adaptive_saved_rule, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_BY_ATTRS, .saved_rule = adaptive_saved_rule, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
 };

@@ -63,13 +63,14 @@ static void cost_reduce(const MeCtx *c, MeOpCost *o)
 #define REDUCE(sym, opname, fn, ...) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1, \
                            .roles = "xc", .cls = ME_C_ELTWISE, .infer = fn, .cost = cost_reduce, __VA_ARGS__ }
-/* sum and prod are on autocast's fp32_set_opt_dtype list, norms on its fp32 list */
-REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);
-REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32);
-REDUCE(me_op_reduce_max, "ReduceMax", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW);
-REDUCE(me_op_reduce_min, "ReduceMin", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW);
-REDUCE(me_op_reduce_prod, "ReduceProd", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32);
-REDUCE(me_op_reduce_l2, "ReduceL2", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FP32);
-REDUCE(me_op_reduce_sum_square, "ReduceSumSquare", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);
-REDUCE(me_op_argmax, "ArgMax", infer_argreduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);
-REDUCE(me_op_argmin, "ArgMin", infer_argreduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW);
+/* CUDA: sum and prod are on autocast's fp32_set_opt_dtype list, norms on its
+ * fp32 list; CPU: only prod (fp32) is listed */
+REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_max, "ReduceMax", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_min, "ReduceMin", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_prod, "ReduceProd", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FP32);
+REDUCE(me_op_reduce_l2, "ReduceL2", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_sum_square, "ReduceSumSquare", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_argmax, "ArgMax", infer_argreduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_argmin, "ArgMin", infer_argreduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);

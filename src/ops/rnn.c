@@ -119,7 +119,7 @@ static uint64_t rnn_saved_extra(const MeCtx *c, bool training)
 #define RNN_OP(sym, opname, mx_in, mx_out, rl, infer_fn, cost_fn) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 3, .max_in = mx_in, .min_out = 1, .max_out = mx_out, \
                            .roles = rl, .cls = ME_C_RNN, .infer = infer_fn, .cost = cost_fn, \
-                           .autograd = ME_AG_OPERANDS, .saved_extra = rnn_saved_extra, .autocast = ME_AC_LOWER }
+                           .autograd = ME_AG_OPERANDS, .saved_extra = rnn_saved_extra, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_FOLLOW }
 RNN_OP(me_op_lstm, "LSTM", 8, 3, "xwwwcxxw", infer_onnx_rnn, cost_onnx_rnn);
 RNN_OP(me_op_gru, "GRU", 6, 2, "xwwwcx", infer_onnx_rnn, cost_onnx_rnn);
 RNN_OP(me_op_rnn, "RNN", 6, 2, "xwwwcx", infer_onnx_rnn, cost_onnx_rnn);

@@ -871,7 +871,7 @@ static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops
 #define TENSOR_OP(sym, opname, ver, mi, xi, mo, xo, rl, klass, vw, gt, fn) \
     const MeOpDesc sym = { .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = mo, .max_out = xo, \
                            .roles = rl, .cls = klass, .infer = fn, .cost = cost_none, \
-                           .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .view = vw, .grad_through = gt }
+                           .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .view = vw, .grad_through = gt }
 #define NO_VIEW ME_VIEW_NONE
 #define GT_NO ME_GT_NO
 #define GT_ALL ME_GT_ALL
@@ -904,31 +904,31 @@ TENSOR_OP(me_op_trilu, "Trilu", 14, 1, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO,
 const MeOpDesc me_op_constant = {
     .name = "Constant", .since = 1, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
     .roles = "c", .cls = ME_C_SHAPE, .infer = infer_constant, .cost = cost_none,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .flags = ME_OPF_CONSTANT,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .flags = ME_OPF_CONSTANT,
 };
 const MeOpDesc me_op_gather = {
     .name = "Gather", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_MOVE, .infer = infer_gather, .cost = cost_gather,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_resize = {
     .name = "Resize", .since = 10, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 1,
     .roles = "xccc", .cls = ME_C_UPSAMPLE, .infer = infer_resize, .cost = cost_resize,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_upsample = {
     .name = "Upsample", .since = 7, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_upsample, .cost = cost_resize,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_topk = {
     .name = "TopK", .since = 1, .min_in = 1, .max_in = 2, .min_out = 2, .max_out = 2,
     .roles = "xc", .cls = ME_C_MOVE, .infer = infer_topk, .cost = cost_per_in,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
-/* on autocast's fp32_set_opt_dtype list */
+/* on CUDA autocast's fp32_set_opt_dtype list */
 const MeOpDesc me_op_cumsum = {
     .name = "CumSum", .since = 11, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_ELTWISE, .infer = infer_like_input, .cost = cost_per_in,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FP32,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW, /* CPU: not listed */
 };

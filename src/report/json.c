@@ -168,9 +168,10 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         const MemestMemorySettings *ms = &m->memory.settings;
         cJSON *mem = cJSON_AddObjectToObject(root, "memory");
         cJSON_AddStringToObject(mem, "mode", me_mode_key(ms->mode));
+        cJSON_AddStringToObject(mem, "module_mode", me_module_mode(ms));
         if (ms->mode == MEMEST_RUN_TRAIN) {
             cJSON_AddStringToObject(mem, "optimizer", me_optimizer_name(ms->optimizer));
-            cJSON_AddStringToObject(mem, "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
+            cJSON_AddStringToObject(mem, "loss", memest_loss_name(ms->loss));
         }
         cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
         cJSON_AddStringToObject(mem, "autocast", me_autocast_key(ms->amp));

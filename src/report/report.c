@@ -265,6 +265,14 @@ const char *me_mode_key(MemestRunMode mode)
 
 const char *me_autocast_key(int amp) { return amp == 2 ? "bfloat16" : amp == 1 ? "float16" : "off"; }
 
+/* What the simulated modules do, whatever mode the file was exported in:
+ * --train is model.train() (Dropout masks, BatchNorm batch statistics),
+ * inference with or without autograd is model.eval(). */
+const char *me_module_mode(const MemestMemorySettings *s)
+{
+    return s->mode == MEMEST_RUN_TRAIN ? "train" : "eval";
+}
+
 const char *me_optimizer_name(MemestOptimizer o)
 {
     static const char *const n[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none" };
@@ -302,7 +310,8 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
     char name[256], pg[64];
     fprintf(f, "\nMemory, %s", me_mode_name(s));
     if (s->mode == MEMEST_RUN_TRAIN)
-        fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), s->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
+        fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), memest_loss_name(s->loss));
+    fprintf(f, ", module mode %s", me_module_mode(s));
     if (s->amp) fprintf(f, ", autocast %s", s->amp == 2 ? "bf16" : "fp16");
     fprintf(f, ", runtime %s (%s; MiB = 2^20 bytes):\n", s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda",
             s->runtime == MEMEST_RUNTIME_CPU ? "peak of bytes the CPU allocator hands out" : "peaks as torch.cuda reports them");
@@ -690,9 +699,10 @@ static void facts(const MemestAnalysis *m, Facts *x)
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
         fact(x, "memory", "mode", me_mode_key(ms->mode), "");
+        fact(x, "memory", "module_mode", me_module_mode(ms), "");
         if (ms->mode == MEMEST_RUN_TRAIN) {
             fact(x, "memory", "optimizer", me_optimizer_name(ms->optimizer), "");
-            fact(x, "memory", "loss", ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy", "");
+            fact(x, "memory", "loss", memest_loss_name(ms->loss), "");
         }
         fact(x, "memory", "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda", "");
         fact(x, "memory", "autocast", me_autocast_key(ms->amp), "");

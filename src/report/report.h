@@ -33,6 +33,8 @@ const char *me_mode_name(const MemestMemorySettings *s);
 const char *me_mode_key(MemestRunMode mode);
 const char *me_autocast_key(int amp);
 const char *me_optimizer_name(MemestOptimizer o);
+/* "train" (model.train()) under --train, else "eval" (model.eval()) */
+const char *me_module_mode(const MemestMemorySettings *s);
 const char *me_phase_name(MemestPhase p);
 /* "ddp", "zero1", "zero2" or "zero3" for MemestMemorySettings.shard */
 const char *me_shard_name(int shard);

@@ -196,7 +196,7 @@ int memest_plot_svg(const MemestAnalysis *model, FILE *f, uint64_t gpu_bytes, co
     int o = snprintf(buf, sizeof(buf), "%s", me_mode_name(ms));
     if (ms->mode == MEMEST_RUN_TRAIN)
         o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", %s, loss %s", me_optimizer_name(ms->optimizer),
-                      ms->loss == MEMEST_LOSS_MSE ? "mse" : "cross-entropy");
+                      memest_loss_name(ms->loss));
     if (ms->amp) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", autocast %s", ms->amp == 2 ? "bf16" : "fp16");
     if (mem->segments) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", %d checkpointed segments", mem->segments);
     if (model->memory.n_mem > 1) o += snprintf(buf + o, sizeof(buf) - (size_t)o, ", step %d of %d (steady state)", step + 1, model->memory.n_mem);

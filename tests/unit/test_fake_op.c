@@ -34,18 +34,18 @@ static uint64_t fake_saved_extra(const MeCtx *c, bool training)
 const MeOpDesc me_op_fake_scale = {
     .name = "FakeScale", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xw", .cls = ME_C_ACT, .infer = infer_fake, .cost = cost_fake,
-    .autograd = ME_AG_INPUT, .saved_extra = fake_saved_extra, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_INPUT, .saved_extra = fake_saved_extra, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
     .peer = { [MEMEST_CONVENTION_PTFLOPS] = ME_PEER_FUNCTIONAL, [MEMEST_CONVENTION_DEEPSPEED] = ME_PEER_FUNCTIONAL },
 };
 const MeOpDesc me_op_fake_v5 = {
     .name = "FakeVersioned", .since = 5, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_ELTWISE, .infer = infer_fake, .cost = cost_fake,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_fake_v13 = {
     .name = "FakeVersioned", .since = 13, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_ELTWISE, .infer = infer_fake, .cost = cost_fake,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
 
 /* --- the registry list --- */
@@ -89,6 +89,9 @@ static void test_registered(void)
     broken = me_op_fake_scale;
     broken.autocast = ME_AC_UNSET;
     CHECK(me_op_validate(&broken, why, sizeof(why)) < 0 && strstr(why, "autocast"), "no autocast class: %s", why);
+    broken = me_op_fake_scale;
+    broken.autocast_cpu = ME_AC_UNSET;
+    CHECK(me_op_validate(&broken, why, sizeof(why)) < 0 && strstr(why, "CPU autocast"), "no CPU autocast class: %s", why);
     broken = me_op_fake_scale;
     broken.infer = NULL;
     CHECK(me_op_validate(&broken, why, sizeof(why)) < 0 && strstr(why, "infer"), "no infer: %s", why);

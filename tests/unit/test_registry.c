@@ -87,22 +87,36 @@ static void test_below_since(void)
 /* Rules as derivatives.yaml states them: a wrong entry fails here. */
 static void test_rules(void)
 {
-    static const struct { const char *op; MeAutograd rule; MeAutocast ac; } want[] = {
-        { "Conv", ME_AG_OPERANDS, ME_AC_LOWER },     { "MatMul", ME_AG_OPERANDS, ME_AC_LOWER },
-        { "Gemm", ME_AG_OPERANDS, ME_AC_LOWER },     { "Mul", ME_AG_OPERANDS, ME_AC_FOLLOW },
-        { "Div", ME_AG_DIV, ME_AC_FOLLOW },          { "Add", ME_AG_NONE, ME_AC_FOLLOW },
-        { "Relu", ME_AG_OUTPUT, ME_AC_FOLLOW },      { "LeakyRelu", ME_AG_INPUT, ME_AC_FOLLOW },
-        { "Sigmoid", ME_AG_OUTPUT, ME_AC_FOLLOW },   { "Gelu", ME_AG_INPUT, ME_AC_FOLLOW },
-        { "Softmax", ME_AG_OUTPUT, ME_AC_FP32 },     { "Exp", ME_AG_OUTPUT, ME_AC_FP32 },
-        { "Pow", ME_AG_INPUT, ME_AC_FP32 },          { "ReduceSum", ME_AG_NONE, ME_AC_FP32 },
-        { "MaxPool", ME_AG_INPUT, ME_AC_FOLLOW },    { "GlobalAveragePool", ME_AG_NONE, ME_AC_FOLLOW },
-        { "BatchNormalization", ME_AG_INPUT, ME_AC_INPUT }, { "LayerNormalization", ME_AG_INPUT, ME_AC_FP32 },
-        { "Reshape", ME_AG_NONE, ME_AC_FOLLOW },     { "LSTM", ME_AG_OPERANDS, ME_AC_LOWER },
+    /* autocast: CUDA's list, then CPU's (torch 1.13's AutocastCPU kernels) */
+    static const struct { const char *op; MeAutograd rule; MeAutocast ac, ac_cpu; } want[] = {
+        { "Conv", ME_AG_OPERANDS, ME_AC_LOWER, ME_AC_LOWER },
+        { "ConvTranspose", ME_AG_OPERANDS, ME_AC_LOWER, ME_AC_FP32 },
+        { "MatMul", ME_AG_OPERANDS, ME_AC_LOWER, ME_AC_LOWER },
+        { "Gemm", ME_AG_OPERANDS, ME_AC_LOWER, ME_AC_LOWER },
+        { "Mul", ME_AG_OPERANDS, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "Div", ME_AG_DIV, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "Add", ME_AG_NONE, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "Relu", ME_AG_OUTPUT, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "LeakyRelu", ME_AG_INPUT, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "Sigmoid", ME_AG_OUTPUT, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "Gelu", ME_AG_INPUT, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "Softmax", ME_AG_OUTPUT, ME_AC_FP32, ME_AC_FOLLOW },
+        { "Exp", ME_AG_OUTPUT, ME_AC_FP32, ME_AC_FOLLOW },
+        { "Pow", ME_AG_INPUT, ME_AC_FP32, ME_AC_FOLLOW },
+        { "ReduceSum", ME_AG_NONE, ME_AC_FP32, ME_AC_FOLLOW },
+        { "ReduceProd", ME_AG_NONE, ME_AC_FP32, ME_AC_FP32 },
+        { "MaxPool", ME_AG_INPUT, ME_AC_FOLLOW, ME_AC_FP32_3D },
+        { "GlobalAveragePool", ME_AG_NONE, ME_AC_FOLLOW, ME_AC_FP32_3D },
+        { "BatchNormalization", ME_AG_INPUT, ME_AC_INPUT, ME_AC_INPUT },
+        { "LayerNormalization", ME_AG_INPUT, ME_AC_FP32, ME_AC_FOLLOW },
+        { "Reshape", ME_AG_NONE, ME_AC_FOLLOW, ME_AC_FOLLOW },
+        { "LSTM", ME_AG_OPERANDS, ME_AC_LOWER, ME_AC_FOLLOW },
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         const MeOpDesc *d = me_op_find(want[i].op, "", 17);
         CHECK(d && d->autograd == want[i].rule, "%s: autograd rule %d, want %d", want[i].op, d ? (int)d->autograd : -1, (int)want[i].rule);
         CHECK(d && d->autocast == want[i].ac, "%s: autocast %d, want %d", want[i].op, d ? (int)d->autocast : -1, (int)want[i].ac);
+        CHECK(d && d->autocast_cpu == want[i].ac_cpu, "%s: CPU autocast %d, want %d", want[i].op, d ? (int)d->autocast_cpu : -1, (int)want[i].ac_cpu);
     }
     /* views and gradient pass-through (memory.c reads these) */
     static const struct { const char *op; MeViewKind view; MeGradThrough gt; } views[] = {
