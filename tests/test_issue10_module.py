@@ -43,12 +43,7 @@ PEER_EXCEPTIONS = {
     # ptflops' own MultiheadAttention hook fails on torchvision's ViT under
     # torch 1.13 (it reads q, k, v from the positional inputs; torchvision
     # passes them by keyword): the tool gives no figure to compare with
-    "ptflops": {"vit_b_16": "the tool itself fails (recorded in golden/truth/peers/ptflops.json)",
-                # ptflops counts F.silu (|x|), which nn.SiLU calls; the export
-                # writes SiLU as Sigmoid * Mul, which memest cannot tell from
-                # the squeeze-excitation's nn.Sigmoid (not counted) until a
-                # canonicalization pass makes the pair one SiLU
-                "efficientnet_b0": "SiLU written as Sigmoid * Mul (-1.5 %)"},
+    "ptflops": {"vit_b_16": "the tool itself fails (recorded in golden/truth/peers/ptflops.json)"},
 }
 
 def report(f, *args):
