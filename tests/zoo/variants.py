@@ -15,6 +15,10 @@ x batch kind, where
               subgraphs folded)
   mode train  model.train(), TrainingMode.TRAINING, do_constant_folding=False
               (BatchNorm and Dropout nodes kept)
+  mode preserve  model.eval(), TrainingMode.PRESERVE, do_constant_folding=
+              False: BatchNorm kept, Dropout gone; only in the committed set,
+              in place of a train export that torch 1.13 refuses (stochastic
+              depth: "ONNX export of operator Bernoulli")
   static      the dummy input has batch 1 and there are no dynamic_axes
               (torch.onnx.export's default: dim 0 is the literal 1)
   dynamic     batch 2 dummy input, dynamic_axes {0: "batch"} on inputs and
@@ -97,6 +101,9 @@ def export(model, name, opset, mode, kind, path):
     if mode == "train":
         m.train()
         training, fold = torch.onnx.TrainingMode.TRAINING, False
+    elif mode == "preserve":
+        m.eval()
+        training, fold = torch.onnx.TrainingMode.PRESERVE, False
     else:
         m.eval()
         training, fold = torch.onnx.TrainingMode.EVAL, True
@@ -139,12 +146,12 @@ def fused_params(name, model):
     made, folded, hooks = {}, [], []
 
     def conv_hook(mod, inp, out):
-        made[id(out)] = mod
+        made[id(out)] = (mod, out)  # out kept alive: a freed tensor's id is reused
 
     def bn_hook(mod, inp):
-        conv = made.get(id(inp[0]))
-        if conv is not None:
-            folded.append((conv, mod))
+        hit = made.get(id(inp[0]))
+        if hit is not None and hit[1] is inp[0]:
+            folded.append((hit[0], mod))
     for mod in m.modules():
         if isinstance(mod, torch.nn.modules.conv._ConvNd):
             hooks.append(mod.register_forward_hook(conv_hook))
@@ -219,6 +226,9 @@ def main():
     ap.add_argument("--manifest")
     ap.add_argument("--committed", action="store_true",
                     help="only the committed subset, into models/onnx/variants/")
+    ap.add_argument("--recount-params", action="store_true",
+                    help="recompute params of the manifest's folded-BatchNorm entries "
+                         "(no export)")
     a = ap.parse_args()
     models = a.models.split(",") if a.models else list(MODELS)
     for m in models:
@@ -237,13 +247,37 @@ def main():
                   "params rule" % (" --committed" if a.committed else "", torch.__version__,
                                    torchvision.__version__, onnx.__version__,
                                    datetime.date.today().isoformat()))
+    if a.recount_params:
+        for fn, e in doc["variants"].items():
+            if e["model"] in models and e["bn_folded"]:
+                model = export_zoo2.build_model(e["model"])
+                entry = dict(e)
+                p, nfold = fused_params(e["model"], model)
+                entry["params"] = p
+                entry.pop("params_warning", None)
+                if e["bn_modules"] - e["bn_nodes"] != nfold:
+                    entry["params_warning"] = ("the exporter folded %d BatchNorms, the hooks "
+                                               "found %d Conv->BatchNorm pairs: params may be off"
+                                               % (e["bn_modules"] - e["bn_nodes"], nfold))
+                entry["params_rule"] = e["params_rule"].split("(")[0] + "(%d, found by " % nfold \
+                    + e["params_rule"].split("found by ", 1)[1]
+                print("%s: params %s -> %s" % (fn, e["params"], p))
+                doc["variants"][fn] = entry
+        with open(manifest, "w") as f:
+            f.write(dump_json(doc))
+        return
     combos = [(o, md, k) for o in map(int, a.opsets.split(",")) for md in a.modes.split(",")
               for k in a.batch_kinds.split(",")]
     with tempfile.TemporaryDirectory(prefix="variants_") as tmp:
         for name in models:
             model = export_zoo2.build_model(name)
             todo = committed_set(name) if a.committed else combos
+            refused = set()
+            if a.committed:  # a refused train export is replaced by a preserve one
+                todo = todo + [(o, "preserve", k) for o, md, k in todo if md == "train"]
             for opset, mode, kind in todo:
+                if mode == "preserve" and (opset, "train", kind) not in refused:
+                    continue
                 fn = file_name(name, opset, mode, kind)
                 doc["skipped"] = [s for s in doc["skipped"] if s.get("file") != fn]
                 doc["variants"].pop(fn, None)
@@ -258,6 +292,7 @@ def main():
                     doc["skipped"].append({"file": fn, "model": name, "opset": opset,
                                            "mode": mode, "batch": kind, "error": msg})
                     print("%-52s SKIPPED %s" % (fn, msg[:160]), flush=True)
+                    refused.add((opset, mode, kind))
                     for p in (os.path.join(out_dir, fn), os.path.join(tmp, fn)):
                         if os.path.exists(p):
                             os.remove(p)
