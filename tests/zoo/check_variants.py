@@ -222,10 +222,10 @@ def main():
                     if abs(d) > worst[0]:
                         worst = (abs(d), "%s b%d%s %+.2f%%" % (SHORT[mode], b,
                                  "" if mode.startswith("infer") else " s%d" % (i + 1), 100 * d))
-            if marks:
+            if errs:  # a trailing ! : another batch of this mode gave a mark
+                cells[mode] = "%+.1f%%" % (100 * max(errs, key=abs)) + ("!" if marks else "")
+            elif marks:
                 cells[mode] = marks[0]
-            elif errs:
-                cells[mode] = "%+.1f%%" % (100 * max(errs, key=abs))
             else:
                 cells[mode] = "note" if noted else "-"
         rows.append((model, tag, e["bn_folded"], cells, worst[1] or "-"))
@@ -250,7 +250,8 @@ def main():
               " ".join("%-7s" % cells.get(c, "-") for c in cols) + "  " + worst)
     print("\n(F) BatchNorm folded into Conv by the export: grad/train must print the "
           "'folded_batchnorm' note; cells: signed % error of the worst batch/step, ok, "
-          "note, - (no truth), ERR (memest failed), BAKED (static export refused at "
+          "note, - (no truth), ERR (memest failed), a trailing ! (the other batch gave "
+          "ERR/BAKED/...), BAKED (static export refused at "
           "batch 8 with an error naming the node that bakes the batch), NONOTE, STEPS")
     for r in refusals:
         print("REFUSED (batch baked into a node, allowed) " + r)
