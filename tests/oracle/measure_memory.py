@@ -3,7 +3,10 @@
 
 Usage:
     /usr/bin/python3 tests/oracle/measure_memory.py [--models a,b] [--batches 1,8]
-        [--out golden/truth/memory] [--validate-only] [--list]
+        [--modes m1,m2] [--out golden/truth/memory] [--validate-only] [--list]
+
+--models new10: issue 10's models (NEW10 below), each measured with
+--modes infer_nograd,infer_grad,train_sgd,train_adam.
 
 Writes golden/truth/memory/<model>.json (merged per batch with an existing file
 of the same torch version) and, for resnet18 batch 1, the event list
@@ -173,6 +176,11 @@ LOCAL = {
 TV_FALLBACK = ["resnet18", "resnet50", "mobilenet_v2", "vgg16", "densenet121",
                "efficientnet_b0", "vit_b_16"]
 DEFAULT_MODELS = ["seed_seq", "resmlp100"] + TV_FALLBACK + ["bert_like", "gpt_like"]
+# issue 10's wider zoo (tests/zoo/models.py: NEW10): --models new10 runs them,
+# cheapest first; the registry below finds them in the zoo file
+NEW10 = ["shufflenet_v2_x1_0", "mobilenet_v3_large", "regnet_y_400mf", "diffusion_unet",
+         "whisper_encoder", "gpt2_tanh", "t5_like", "googlenet", "llama_tied", "llama_like",
+         "deeplabv3_mbv3", "r3d_18", "efficientnet_v2_s", "swin_t"]
 # models with their own batch list (ignores --batches unless --force-batches)
 MODEL_BATCHES = {"seed_seq": [1], "resmlp100": [64, 2048]}
 EXTRA_MODES = {"resmlp100": ("train_sgd_inputgrad", "train_sgd_ckpt10", "train_adam_freeze",
@@ -992,6 +1000,7 @@ def main():
     a = ap.parse_args()
     if a.list:
         print("default:", ",".join(DEFAULT_MODELS))
+        print("new10:", ",".join(NEW10))
         print("available:", ",".join(sorted(set(LOCAL) | set(ZOO) | set(TV_FALLBACK))))
         return
     print("torch %s, torchvision %s, threads %d, zoo %s" % (
@@ -1011,7 +1020,9 @@ def main():
     modes_filter = [m for m in a.modes.split(",") if m] or None
     summary = []
     t0 = time.time()
-    for name in [m for m in a.models.split(",") if m]:
+    names = [m for m in a.models.split(",") if m]
+    names = [n for m in names for n in (NEW10 if m == "new10" else [m])]
+    for name in names:
         bs = MODEL_BATCHES.get(name, batches)
         print("%s (batches %s)" % (name, bs), flush=True)
         run_model(name, bs, a.out, summary, modes_filter)

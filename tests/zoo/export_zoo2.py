@@ -83,13 +83,21 @@ def build_model(name):
                     t.mul_(1.0 + noise)  # keeps sign (running_var stays > 0)
                 else:
                     t.add_(noise)
-        # no two float tensors of the same shape may be equal
+        # no two float tensors of the same shape may be equal (the exporter
+        # could merge them). Equal buffers (each layer's copy of the same
+        # RoPE cos/sin table) get a tiny relative perturbation: values only,
+        # every shape and count stays; equal parameters are an error.
         seen = {}
+        params = {n for n, _ in model.named_parameters()}
         for n, t in tensors:
             if t.numel() <= 1:
                 continue
             h = hashlib.sha1(t.detach().contiguous().numpy().tobytes()).hexdigest()
             key = (tuple(t.shape), h)
+            if key in seen and n not in params:
+                t.mul_(1.0 + 1e-3 * torch.randn(t.shape, generator=g))
+                h = hashlib.sha1(t.detach().contiguous().numpy().tobytes()).hexdigest()
+                key = (tuple(t.shape), h)
             if key in seen:
                 raise RuntimeError("equal tensors %s and %s" % (seen[key], n))
             seen[key] = n

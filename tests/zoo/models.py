@@ -247,6 +247,508 @@ def unet_like():
 
 
 # --------------------------------------------------------------------------
+# Issue 10's wider zoo: transformer decoders as HuggingFace writes them (no
+# transformers package here: the modules are written out with torch.nn), a
+# T5-style encoder-decoder, a diffusion-style UNet and a Whisper-style
+# encoder. Sizes are small enough to measure on a CPU at batch 8.
+
+class LlamaRMSNorm(nn.Module):
+    """HF LlamaRMSNorm: PyTorch runs it as separate ops (pow, mean, add,
+    rsqrt, mul, mul), not one kernel."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        dt = x.dtype
+        x = x.to(torch.float32)
+        var = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)
+        return self.weight * x.to(dt)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaRotary(nn.Module):
+    """HF LlamaRotaryEmbedding (4.30): cos/sin caches as non-persistent buffers."""
+    def __init__(self, dim, max_pos=512, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        t = torch.arange(max_pos, dtype=torch.float32)
+        freqs = torch.einsum("i,j->ij", t, inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos()[None, None, :, :], persistent=False)
+        self.register_buffer("sin_cached", emb.sin()[None, None, :, :], persistent=False)
+
+    def forward(self, s):
+        return self.cos_cached[:, :, :s, ...], self.sin_cached[:, :, :s, ...]
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, d, heads, kv_heads, max_pos):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+        self.head_dim = d // heads
+        self.q_proj = nn.Linear(d, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(d, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(d, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * self.head_dim, d, bias=False)
+        self.rotary = LlamaRotary(self.head_dim, max_pos)
+
+    @staticmethod
+    def repeat_kv(x, n_rep):
+        """HF repeat_kv: expand + reshape (not repeat_interleave)."""
+        b, kvh, s, hd = x.shape
+        if n_rep == 1:
+            return x
+        x = x[:, :, None, :, :].expand(b, kvh, n_rep, s, hd)
+        return x.reshape(b, kvh * n_rep, s, hd)
+
+    def forward(self, x, mask):
+        b, s, _ = x.shape
+        q = self.q_proj(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = self.rotary(s)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        n_rep = self.heads // self.kv_heads
+        k = self.repeat_kv(k, n_rep)
+        v = self.repeat_kv(v, n_rep)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        w = w + mask
+        w = torch.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        o = torch.matmul(w, v).transpose(1, 2).reshape(b, s, -1)
+        return self.o_proj(o)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, d, ffn):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, ffn, bias=False)
+        self.up_proj = nn.Linear(d, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, d, bias=False)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, d, heads, kv_heads, ffn, max_pos):
+        super().__init__()
+        self.input_layernorm = LlamaRMSNorm(d)
+        self.self_attn = LlamaAttention(d, heads, kv_heads, max_pos)
+        self.post_attention_layernorm = LlamaRMSNorm(d)
+        self.mlp = LlamaMLP(d, ffn)
+
+    def forward(self, x, mask):
+        x = x + self.self_attn(self.input_layernorm(x), mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaLike(nn.Module):
+    """d 512, 4 layers, 8 heads with 2 key/value heads (GQA), SwiGLU 1376,
+    vocab 8000, seq 128 (inputs), RoPE, RMSNorm; head tied to the
+    embedding (lm_head.weight = embed_tokens.weight) when tie."""
+    def __init__(self, vocab=8000, d=512, layers=4, heads=8, kv_heads=2, ffn=1376,
+                 max_pos=512, tie=False):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(
+            [LlamaLayer(d, heads, kv_heads, ffn, max_pos) for _ in range(layers)])
+        self.norm = LlamaRMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        if tie:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(self, input_ids):
+        s = input_ids.shape[1]
+        x = self.embed_tokens(input_ids)
+        # HF's causal mask: 0 on and below the diagonal, dtype-min above
+        mask = torch.full((s, s), torch.finfo(x.dtype).min, device=x.device)
+        mask = torch.triu(mask, diagonal=1)[None, None, :, :]
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.lm_head(self.norm(x))
+
+
+def llama_like():
+    return LlamaLike(tie=False)
+
+
+def llama_tied():
+    return LlamaLike(tie=True)
+
+
+class GPT2Attention(nn.Module):
+    """HF GPT2Attention: c_attn (one QKV Linear), causal bias buffer and
+    torch.where against the dtype minimum."""
+    def __init__(self, d, heads, ctx):
+        super().__init__()
+        self.heads, self.head_dim = heads, d // heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.attn_dropout = nn.Dropout(0.1)
+        self.resid_dropout = nn.Dropout(0.1)
+        self.register_buffer("bias", torch.tril(torch.ones(ctx, ctx, dtype=torch.bool))
+                             .view(1, 1, ctx, ctx), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q = q.view(b, s, self.heads, self.head_dim).permute(0, 2, 1, 3)
+        k = k.view(b, s, self.heads, self.head_dim).permute(0, 2, 1, 3)
+        v = v.view(b, s, self.heads, self.head_dim).permute(0, 2, 1, 3)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        causal = self.bias[:, :, :s, :s]
+        w = torch.where(causal, w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+        w = self.attn_dropout(torch.softmax(w, dim=-1))
+        o = torch.matmul(w, v).permute(0, 2, 1, 3).reshape(b, s, d)
+        return self.resid_dropout(self.c_proj(o))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, d, heads, ctx):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = GPT2Attention(d, heads, ctx)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.act = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(4 * d, d)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.dropout(self.c_proj(self.act(self.c_fc(self.ln_2(x)))))
+
+
+class GPT2Tanh(nn.Module):
+    """d 384, 4 layers, 6 heads, vocab 8000, ctx 512, GELU tanh form, LM head
+    an nn.Linear whose weight is the token embedding (HF's tie)."""
+    def __init__(self, vocab=8000, d=384, layers=4, heads=6, ctx=512):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(ctx, d)
+        self.drop = nn.Dropout(0.1)
+        self.h = nn.ModuleList([GPT2Block(d, heads, ctx) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, input_ids):
+        s = input_ids.shape[1]
+        pos = torch.arange(s, dtype=torch.long, device=input_ids.device).unsqueeze(0)
+        x = self.drop(self.wte(input_ids) + self.wpe(pos))
+        for blk in self.h:
+            x = blk(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def gpt2_tanh():
+    return GPT2Tanh()
+
+
+class T5LayerNorm(nn.Module):
+    """HF T5LayerNorm: RMS, no mean subtraction, no bias."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        var = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)
+        return self.weight * x
+
+
+class T5Attention(nn.Module):
+    """HF T5Attention without caches: no biases, no 1/sqrt(d) scaling, a
+    learned relative position bias in the first layer of each stack."""
+    def __init__(self, d, heads, kv_dim, has_bias, bidirectional, buckets=32, max_dist=128):
+        super().__init__()
+        self.heads, self.kv = heads, kv_dim
+        inner = heads * kv_dim
+        self.q = nn.Linear(d, inner, bias=False)
+        self.k = nn.Linear(d, inner, bias=False)
+        self.v = nn.Linear(d, inner, bias=False)
+        self.o = nn.Linear(inner, d, bias=False)
+        self.bidirectional, self.buckets, self.max_dist = bidirectional, buckets, max_dist
+        self.relative_attention_bias = nn.Embedding(buckets, heads) if has_bias else None
+
+    def bucket(self, rel):
+        nb = self.buckets
+        ret = torch.zeros_like(rel)
+        if self.bidirectional:
+            nb //= 2
+            ret = ret + (rel > 0).to(torch.long) * nb
+            rel = torch.abs(rel)
+        else:
+            rel = -torch.min(rel, torch.zeros_like(rel))
+        max_exact = nb // 2
+        is_small = rel < max_exact
+        large = max_exact + (torch.log(rel.float() / max_exact) / math.log(self.max_dist / max_exact)
+                             * (nb - max_exact)).to(torch.long)
+        large = torch.min(large, torch.full_like(large, nb - 1))
+        return ret + torch.where(is_small, rel, large)
+
+    def position_bias(self, q_len, k_len, device):
+        ctx = torch.arange(q_len, dtype=torch.long, device=device)[:, None]
+        mem = torch.arange(k_len, dtype=torch.long, device=device)[None, :]
+        b = self.bucket(mem - ctx)
+        return self.relative_attention_bias(b).permute(2, 0, 1).unsqueeze(0)
+
+    def forward(self, x, kv=None, bias=None, mask=None):
+        b, s, _ = x.shape
+        kv = x if kv is None else kv
+        t = kv.shape[1]
+        q = self.q(x).view(b, s, self.heads, self.kv).transpose(1, 2)
+        k = self.k(kv).view(b, t, self.heads, self.kv).transpose(1, 2)
+        v = self.v(kv).view(b, t, self.heads, self.kv).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(3, 2))
+        if bias is None:
+            if self.relative_attention_bias is not None:
+                bias = self.position_bias(s, t, x.device)
+                if mask is not None:
+                    bias = bias + mask
+            else:
+                bias = None
+        if bias is not None:
+            scores = scores + bias
+        w = torch.softmax(scores.float(), dim=-1).type_as(scores)
+        o = torch.matmul(w, v).transpose(1, 2).reshape(b, s, -1)
+        return self.o(o), bias
+
+
+class T5FF(nn.Module):
+    def __init__(self, d, ff):
+        super().__init__()
+        self.layer_norm = T5LayerNorm(d)
+        self.wi = nn.Linear(d, ff, bias=False)
+        self.wo = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        return x + self.wo(F.relu(self.wi(self.layer_norm(x))))
+
+
+class T5Block(nn.Module):
+    def __init__(self, d, heads, kv, ff, decoder, first):
+        super().__init__()
+        self.ln_self = T5LayerNorm(d)
+        self.self_attn = T5Attention(d, heads, kv, first, not decoder)
+        self.decoder = decoder
+        if decoder:
+            self.ln_cross = T5LayerNorm(d)
+            self.cross_attn = T5Attention(d, heads, kv, False, True)
+        self.ff = T5FF(d, ff)
+
+    def forward(self, x, bias, mask=None, enc=None):
+        y, bias = self.self_attn(self.ln_self(x), bias=bias, mask=mask)
+        x = x + y
+        if self.decoder:
+            y, _ = self.cross_attn(self.ln_cross(x), kv=enc)
+            x = x + y
+        return self.ff(x), bias
+
+
+class T5Like(nn.Module):
+    """d 256, 2 encoder + 2 decoder blocks, 4 heads of 64, FF 1024 (ReLU),
+    vocab 8000, shared embedding, separate LM head, no biases anywhere;
+    inputs input_ids and decoder_input_ids, 128 tokens each."""
+    def __init__(self, vocab=8000, d=256, layers=2, heads=4, kv=64, ff=1024):
+        super().__init__()
+        self.shared = nn.Embedding(vocab, d)
+        self.encoder = nn.ModuleList([T5Block(d, heads, kv, ff, False, i == 0) for i in range(layers)])
+        self.enc_norm = T5LayerNorm(d)
+        self.decoder = nn.ModuleList([T5Block(d, heads, kv, ff, True, i == 0) for i in range(layers)])
+        self.dec_norm = T5LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, decoder_input_ids):
+        x = self.shared(input_ids)
+        bias = None
+        for blk in self.encoder:
+            x, bias = blk(x, bias)
+        enc = self.enc_norm(x)
+        y = self.shared(decoder_input_ids)
+        t = y.shape[1]
+        causal = torch.triu(torch.full((t, t), torch.finfo(y.dtype).min, device=y.device), 1)
+        bias = None
+        for blk in self.decoder:
+            y, bias = blk(y, bias, mask=causal[None, None], enc=enc)
+        return self.lm_head(self.dec_norm(y))
+
+
+def t5_like():
+    return T5Like()
+
+
+class ResBlockGN(nn.Module):
+    def __init__(self, cin, cout, groups=32):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(groups, cin)
+        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
+        self.norm2 = nn.GroupNorm(groups, cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.act = nn.SiLU()
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x):
+        h = self.conv1(self.act(self.norm1(x)))
+        h = self.conv2(self.act(self.norm2(h)))
+        return self.skip(x) + h
+
+
+class SpatialAttention(nn.Module):
+    """Single-head self-attention over the H*W positions (diffusers' AttnBlock)."""
+    def __init__(self, c, groups=32):
+        super().__init__()
+        self.norm = nn.GroupNorm(groups, c)
+        self.q = nn.Conv2d(c, c, 1)
+        self.k = nn.Conv2d(c, c, 1)
+        self.v = nn.Conv2d(c, c, 1)
+        self.proj = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        b, c, hh, ww = x.shape
+        h = self.norm(x)
+        q = self.q(h).reshape(b, c, hh * ww).permute(0, 2, 1)
+        k = self.k(h).reshape(b, c, hh * ww)
+        v = self.v(h).reshape(b, c, hh * ww)
+        w = torch.softmax(torch.bmm(q, k) * (c ** -0.5), dim=2)
+        o = torch.bmm(v, w.permute(0, 2, 1)).reshape(b, c, hh, ww)
+        return x + self.proj(o)
+
+
+class DiffusionUNet(nn.Module):
+    """Input 3x64x64; channels 64/128/256 at 64/32/16 px, one GroupNorm-SiLU
+    res block per level, spatial self-attention at 16 px (256 positions),
+    nearest Upsample x2 + conv, skip concatenations; no time embedding."""
+    def __init__(self, cin=3, ch=(64, 128, 256)):
+        super().__init__()
+        self.conv_in = nn.Conv2d(cin, ch[0], 3, padding=1)
+        self.down = nn.ModuleList()
+        self.pools = nn.ModuleList()
+        c = ch[0]
+        for i, co in enumerate(ch):
+            self.down.append(ResBlockGN(c, co))
+            self.pools.append(nn.Conv2d(co, co, 3, stride=2, padding=1)
+                              if i < len(ch) - 1 else nn.Identity())
+            c = co
+        self.mid1 = ResBlockGN(c, c)
+        self.mid_attn = SpatialAttention(c)
+        self.mid2 = ResBlockGN(c, c)
+        self.up = nn.ModuleList()
+        self.upsample = nn.ModuleList()
+        for i, co in enumerate(reversed(ch)):
+            self.up.append(ResBlockGN(c + co, co))
+            self.upsample.append(nn.Sequential(nn.Upsample(scale_factor=2.0, mode="nearest"),
+                                               nn.Conv2d(co, co, 3, padding=1))
+                                 if i < len(ch) - 1 else nn.Identity())
+            c = co
+        self.norm_out = nn.GroupNorm(32, c)
+        self.act = nn.SiLU()
+        self.conv_out = nn.Conv2d(c, cin, 3, padding=1)
+
+    def forward(self, x):
+        h = self.conv_in(x)
+        skips = []
+        for blk, pool in zip(self.down, self.pools):
+            h = blk(h)
+            skips.append(h)
+            h = pool(h)
+        h = self.mid2(self.mid_attn(self.mid1(h)))
+        for blk, up, skip in zip(self.up, self.upsample, reversed(skips)):
+            h = up(blk(torch.cat([h, skip], dim=1)))
+        return self.conv_out(self.act(self.norm_out(h)))
+
+
+def diffusion_unet():
+    return DiffusionUNet()
+
+
+class WhisperLayer(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.heads, self.hd = heads, d // heads
+        self.self_attn_layer_norm = nn.LayerNorm(d)
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, d, bias=False)
+        self.v_proj = nn.Linear(d, d)
+        self.out_proj = nn.Linear(d, d)
+        self.final_layer_norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, ffn)
+        self.fc2 = nn.Linear(ffn, d)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.self_attn_layer_norm(x)
+        q = (self.q_proj(h) * self.hd ** -0.5).view(b, s, self.heads, self.hd).transpose(1, 2)
+        k = self.k_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
+        v = self.v_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
+        w = torch.softmax(torch.matmul(q, k.transpose(2, 3)), dim=-1)
+        o = torch.matmul(w, v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.out_proj(o)
+        return x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
+
+
+class WhisperEncoder(nn.Module):
+    """HF WhisperEncoder shape: input 80 mel bins x 1000 frames; Conv1d(80,
+    d, 3) GELU, Conv1d(d, d, 3, stride 2) GELU -> 500 positions, a fixed
+    sinusoidal position table (a buffer), d 256, 4 pre-LN layers of 4 heads,
+    FFN 1024, final LayerNorm."""
+    def __init__(self, mels=80, d=256, layers=4, heads=4, ffn=1024, positions=500):
+        super().__init__()
+        self.conv1 = nn.Conv1d(mels, d, 3, padding=1)
+        self.conv2 = nn.Conv1d(d, d, 3, stride=2, padding=1)
+        self.act = nn.GELU()
+        half = d // 2
+        inv = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / (half - 1))
+        t = torch.arange(positions, dtype=torch.float32)[:, None] * inv[None, :]
+        self.register_buffer("embed_positions", torch.cat([t.sin(), t.cos()], dim=1))
+        self.layers = nn.ModuleList([WhisperLayer(d, heads, ffn) for _ in range(layers)])
+        self.layer_norm = nn.LayerNorm(d)
+
+    def forward(self, input_features):
+        x = self.act(self.conv1(input_features))
+        x = self.act(self.conv2(x)).permute(0, 2, 1)
+        x = x + self.embed_positions
+        for layer in self.layers:
+            x = layer(x)
+        return self.layer_norm(x)
+
+
+def whisper_encoder():
+    return WhisperEncoder()
+
+
+class SegOut(nn.Module):
+    """torchvision segmentation models return a dict; this keeps ["out"]."""
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)["out"]
+
+
+def deeplabv3_mbv3():
+    return SegOut(torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None, aux_loss=False))
+
+
+def r3d_18():
+    return torchvision.models.video.r3d_18(weights=None)
+
+
+# --------------------------------------------------------------------------
 # torchvision models (random weights, never downloaded).
 
 def _tv(name, **kw):
@@ -260,6 +762,9 @@ IMG224 = [("input", (3, 224, 224), torch.float32)]
 IMG299 = [("input", (3, 299, 299), torch.float32)]
 IMG128 = [("input", (3, 128, 128), torch.float32)]
 TOK128 = [("input_ids", (128,), torch.int64)]
+IMG64 = [("input", (3, 64, 64), torch.float32)]
+VID4 = [("input", (3, 4, 56, 56), torch.float32)]  # 4 frames of 56 px: Conv3d is slow on CPU
+MEL1000 = [("input_features", (80, 1000), torch.float32)]
 
 MODELS = {
     "resnet18": (_tv("resnet18"), IMG224),
@@ -278,8 +783,29 @@ MODELS = {
     "lstm_model": (lstm_model, TOK128),
     "gru_model": (gru_model, TOK128),
     "unet_like": (unet_like, IMG128),
+    # issue 10's wider zoo
+    "swin_t": (_tv("swin_t"), IMG224),
+    "mobilenet_v3_large": (_tv("mobilenet_v3_large"), IMG224),
+    "regnet_y_400mf": (_tv("regnet_y_400mf"), IMG224),
+    "shufflenet_v2_x1_0": (_tv("shufflenet_v2_x1_0"), IMG224),
+    "googlenet": (_tv("googlenet", aux_logits=False, init_weights=False), IMG224),
+    "efficientnet_v2_s": (_tv("efficientnet_v2_s"), IMG224),
+    "r3d_18": (r3d_18, VID4),
+    "deeplabv3_mbv3": (deeplabv3_mbv3, IMG224),
+    "llama_like": (llama_like, TOK128),
+    "llama_tied": (llama_tied, TOK128),
+    "gpt2_tanh": (gpt2_tanh, TOK128),
+    "t5_like": (t5_like, TOK128 + [("decoder_input_ids", (128,), torch.int64)]),
+    "diffusion_unet": (diffusion_unet, IMG64),
+    "whisper_encoder": (whisper_encoder, MEL1000),
 }
+
+# the models issue 10 added (the old sixteen come first in MODELS)
+NEW10 = ["swin_t", "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0",
+         "googlenet", "efficientnet_v2_s", "r3d_18", "deeplabv3_mbv3", "llama_like",
+         "llama_tied", "gpt2_tanh", "t5_like", "diffusion_unet", "whisper_encoder"]
 
 # Vocabulary size per token-input model, for making valid random input_ids.
 VOCAB = {"bert_like": 30522, "gpt_like": 50257, "lstm_model": 10000,
-         "gru_model": 10000}
+         "gru_model": 10000, "llama_like": 8000, "llama_tied": 8000,
+         "gpt2_tanh": 8000, "t5_like": 8000}
