@@ -180,6 +180,7 @@ typedef struct MeDecl {
 typedef enum MeNoteWhen {
     ME_NOTE_ALWAYS = 0,
     ME_NOTE_AUTOGRAD,    /* matters only when autograd runs (--grad, --train) */
+    ME_NOTE_TRAIN,       /* matters only for model.train() (--train) */
 } MeNoteWhen;
 
 typedef struct MeNote {

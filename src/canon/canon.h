@@ -22,7 +22,8 @@
     X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
-    X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */
+    X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */ \
+    X(dropout)     /* an eval export without Dropout: a note for --train (dropout.c) */
 
 #define ME_CANON_DECL(name) int me_canon_##name(MeGraph *g, MeDiag *d);
 ME_CANON_PASSES(ME_CANON_DECL)

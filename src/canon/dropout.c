@@ -1,0 +1,46 @@
+/* Dropout an eval export left out. torch.onnx's eval export (the default,
+ * TrainingMode.EVAL) traces the model in eval(), where nn.Dropout is the
+ * identity, so no Dropout node is written (torch/onnx/symbolic_opset12.py
+ * writes one only for a training export). `--train` is model.train():
+ * every nn.Dropout then draws a mask that autograd keeps for backward (on
+ * a CPU a float tensor of the input's size: ATen's Dropout.cpp
+ * _dropout_impl multiplies by a noise tensor). The file cannot say whether
+ * the model has dropout, so nothing is added to the figures; a note says
+ * what may be missing and how to re-export.
+ *
+ * Rule: no Dropout node, no BatchNormalization in its training form (a
+ * training_mode attribute of 1, or the running statistics as outputs),
+ * and a weight torch.onnx's constant folding made (an initializer named
+ * "onnx::*" that a Conv, Gemm or MatMul reads as its weight): the marks of
+ * an eval export with folding. Limits: an eval export that folded nothing
+ * (a Gemm-only MLP) is not recognized; a model without dropout gets the
+ * note too (it says "if"). */
+#include <string.h>
+
+#include "canon/canon.h"
+
+static bool op_is(const MeNode *n, const char *op) { return !strcmp(n->op, op) && (!n->domain || !*n->domain); }
+
+int me_canon_dropout(MeGraph *g, MeDiag *d)
+{
+    (void)d;
+    bool folded = false;
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        if (op_is(n, "Dropout")) return 0;
+        if (op_is(n, "BatchNormalization")) {
+            const MeAttr *t = me_node_attr(n, "training_mode");
+            if ((t && t->i) || n->n_out > 1) return 0;
+        }
+        if ((op_is(n, "Conv") || op_is(n, "Gemm") || op_is(n, "MatMul") || op_is(n, "Linear")) && n->n_in > 1) {
+            int w = n->in[1];
+            folded |= w >= 0 && g->v[w].kind == ME_V_INIT && !strncmp(g->v[w].name, "onnx::", 6);
+        }
+    }
+    if (!folded) return 0;
+    return me_graph_add_note(g, "eval_export_dropout", ME_NOTE_TRAIN,
+                             "no Dropout in the graph, and weights folded by an eval-mode export (named onnx::*): "
+                             "torch.onnx leaves nn.Dropout out of an eval export, so if the model has dropout, --train "
+                             "misses its masks (kept for backward; on a CPU each as large as the tensor dropped); re-export "
+                             "with training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False");
+}
