@@ -1,0 +1,31 @@
+"""memest against the held-out models' truth: one line per model x batch x
+mode with the signed error of each step and the notes memest printed.
+Usage: python3 tests/heldout/check.py build/memest  (repo root)"""
+import json, os, subprocess, sys
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MEMEST = sys.argv[1]
+MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"], "train_adam": ["--train", "--optimizer", "adam"]}
+rows = []
+for name in ["ho_vit_b_32", "ho_mnasnet1_0", "ho_regnet_x_400mf", "ho_tenc"]:
+    t = json.load(open(os.path.join(ROOT, "golden", "truth", "heldout", name + ".json")))
+    for b, e in t["batches"].items():
+        for mode, extra in MODES.items():
+            if mode not in e: continue
+            loss = []
+            if mode.startswith("train"):
+                loss = ["--loss", "mean"] if "pow2" in t.get("loss", "") or "pow(2)" in t.get("loss", "") else ["--loss", "cross-entropy"]
+            cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "heldout", name + ".onnx"), "--batch", b, "--runtime", "cpu", "--format", "json"] + extra + loss
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                rows.append((name, b, mode, "ERR " + r.stderr.strip()[:150])); continue
+            d = json.loads(r.stdout)
+            steps = d["memory"]["steps"]
+            notes = [n["code"] for n in d.get("notes", [])]
+            if mode.startswith("train"):
+                meas = [e[mode]["step1"]["peak"], e[mode]["step2"]["peak"]]
+            else:
+                meas = [e[mode]["peak"]]; steps = steps[:1]
+            errs = ["%+.2f%%" % (100 * (s["peak"] - m) / m) for s, m in zip(steps, meas)]
+            rows.append((name, b, mode, " ".join(errs) + ("  notes:" + ",".join(notes) if notes else "")))
+    print(name, "params memest", d["totals"]["params"], "pytorch", t["params"])
+for r in rows: print(*r)

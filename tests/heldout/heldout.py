@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Held-out models of issue 10's session: exported and measured with
+tests/oracle/measure_memory.py's method (infer_nograd, infer_grad, train_sgd,
+train_adam; batches 1 and 8; torch 1.13 CPU) before memest was ever run on
+them, then checked once at the end (tests/heldout/check.py). Kept as a
+record and for later sessions; they are no longer held out.
+
+Exports: vit_b_32 at opset 13 (training export, dynamic batch),
+mnasnet1_0 at opset 11 (eval export: BatchNorm folded, fixed batch 1),
+regnet_x_400mf at opset 17 (training export, fixed batch 1), and an
+nn.TransformerEncoder (packed nn.MultiheadAttention, GELU, pre-norm) at
+opset 14 (training export, dynamic batch).
+
+Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure
+"""
+import os, sys
+import torch, torch.nn as nn, torchvision
+ROOT = os.getcwd()
+sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
+import measure_memory as mm  # noqa: E402
+from zoo_common import make_graph_only  # noqa: E402
+
+ONNX_OUT = os.path.join(ROOT, "models", "onnx", "heldout")
+TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "heldout")
+F32 = torch.float32
+
+
+class TEnc(nn.Module):
+    """nn.TransformerEncoder (packed nn.MultiheadAttention), GELU, pre-norm."""
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.1, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+        self.head = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(1))
+
+
+MODELS = {
+    "ho_vit_b_32": (lambda: torchvision.models.vit_b_32(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho_mnasnet1_0": (lambda: torchvision.models.mnasnet1_0(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho_regnet_x_400mf": (lambda: torchvision.models.regnet_x_400mf(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho_tenc": (TEnc, [("input", (128, 256), F32)]),
+}
+# name -> (opset, training export?, dynamic batch?)
+EXPORTS = {
+    "ho_vit_b_32": (13, True, True),
+    "ho_mnasnet1_0": (11, False, False),
+    "ho_regnet_x_400mf": (17, True, False),
+    "ho_tenc": (14, True, True),
+}
+
+
+def export():
+    for name, (op, train, dyn) in EXPORTS.items():
+        ctor, spec = MODELS[name]
+        torch.manual_seed(0)
+        m = ctor()
+        m.train(train)
+        x = torch.randn(1 if not dyn else 2, *spec[0][1])
+        tmp = os.path.join(ONNX_OUT, name + ".full.onnx")
+        kw = dict(opset_version=op, input_names=["input"], output_names=["output"])
+        if train:
+            kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+        if dyn:
+            kw["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
+        torch.onnx.export(m, (x,), tmp, **kw)
+        make_graph_only(tmp, os.path.join(ONNX_OUT, name + ".onnx"))
+        os.remove(tmp)
+        print(name, "exported")
+
+
+def measure():
+    for name, v in MODELS.items():
+        mm.LOCAL[name] = v
+    summary = []
+    for name in MODELS:
+        mm.run_model(name, [1, 8], TRUTH_OUT, summary,
+                     modes_filter=("infer_nograd", "infer_grad", "train_sgd", "train_adam"))
+        print(name, "measured", flush=True)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    os.makedirs(ONNX_OUT, exist_ok=True)
+    os.makedirs(TRUTH_OUT, exist_ok=True)
+    {"export": export, "measure": measure}[sys.argv[1]]()
