@@ -17,6 +17,7 @@
 #define ME_CANON_PASSES(X) \
     X(none) \
     X(layer_norm)   /* canon/fuse.c: ReduceMean..Div·w+b below opset 17 */ \
+    X(group_norm)   /* canon/fuse.c: Reshape·InstanceNorm·Reshape·w+b */ \
     X(gelu)         /* canon/fuse.c: erf and tanh forms */ \
     X(activations)  /* canon/fuse.c: SiLU, Mish, HardSwish below opset 14 */ \
     X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */ \

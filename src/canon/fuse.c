@@ -133,6 +133,7 @@ typedef struct Canon {
     double eps;
     bool has_eps;
     const char *approximate;
+    int64_t groups; /* num_groups, 0: none */
 } Canon;
 
 static int set_attrs(MeNode *n, const Canon *k)
@@ -146,6 +147,10 @@ static int set_attrs(MeNode *n, const Canon *k)
     if (k->has_eps) {
         if (!(a = me_node_add_attr(n, "epsilon", ME_A_FLOAT))) return ME_ENOMEM;
         a->f = k->eps;
+    }
+    if (k->groups) {
+        if (!(a = me_node_add_attr(n, "num_groups", ME_A_INT))) return ME_ENOMEM;
+        a->i = k->groups;
     }
     if (k->approximate && (!(a = me_node_add_attr(n, "approximate", ME_A_STRING)) || !(a->s = me_strdup(k->approximate))))
         return ME_ENOMEM;
@@ -490,6 +495,106 @@ static int m_layer_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     return 1;
 }
 
+/* --- GroupNorm --- */
+
+/* A constant's integer contents (a Constant node's tensor or a stored
+ * tensor), up to max elements; the count, or -1. */
+static int64_t ints(MeGraph *g, int v, int64_t *out, int64_t max, MeDiag *d)
+{
+    if (v < 0) return -1;
+    int p = g->v[v].producer;
+    if (is_op(g, p, "Constant")) {
+        const MeAttr *a = g->n[p].n_attr == 1 ? &g->n[p].attr[0] : NULL;
+        if (!a || a->type != ME_A_TENSOR || a->tensor < 0) return -1;
+        v = a->tensor;
+    } else if (g->v[v].kind != ME_V_INIT && g->v[v].kind != ME_V_CONST) {
+        return -1;
+    }
+    MeValue *x = &g->v[v];
+    if (!x->has_val && x->materialize) {
+        int (*m)(MeGraph *, int, MeDiag *) = x->materialize;
+        x->materialize = NULL; /* at most once (graph.h) */
+        if (m(g, v, d) < 0) return -1;
+        x = &g->v[v];
+    }
+    if (!x->has_val || !x->ival || x->nval > max) return -1;
+    for (int64_t i = 0; i < x->nval; i++) out[i] = x->ival[i];
+    return x->nval;
+}
+
+/* A per-channel affine operand [C, 1, ...]: a stored [C] tensor behind
+ * Unsqueeze(axes 1..k), or the stored [C, 1, ...] tensor constant folding
+ * made of it. Sets *stored_v to the parameter and *unsq to the Unsqueeze
+ * (-1 when folded); returns C, or -1. */
+static int64_t channel_affine(MeGraph *g, int v, int *stored_v, int *unsq, MeDiag *d)
+{
+    *unsq = inner(g, v, 1, "Unsqueeze");
+    if (*unsq >= 0) {
+        const MeNode *u = &g->n[*unsq];
+        int64_t ax[ME_MAX_RANK];
+        int64_t na = -1;
+        const MeAttr *a = me_node_attr(u, "axes");
+        if (a && a->type == ME_A_INTS && a->n <= ME_MAX_RANK) {
+            na = a->n;
+            for (int64_t i = 0; i < na; i++) ax[i] = a->ints[i];
+        } else if (u->n_in >= 2) {
+            na = ints(g, u->in[1], ax, ME_MAX_RANK, d);
+        }
+        if (na < 1) return -1;
+        for (int64_t i = 0; i < na; i++)
+            if (ax[i] != i + 1) return -1;
+        v = u->in[0];
+    }
+    if (!stored(g, v)) return -1;
+    int s = v;
+    if (is_op(g, g->v[s].producer, "Identity")) s = g->n[g->v[s].producer].in[0];
+    const MeShape *sh = &g->v[s].shape;
+    if (!g->v[s].known || sh->rank < 1 || (*unsq >= 0 && sh->rank != 1)) return -1;
+    for (int i = 1; i < sh->rank; i++)
+        if (sh->d[i] != 1) return -1;
+    *stored_v = v;
+    return sh->d[0];
+}
+
+/* native_group_norm (symbolic_opset9.group_norm, 1.13): Reshape(x, [0, G,
+ * -1]) -> InstanceNormalization(ones(G), zeros(G), eps) -> Reshape(Shape(x))
+ * -> Mul(Unsqueeze(weight)) -> Add(Unsqueeze(bias)). The ones and zeros
+ * are the exporter's, not parameters; PyTorch ran one native_group_norm
+ * (its saved tensors: derivatives.yaml, me_op_group_norm). Only the affine
+ * form (GroupNorm's default) is taken: without weight and bias the
+ * exporter multiplies by a constant 1, which stays as written. */
+static int m_group_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    if (!is_op(g, a, "Add") || g->n[a].n_in != 2) return 0;
+    for (int s = 0; s < 2; s++) {
+        int mul = inner(g, g->n[a].in[s], 1, "Mul");
+        if (mul < 0 || g->n[mul].n_in != 2) continue;
+        int bv, bu, wv, wu, r2 = -1;
+        int64_t cb = channel_affine(g, g->n[a].in[1 - s], &bv, &bu, d), cw = -1;
+        for (int j = 0; j < 2 && r2 < 0; j++)
+            if ((r2 = inner(g, g->n[mul].in[j], 1, "Reshape")) >= 0) cw = channel_affine(g, g->n[mul].in[1 - j], &wv, &wu, d);
+        if (r2 < 0 || cb < 1 || cw != cb || g->n[r2].n_in != 2) continue;
+        int in = inner(g, g->n[r2].in[0], 1, "InstanceNormalization");
+        int shp = inner(g, g->n[r2].in[1], 1, "Shape");
+        int r1 = in >= 0 && g->n[in].n_in == 3 ? inner(g, g->n[in].in[0], 1, "Reshape") : -1;
+        if (shp < 0 || r1 < 0 || g->n[r1].n_in != 2) continue;
+        int x = g->n[r1].in[0];
+        int64_t t[3];
+        double one, zero;
+        if (x < 0 || g->n[shp].in[0] != x || me_node_attr(&g->n[shp], "start") || me_node_attr(&g->n[shp], "end")) continue;
+        if (ints(g, g->n[r1].in[1], t, 3, d) != 3 || t[0] != 0 || t[1] < 1 || t[2] != -1) continue;
+        if (!scalar(g, g->n[in].in[1], &one, d) || one != 1 || !scalar(g, g->n[in].in[2], &zero, d) || zero != 0) continue;
+        if (cb % t[1]) continue;
+        int ch[] = { r1, in, shp, r2, wu, mul, bu, a };
+        for (int i = 0; i < 8; i++)
+            if (ch[i] >= 0) c->nodes[c->n++] = ch[i];
+        *k = (Canon){ .op = "GroupNormalization", .in = { x, wv, bv }, .n_in = 3,
+                      .eps = me_attr_f(&g->n[in], "epsilon", 1e-5), .has_eps = true, .groups = t[1] };
+        return 1;
+    }
+    return 0;
+}
+
 /* --- the passes --- */
 
 int me_canon_layer_norm(MeGraph *g, MeDiag *d)
@@ -513,5 +618,11 @@ int me_canon_activations(MeGraph *g, MeDiag *d)
 int me_canon_softmax(MeGraph *g, MeDiag *d)
 {
     static const Matcher ms[] = { m_softmax_transposed };
+    return run_matchers(g, ms, 1, d);
+}
+
+int me_canon_group_norm(MeGraph *g, MeDiag *d)
+{
+    static const Matcher ms[] = { m_group_norm };
     return run_matchers(g, ms, 1, d);
 }

@@ -143,10 +143,22 @@ static int infer_group_norm(MeCtx *c)
     return me_set_out(c, 0, me_in(c, 0)->dtype, x);
 }
 
+/* native_group_norm (aten/src/ATen/native/group_norm.cpp, 1.13) makes
+ * mean and rstd as at::empty({N, group}, X.options()), and
+ * derivatives.yaml keeps them (result1, result2) with input and weight. */
+static uint64_t group_norm_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeShape *x = me_in_shape(c, 0);
+    int64_t g = me_attr_i(c->n, "num_groups", 0);
+    if (!x || x->rank < 1 || g < 1) return 0;
+    return me_smul(2, me_dtype_bytes(me_in(c, 0)->dtype, (int64_t)me_smul((uint64_t)x->d[0], (uint64_t)g)));
+}
+
 const MeOpDesc me_op_group_norm = {
     .name = "GroupNormalization", .since = 18, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_group_norm, .cost = cost_ln,
-    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .autograd = ME_AG_INPUT, .saved_extra = group_norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
 };
 const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
