@@ -221,7 +221,7 @@ static void assign_roles(MeGraph *g)
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] < 0) continue;
             MeValue *v = &g->v[n->in[k]];
-            if (v->kind != ME_V_INIT) continue;
+            if (v->kind != ME_V_INIT || (v->from_constant && v->role == ME_R_BUFFER)) continue;
             char r = input_role(n->desc, k);
             MeRole role = ME_R_CONST;
             if (me_dtype_is_float(v->dtype) && (r == 'w' || r == 'x')) role = ME_R_PARAM;
@@ -252,13 +252,23 @@ static void weights_in_constants(MeGraph *g)
             if (v->from_constant) continue;
             if (v->producer < 0 || v->kind == ME_V_INIT || !me_node_is_constant(&g->n[v->producer])) continue;
             char r = input_role(n->desc, k);
-            if (r != 'w' && !(r == 'x' && contraction)) continue;
+            /* a table the forward slices by the run's length (rotary
+             * cos/sin caches, causal masks): a non-persistent buffer, which
+             * torch.onnx writes as a Constant because only state_dict()
+             * entries become initializers (nn.Module._save_to_state_dict
+             * skips _non_persistent_buffers_set); the module holds all of
+             * it from construction, so it is a stored tensor, not a param.
+             * Float or bool, rank >= 2: an int64 Constant sliced is shape
+             * arithmetic, which needs its contents. */
+            bool table = k == 0 && !strcmp(n->op, "Slice") && !*n->domain;
+            if (r != 'w' && !(r == 'x' && contraction) && !table) continue;
             const MeNode *c = &g->n[v->producer];
             const MeAttr *a = c->n_attr > 0 && c->attr[0].type == ME_A_TENSOR ? &c->attr[0] : NULL;
             const MeValue *t = a && a->tensor >= 0 ? &g->v[a->tensor] : NULL;
-            if (!t || !t->known || t->shape.rank < 1 || !me_dtype_is_float(t->dtype)) continue;
+            if (!t || !t->known || t->shape.rank < (table ? 2 : 1) ||
+                !(me_dtype_is_float(t->dtype) || (table && t->dtype == ME_DT_BOOL))) continue;
             v->kind = ME_V_INIT;
-            v->role = ME_R_PARAM;
+            v->role = table ? ME_R_BUFFER : ME_R_PARAM;
             v->dtype = t->dtype;
             v->shape = t->shape;
             v->known = true;

@@ -254,10 +254,13 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         if (g->v[i].kind == ME_V_ACT && g->v[i].producer < 0 && !g->v[i].n_uses && !g->v[i].is_output &&
             (cv || (cv = cJSON_AddArrayToObject(root, "canonicalized_values"))))
             cJSON_AddItemToArray(cv, cJSON_CreateString(g->v[i].name));
-    cJSON *cw = NULL;
-    for (int i = 0; i < g->nv; i++)
-        if (g->v[i].from_constant && g->v[i].n_uses && (cw || (cw = cJSON_AddArrayToObject(root, "constant_weights"))))
-            cJSON_AddItemToArray(cw, cJSON_CreateString(g->v[i].name));
+    cJSON *cw[2] = { NULL, NULL };
+    static const char *const held[2] = { "constant_weights", "constant_buffers" };
+    for (int i = 0; i < g->nv; i++) {
+        int b = g->v[i].role == ME_R_BUFFER;
+        if (g->v[i].from_constant && g->v[i].n_uses && (cw[b] || (cw[b] = cJSON_AddArrayToObject(root, held[b]))))
+            cJSON_AddItemToArray(cw[b], cJSON_CreateString(g->v[i].name));
+    }
     cJSON *notes = cJSON_AddArrayToObject(root, "notes");
     const char *text, *code;
     for (int i = 0; notes && (text = memest_note_text(m, i, &code)); i++) {

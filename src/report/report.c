@@ -231,12 +231,17 @@ static void print_lists(const MemestAnalysis *m, FILE *f)
         for (int i = 0; i < k; i++) fprintf(f, " %s x%d", me_escape(ops[i], name, sizeof(name)), counts[i]);
         fprintf(f, "\n");
     }
-    int cw = 0;
-    for (int i = 0; i < m->g->nv; i++)
-        if (m->g->v[i].from_constant && m->g->v[i].n_uses)
-            fprintf(f, "%s '%s'", cw++ ? "," : "Weights held in Constant nodes (counted as parameters, in memory as weights):",
-                    me_escape(m->g->v[i].name, name, sizeof(name)));
-    if (cw) fprintf(f, "\n");
+    static const char *const held[2] = {
+        "Weights held in Constant nodes (counted as parameters, in memory as weights):",
+        "Buffers held in Constant nodes (tables the forward slices; not parameters, in memory as weights):",
+    };
+    for (int b = 0; b < 2; b++) {
+        int cw = 0;
+        for (int i = 0; i < m->g->nv; i++)
+            if (m->g->v[i].from_constant && m->g->v[i].n_uses && (m->g->v[i].role == ME_R_BUFFER) == b)
+                fprintf(f, "%s '%s'", cw++ ? "," : held[b], me_escape(m->g->v[i].name, name, sizeof(name)));
+        if (cw) fprintf(f, "\n");
+    }
     k = me_op_counts(m, ME_COST_UNCOUNTED, ops, counts, 64);
     if (k) {
         fprintf(f, "* not counted by %s (its totals leave these out; the rows show memest's own figures):", memest_convention_name(m->conv));
@@ -693,7 +698,8 @@ static void facts(const MemestAnalysis *m, Facts *x)
     for (int i = 0; i < m->g->nv; i++) {
         const MeValue *v = &m->g->v[i];
         int64_t n = me_shape_numel(&v->shape);
-        if (v->from_constant && v->n_uses) fact_u64(x, "constant_weights", v->name, n > 0 ? (uint64_t)n : 0, "count");
+        if (v->from_constant && v->n_uses)
+            fact_u64(x, v->role == ME_R_BUFFER ? "constant_buffers" : "constant_weights", v->name, n > 0 ? (uint64_t)n : 0, "count");
     }
     const char *text, *code;
     for (int i = 0; (text = memest_note_text(m, i, &code)); i++) fact(x, "notes", code, text, "");
