@@ -152,11 +152,12 @@ static void cost_convt(const MeCtx *c, MeOpCost *o)
 /* CPU runtime. oneDNN's direct convolutions compute in a channel-blocked
  * layout (nChw16c on the oracle's avx512 CPU: "dst_f32:p:blocked:aBcd16b" in
  * ONEDNN_VERBOSE), whose channel dim is padded up to the block: a 24-channel
- * result buffer holds 32 (oneDNN jit_avx512_common_conv_kernel::init_conf:
- * jcp.oc = rnd_up(jcp.oc_without_padding, jcp.oc_block), ideep allocating
- * the padded desc through c10's CPU allocator). Ungrouped and depthwise
- * convolutions block by 16; other grouped ones block within a group by a
- * divisor of its channels (aBcd4b for 4 per group), unpadded. */
+ * result buffer holds 32 (oneDNN jit_avx512_common_conv_kernel.cpp init_conf:
+ * ok_to_pad_channels = ngroups == 1, then jcp.oc = rnd_up(jcp.oc,
+ * jcp.oc_block); ideep allocates the padded desc through c10's CPU
+ * allocator). Ungrouped and depthwise (jit_dw, ch_block 16) convolutions
+ * pad; other grouped ones block within a group by a divisor of its channels
+ * (aBcd4b for 4 per group), unpadded. */
 #define ME_CPU_CHANNEL_BLOCK 16
 
 static int64_t blocked_bytes(const MeRunCtx *r, const MeValue *v, int64_t bytes)
