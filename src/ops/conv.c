@@ -149,21 +149,42 @@ static void cost_convt(const MeCtx *c, MeOpCost *o)
     o->flops = me_sadd(me_smul(2, o->macs), me_in(c, 2) ? (uint64_t)me_numel_out(c, 0) : 0);
 }
 
-/* CPU runtime. oneDNN reorders a convolution's input into its blocked
- * layout, except a first layer's few channels, which it reads as they are. */
+/* CPU runtime. oneDNN's direct convolutions compute in a channel-blocked
+ * layout (nChw16c on the oracle's avx512 CPU: "dst_f32:p:blocked:aBcd16b" in
+ * ONEDNN_VERBOSE), whose channel dim is padded up to the block: a 24-channel
+ * result buffer holds 32 (oneDNN jit_avx512_common_conv_kernel.cpp init_conf:
+ * ok_to_pad_channels = ngroups == 1, then jcp.oc = rnd_up(jcp.oc,
+ * jcp.oc_block); ideep allocates the padded desc through c10's CPU
+ * allocator). Ungrouped and depthwise (jit_dw, ch_block 16) convolutions
+ * pad; other grouped ones block within a group by a divisor of its channels
+ * (aBcd4b for 4 per group), unpadded. */
+#define ME_CPU_CHANNEL_BLOCK 16
+
+static int64_t blocked_bytes(const MeRunCtx *r, const MeValue *v, int64_t bytes)
+{
+    int64_t g = me_attr_i(r->c.n, "group", 1), ch = v->shape.rank > 1 ? v->shape.d[1] : 0;
+    if (ch <= 0 || bytes <= 0 || (g != 1 && g != ch)) return bytes;
+    int64_t padded = (ch + ME_CPU_CHANNEL_BLOCK - 1) / ME_CPU_CHANNEL_BLOCK * ME_CPU_CHANNEL_BLOCK;
+    /* bytes / ch is the per-channel size exactly: ch is a factor of numel */
+    uint64_t b = me_smul((uint64_t)(bytes / ch), (uint64_t)padded);
+    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+/* The input is reordered into the blocked layout, except a first layer's
+ * few channels, which the kernel reads as they are (src "abcd"). */
 static int64_t conv_input_copy(const MeRunCtx *r)
 {
     const MeValue *x = me_in(&r->c, 0);
-    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? r->operand_bytes(r, x) : 0;
+    return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? blocked_bytes(r, x, r->operand_bytes(r, x)) : 0;
 }
 
 /* input and weights reordered, the result computed into a blocked buffer,
  * then reordered into the output: beyond the output, max(input copy +
- * weight copy, output) at once */
+ * weight copy, blocked output) at once */
 static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
 {
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
-    int64_t a = conv_input_copy(r) + r->operand_bytes(r, w), b = r->bytes(r, o);
+    int64_t a = conv_input_copy(r) + r->operand_bytes(r, w), b = blocked_bytes(r, o, r->bytes(r, o));
     return a > b ? a : b;
 }
 
@@ -171,7 +192,7 @@ static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
 static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
 {
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
-    return r->bytes(r, o) + conv_input_copy(r) + r->operand_bytes(r, w);
+    return blocked_bytes(r, o, r->bytes(r, o)) + conv_input_copy(r) + r->operand_bytes(r, w);
 }
 
 const MeOpDesc me_op_conv = {
