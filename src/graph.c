@@ -556,20 +556,18 @@ int me_graph_replace_many(MeGraph *g, const MeReplace *r, int count, int *at, Me
         slot[last] = j;
     }
     if (rc == 0) {
-        int w = 0;
-        for (int i = 0; i < g->nn; i++) {
+        /* each group's new node takes its last node's slot; the rest of
+         * the group goes with me_graph_remove_nodes' one compaction */
+        for (int i = 0, w = 0; i < g->nn; i++) {
             if (slot[i] >= 0) {
                 free_attrs(&g->n[i]);
+                g->n[i] = fresh[slot[i]];
+                gone[i] = false;
                 if (at) at[slot[i]] = w;
-                g->n[w++] = fresh[slot[i]];
-            } else if (gone[i]) {
-                free_attrs(&g->n[i]);
-            } else {
-                g->n[w++] = g->n[i];
             }
+            if (!gone[i]) w++;
         }
-        g->nn = w;
-        rc = me_graph_finalize(g, d);
+        rc = me_graph_remove_nodes(g, gone, d);
     }
     me_free(fresh);
     me_free(slot);

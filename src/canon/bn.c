@@ -35,13 +35,11 @@ int me_canon_bn(MeGraph *g, MeDiag *d)
     bool *to_bn = me_calloc((size_t)g->nv + 1, 1); /* values a BatchNormalization reads */
     if (!to_bn) return ME_ENOMEM;
     for (int i = 0; i < g->nn; i++) {
-        const MeOpDesc *o = me_op_find(g->n[i].op, g->n[i].domain, g->opset);
-        if (o && !strcmp(o->name, "BatchNormalization") && g->n[i].n_in && g->n[i].in[0] >= 0) to_bn[g->n[i].in[0]] = true;
+        if (me_canon_is(g, &g->n[i], "BatchNormalization") && g->n[i].n_in && g->n[i].in[0] >= 0) to_bn[g->n[i].in[0]] = true;
     }
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
-        const MeOpDesc *op = me_op_find(n->op, n->domain, g->opset);
-        if (!op || strcmp(op->name, "Conv") || n->n_in < 3 || n->n_out < 1) continue;
+        if (!me_canon_is(g, n, "Conv") || n->n_in < 3 || n->n_out < 1) continue;
         if (!exporter_made(g, n->in[1]) || !exporter_made(g, n->in[2]) || g->v[n->in[1]].shape.rank < 1) continue;
         if (n->out[0] >= 0 && to_bn[n->out[0]]) continue;
         if (!folded++) first = n->module && *n->module ? n->module : n->name;

@@ -15,7 +15,6 @@
  * d set on failure. Passes see finalized graphs with initializer shapes
  * and constant contents, not inferred activation shapes. */
 #define ME_CANON_PASSES(X) \
-    X(none) \
     X(layer_norm)   /* canon/fuse.c: ReduceMean..Div·w+b below opset 17 */ \
     X(group_norm)   /* canon/fuse.c: Reshape·InstanceNorm·Reshape·w+b */ \
     X(gelu)         /* canon/fuse.c: erf and tanh forms */ \
@@ -29,6 +28,11 @@
 #define ME_CANON_DECL(name) int me_canon_##name(MeGraph *g, MeDiag *d);
 ME_CANON_PASSES(ME_CANON_DECL)
 #undef ME_CANON_DECL
+
+/* Whether node n is the registry's op `name` (the node's opset version, or
+ * the newest for a node a pass made): the one test every pass uses, so
+ * an alias or domain spelling the registry accepts is accepted here. */
+bool me_canon_is(const MeGraph *g, const MeNode *n, const char *name);
 
 /* Runs every pass; called once per loaded graph, after finalize. */
 int me_canonicalize(MeGraph *g, MeDiag *d);

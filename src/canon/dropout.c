@@ -19,20 +19,18 @@
 
 #include "canon/canon.h"
 
-static bool op_is(const MeNode *n, const char *op) { return !strcmp(n->op, op) && (!n->domain || !*n->domain); }
-
 int me_canon_dropout(MeGraph *g, MeDiag *d)
 {
     (void)d;
     bool folded = false;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
-        if (op_is(n, "Dropout")) return 0;
-        if (op_is(n, "BatchNormalization")) {
+        if (me_canon_is(g, n, "Dropout")) return 0;
+        if (me_canon_is(g, n, "BatchNormalization")) {
             const MeAttr *t = me_node_attr(n, "training_mode");
             if ((t && t->i) || n->n_out > 1) return 0;
         }
-        if ((op_is(n, "Conv") || op_is(n, "Gemm") || op_is(n, "MatMul") || op_is(n, "Linear")) && n->n_in > 1) {
+        if ((me_canon_is(g, n, "Conv") || me_canon_is(g, n, "Gemm") || me_canon_is(g, n, "MatMul") || me_canon_is(g, n, "Linear")) && n->n_in > 1) {
             int w = n->in[1];
             folded |= w >= 0 && g->v[w].kind == ME_V_INIT && !strncmp(g->v[w].name, "onnx::", 6);
         }

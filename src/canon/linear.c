@@ -39,12 +39,6 @@ static bool functional_use(const MeGraph *g, const MeNode *n, int w)
     return strcmp(wn + lm, ".weight") != 0;
 }
 
-static bool is_op(const MeGraph *g, const MeNode *n, const MeOpDesc *op)
-{
-    const MeOpDesc *d = me_op_find(n->op, n->domain, g->opset);
-    return d && !strcmp(d->name, op->name);
-}
-
 static bool stored_float(const MeGraph *g, int v, int rank)
 {
     if (v < 0) return false;
@@ -62,7 +56,7 @@ static int weight_of(const MeGraph *g, int b, int *in_out, int *tr)
         return b;
     }
     int p = b >= 0 ? g->v[b].producer : -1;
-    if (p < 0 || g->v[b].kind != ME_V_ACT || !is_op(g, &g->n[p], &me_op_transpose) || g->n[p].n_in != 1) return -1;
+    if (p < 0 || g->v[b].kind != ME_V_ACT || !me_canon_is(g, &g->n[p], "Transpose") || g->n[p].n_in != 1) return -1;
     const MeAttr *perm = me_node_attr(&g->n[p], "perm");
     if (perm && (perm->type != ME_A_INTS || perm->n != 2 || perm->ints[0] != 1 || perm->ints[1] != 0)) return -1;
     if (!stored_float(g, g->n[p].in[0], 2)) return -1;
@@ -87,9 +81,9 @@ int me_canon_linear(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++) {
         MeNode *mm = &g->n[i];
         /* a Gemm is at::linear of a 2-d input already: only whose call it was */
-        if (mm->n_in >= 2 && is_op(g, mm, &me_op_gemm) && stored_float(g, mm->in[1], 2) && functional_use(g, mm, mm->in[1]))
+        if (mm->n_in >= 2 && me_canon_is(g, mm, "Gemm") && stored_float(g, mm->in[1], 2) && functional_use(g, mm, mm->in[1]))
             mm->flags |= ME_N_FUNCTIONAL;
-        if (gone[i] || mm->n_in != 2 || mm->n_out != 1 || mm->n_attr || !is_op(g, mm, &me_op_matmul)) continue;
+        if (gone[i] || mm->n_in != 2 || mm->n_out != 1 || mm->n_attr || !me_canon_is(g, mm, "MatMul")) continue;
         int x = mm->in[0], y = mm->out[0], bt = mm->in[1], in_out, tr;
         if (x < 0 || y < 0 || g->v[x].kind == ME_V_INIT) continue;
         int w = weight_of(g, bt, &in_out, &tr);
@@ -97,7 +91,7 @@ int me_canon_linear(MeGraph *g, MeDiag *d)
         int64_t nout = g->v[w].shape.d[in_out ? 1 : 0];
         /* the bias: the product's only reader adds a stored [out] vector */
         int add = g->v[y].is_output ? -1 : reader[y], b = -1;
-        if (add >= 0 && g->n[add].n_in == 2 && g->n[add].n_out == 1 && !g->n[add].n_attr && is_op(g, &g->n[add], &me_op_add)) {
+        if (add >= 0 && g->n[add].n_in == 2 && g->n[add].n_out == 1 && !g->n[add].n_attr && me_canon_is(g, &g->n[add], "Add")) {
             int o = g->n[add].in[0] == y ? g->n[add].in[1] : g->n[add].in[0];
             if (o != y && stored_float(g, o, 1) && g->v[o].shape.d[0] == nout) b = o;
         }

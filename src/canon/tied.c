@@ -30,12 +30,6 @@
 #include "canon/canon.h"
 #include "ops/ops.h"
 
-static bool is_op(const MeGraph *g, const MeNode *n, const char *name)
-{
-    const MeOpDesc *d = me_op_find(n->op, n->domain, g->opset);
-    return d && !strcmp(d->name, name);
-}
-
 static bool stored_float(const MeGraph *g, int v)
 {
     return v >= 0 && g->v[v].kind == ME_V_INIT && me_dtype_is_float(g->v[v].dtype) && !g->v[v].sparse && g->v[v].shape.rank == 2;
@@ -50,7 +44,7 @@ static bool from_input(const MeGraph *g, int v)
         int p = g->v[v].producer;
         if (p < 0 || g->n[p].n_in < 1) return false;
         bool ok = false;
-        for (size_t k = 0; k < sizeof(through) / sizeof(through[0]) && !ok; k++) ok = is_op(g, &g->n[p], through[k]);
+        for (size_t k = 0; k < sizeof(through) / sizeof(through[0]) && !ok; k++) ok = me_canon_is(g, &g->n[p], through[k]);
         if (!ok) return false;
         v = g->n[p].in[0];
     }
@@ -85,7 +79,7 @@ int me_canon_tied(MeGraph *g, MeDiag *d)
     if (!table || !tables) { me_free(table); me_free(tables); return ME_ENOMEM; }
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
-        if (n->n_in >= 2 && is_op(g, n, "Gather") && stored_float(g, n->in[0]) && !table[n->in[0]] && me_attr_i(n, "axis", 0) == 0
+        if (n->n_in >= 2 && me_canon_is(g, n, "Gather") && stored_float(g, n->in[0]) && !table[n->in[0]] && me_attr_i(n, "axis", 0) == 0
             && from_input(g, n->in[1])) {
             table[n->in[0]] = true;
             tables[ntables++] = n->in[0];
@@ -93,7 +87,7 @@ int me_canon_tied(MeGraph *g, MeDiag *d)
     }
     for (int i = 0; ntables && i < g->nn; i++) {
         MeNode *n = &g->n[i];
-        bool linear = is_op(g, n, "Linear"), gemm = !linear && is_op(g, n, "Gemm");
+        bool linear = me_canon_is(g, n, "Linear"), gemm = !linear && me_canon_is(g, n, "Gemm");
         if (!(linear || gemm) || n->n_in < 2) continue;
         int c = n->in[1];
         if (!stored_float(g, c) || table[c] || !exporter_named(g->v[c].name)) continue;

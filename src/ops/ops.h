@@ -201,9 +201,6 @@ int me_op_validate(const MeOpDesc *d, char *why, size_t len);
 /* A Constant node holds data: the reports leave it out of the rows. */
 static inline bool me_node_is_constant(const MeNode *n) { return n->desc && (n->desc->flags & ME_OPF_CONSTANT); }
 
-/* canonicalization (src/canon) recognizes these by descriptor */
-extern const MeOpDesc me_op_matmul, me_op_gemm, me_op_transpose, me_op_linear, me_op_add;
-
 /* --- helpers for op hooks (shape.c) --- */
 int me_fail(const MeCtx *c, const char *fmt, ...) ME_PRINTF(2, 3);
 MeValue *me_in(const MeCtx *c, int i);         /* NULL if absent */
