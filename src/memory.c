@@ -1238,7 +1238,7 @@ static int state_factor(MemestOptimizer o)
 }
 
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                           MeMemResult *rec, int slot, const MeTlSink *extra);
+                           MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev);
 
 void memest_memory_default_settings(MemestMemorySettings *s)
 {
@@ -1251,20 +1251,21 @@ int memest_memory(const MemestModel *model, const MemestMemorySettings *s, Memes
         if (err && errlen) snprintf(err, errlen, "no model with a valid binding");
         return ME_EINVAL;
     }
-    return run_step_events(model, s, out, err, errlen, NULL, 0, NULL);
+    return run_step_events(model, s, out, err, errlen, NULL, 0, NULL, NULL);
 }
 
 int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, const MeTlSink *sink, MemestMemory *out, char *err,
                          size_t errlen)
 {
-    return run_step_events(model, s, out, err, errlen, NULL, 0, sink);
+    return run_step_events(model, s, out, err, errlen, NULL, 0, sink, NULL);
 }
 
 /* The step, told to the statistics (out, and the series rec->series[slot]
  * when rec is given), on CUDA the caching-allocator model, and extra when
- * given. */
+ * given. prev: step 1's figures when the caller has them (--grad's step 2
+ * starts beside step 1's graph), else step 2 simulates step 1 itself. */
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                           MeMemResult *rec, int slot, const MeTlSink *extra)
+                           MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev)
 {
     MeGraph *g = (MeGraph *)&model->g; /* only read here; Sim keeps a plain pointer */
     Sim m = { .g = g, .s = s, .out = out };
@@ -1413,11 +1414,14 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
      * exactly that graph alive (end - baseline). */
     int prev_graph = -1;
     if (s->mode == MEMEST_RUN_INFER_GRAD && s->step >= 2) {
-        MemestMemorySettings s1 = *s;
-        s1.step = 1;
-        s1.record_series = false;
         MemestMemory m1;
-        if ((rc = run_step_events(model, &s1, &m1, err, errlen, NULL, 0, NULL)) < 0) goto end;
+        if (prev) m1 = *prev;
+        else {
+            MemestMemorySettings s1 = *s;
+            s1.step = 1;
+            s1.record_series = false;
+            if ((rc = run_step_events(model, &s1, &m1, err, errlen, NULL, 0, NULL, NULL)) < 0) goto end;
+        }
         if ((prev_graph = st_new(&m, (int64_t)(m1.end - m1.baseline), MEMEST_MEM_SAVED)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[prev_graph].persistent = true;
     }
@@ -1617,6 +1621,7 @@ typedef struct StepJob {
     const MemestModel *model;
     MemestMemorySettings s;
     MeMemResult *r;
+    const MemestMemory *prev; /* step 1's figures, for --grad's step 2 */
     int rc;
     char err[sizeof(((MeMemResult *)0)->skipped)];
 } StepJob;
@@ -1625,7 +1630,8 @@ static void *run_step(void *p)
 {
     StepJob *j = p;
     int k = j->s.step - 1;
-    j->rc = run_step_events(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k, NULL);
+    j->rc = run_step_events(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k, NULL,
+                            j->prev);
     return NULL;
 }
 
@@ -1680,12 +1686,14 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
         job[k].s.step = k + 1;
         job[k].err[0] = 0;
     }
-    /* Step 2 is independent of step 1 (the state it starts from is
-     * modelled, not carried over), so on a huge graph the two run side by
-     * side when the caller allows a thread. Allocation hooks set by the
-     * caller need not be thread-safe: then one thread. */
+    /* Training's step 2 is independent of step 1 (the state it starts from
+     * is modelled, not carried over), so on a huge graph the two run side
+     * by side when the caller allows a thread. Allocation hooks set by the
+     * caller need not be thread-safe: then one thread. --grad's step 2
+     * starts from step 1's end: after it, with its figures. */
+    if (s->mode == MEMEST_RUN_INFER_GRAD) job[1].prev = &r->mem[0];
     pthread_t th;
-    bool two = steps == 2 && model->threads && !me_alloc_hooked() &&
+    bool two = steps == 2 && s->mode != MEMEST_RUN_INFER_GRAD && model->threads && !me_alloc_hooked() &&
                pthread_create(&th, NULL, run_step, &job[1]) == 0;
     run_step(&job[0]);
     if (two) pthread_join(th, NULL);
