@@ -124,6 +124,20 @@ static int search(MemestModel *m, const MemestMemorySettings *mem, bool seq, int
     return 0;
 }
 
+/* Binds the model back to own (the same shapes as before the search, so
+ * analyses made of it stay current); an error there is the search's
+ * result when the search itself went well. */
+static int rebind_back(MemestModel *m, const MemestLoadSettings *own, uint64_t gen, int rc, char *err, size_t errlen)
+{
+    char e2[256];
+    if (me_model_rebind(m, own, e2, sizeof(e2)) >= 0) m->generation = gen;
+    else if (rc >= 0) {
+        if (err && errlen) snprintf(err, errlen, "%s", e2);
+        rc = ME_EINVAL;
+    }
+    return rc;
+}
+
 int memest_max_batch(MemestModel *m, const MemestMemorySettings *mem, uint64_t capacity, MemestMaxBatch *out,
                      void (*progress)(void *, int64_t, uint64_t), void *opaque, char *err, size_t errlen)
 {
@@ -135,15 +149,7 @@ int memest_max_batch(MemestModel *m, const MemestMemorySettings *mem, uint64_t c
     MemestLoadSettings own = m->bind;
     uint64_t gen = m->generation;
     int rc = search(m, mem, false, INT64_MAX, capacity, out, progress, opaque, err, errlen);
-    /* the model's own batch back: the same shapes as before, so analyses
-     * made of it stay current */
-    char e2[256];
-    if (me_model_rebind(m, &own, e2, sizeof(e2)) >= 0) m->generation = gen;
-    else if (rc >= 0) {
-        if (err && errlen) snprintf(err, errlen, "%s", e2);
-        rc = ME_EINVAL;
-    }
-    return rc;
+    return rebind_back(m, &own, gen, rc, err, errlen);
 }
 
 void memest_note_max_batch(MemestAnalysis *a, const MemestMaxBatch *mb)
@@ -172,14 +178,8 @@ int memest_max_seq(MemestModel *m, const MemestMemorySettings *mem, uint64_t cap
         snprintf(err, errlen, "--new-tokens %lld leaves no room in max_position_embeddings %lld", (long long)m->llm_new_tokens,
                  (long long)m->llm_max_pos);
     *out = (MemestMaxSeq){ .seq = r.batch, .needed = r.needed, .needed_next = r.needed_next, .simulations = r.simulations };
-    char e2[256];
     m->kv_tokens = tokens;
-    if (me_model_rebind(m, &own, e2, sizeof(e2)) >= 0) m->generation = gen;
-    else if (rc >= 0) {
-        if (err && errlen) snprintf(err, errlen, "%s", e2);
-        rc = ME_EINVAL;
-    }
-    return rc;
+    return rebind_back(m, &own, gen, rc, err, errlen);
 }
 
 void memest_note_max_seq(MemestAnalysis *a, const MemestMaxSeq *ms)

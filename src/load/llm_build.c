@@ -107,6 +107,20 @@ static int input(Bld *b, const char *name, int rank, const int64_t *dims, const 
     return vi;
 }
 
+/* Layer li's cached keys and values as graph inputs [B, H_kv, len, hd],
+ * len the symbolic dim `len` ("past": a DynamicCache's length, "max": a
+ * StaticCache's size). */
+static void past_kv(Bld *b, const MeLlmConfig *c, int li, const char *len, int *pk, int *pv)
+{
+    const char *sym[4] = { "batch", NULL, len, NULL };
+    int64_t dims[4] = { 0, c->kv_heads, 0, c->head_dim };
+    char name[128];
+    snprintf(name, sizeof(name), "past_key_values.%d.key", li);
+    *pk = input(b, name, 4, dims, sym, b->dt);
+    snprintf(name, sizeof(name), "past_key_values.%d.value", li);
+    *pv = input(b, name, 4, dims, sym, b->dt);
+}
+
 /* Adds node op(ins) in module b->mod; returns its (first) output. */
 static MeNode *node_n(Bld *b, const char *op, const int *ins, int n_in, int n_out, int *outs)
 {
@@ -314,27 +328,16 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
      * after (the old tensor dies with the cat: the inputs are donated);
      * StaticCache.update index_copy_'s into [B,Hkv,max,hd] in place */
     bool decode = run->new_tokens > 0;
+    int pk, pv;
     if (run->cache == ME_LLM_CACHE_STATIC) {
-        const char *sym[4] = { "batch", NULL, "max", NULL };
-        int64_t dims[4] = { 0, c->kv_heads, 0, c->head_dim };
-        char name[128];
-        snprintf(name, sizeof(name), "past_key_values.%d.key", li);
-        int pk = input(b, name, 4, dims, sym, b->dt);
-        snprintf(name, sizeof(name), "past_key_values.%d.value", li);
-        int pv = input(b, name, 4, dims, sym, b->dt);
+        past_kv(b, c, li, "max", &pk, &pv);
         k = N(b, "ScatterND", pk, s->cache_pos, k);
         if (last(b)) last(b)->flags |= ME_N_INPLACE;
         v = N(b, "ScatterND", pv, s->cache_pos, v);
         if (last(b)) last(b)->flags |= ME_N_INPLACE;
         *present_k = *present_v = -1;
     } else if (decode) {
-        const char *sym[4] = { "batch", NULL, "past", NULL };
-        int64_t dims[4] = { 0, c->kv_heads, 0, c->head_dim };
-        char name[128];
-        snprintf(name, sizeof(name), "past_key_values.%d.key", li);
-        int pk = input(b, name, 4, dims, sym, b->dt);
-        snprintf(name, sizeof(name), "past_key_values.%d.value", li);
-        int pv = input(b, name, 4, dims, sym, b->dt);
+        past_kv(b, c, li, "past", &pk, &pv);
         if (pk >= 0) b->g->v[pk].donated = true;
         if (pv >= 0) b->g->v[pv].donated = true;
         k = N(b, "Concat", pk, k);
