@@ -348,8 +348,6 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     if (rc >= 0) rc = bind(m, &m->bind, true, &d);
     /* the module scopes' holds depend on the graph alone */
     if (rc >= 0 && !(m->hold_end = me_malloc(sizeof(int) * (size_t)(m->g.nv + 1)))) rc = ME_ENOMEM;
-    for (int i = 0; rc >= 0 && llm && i < m->g.nscopes; i++) /* HF's decoder layers: an nn.ModuleList */
-        if (!strcmp(m->g.scopes[i].name, "model.layers")) m->g.scopes[i].uncalled = true;
     if (rc >= 0) rc = me_scope_holds(&m->g, m->hold_end);
     if (src->data) me_onnx_detach(&m->g);
     if (rc < 0) {

@@ -522,6 +522,11 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     for (int i = 0; i < 2 * c->layers && b.rc >= 0; i++)
         if (pk[i] >= 0) b.rc = me_graph_add_output(g, pk[i]);
     me_free(pk);
+    /* HF's decoder layers are an nn.ModuleList the model iterates, never
+     * calls: the scope holds no arguments (MeScope.uncalled) */
+    if (b.rc >= 0 && me_graph_scopes(g) < 0) b.rc = ME_ENOMEM;
+    for (int i = 0; b.rc >= 0 && i < g->nscopes; i++)
+        if (!strcmp(g->scopes[i].name, "model.layers")) g->scopes[i].uncalled = true;
     if (b.rc == ME_ENOMEM && !d->msg[0]) me_error(d, ME_ENOMEM, "%s: out of memory building the layer graph", c->path);
     return b.rc;
 }
