@@ -6,6 +6,9 @@
 
 bool me_canon_is(const MeGraph *g, const MeNode *n, const char *name)
 {
+    /* the registry finds an op by its exact name: another name is another
+     * op, without the lookup (run per node by every pass) */
+    if (strcmp(n->op, name)) return false;
     const MeOpDesc *d = me_op_find(n->op, n->domain, (n->flags & ME_N_CANON) ? INT_MAX : g->opset);
     return d && !strcmp(d->name, name);
 }
