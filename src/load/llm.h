@@ -11,7 +11,9 @@
 #include "load/load.h"
 
 typedef enum MeLlmNorm { ME_LLM_RMSNORM = 0, ME_LLM_LAYERNORM } MeLlmNorm;
-typedef enum MeLlmAct { ME_LLM_SILU = 0, ME_LLM_GELU, ME_LLM_GELU_TANH, ME_LLM_RELU } MeLlmAct;
+/* GELU_NEW, GELU_FAST: HF's NewGELUActivation and FastGELUActivation, the
+ * tanh GELU written out in Python (each operation its own tensor) */
+typedef enum MeLlmAct { ME_LLM_SILU = 0, ME_LLM_GELU, ME_LLM_GELU_TANH, ME_LLM_RELU, ME_LLM_GELU_NEW, ME_LLM_GELU_FAST } MeLlmAct;
 
 /* How stored weights are quantized (what a checkpoint says, or --weights). */
 typedef enum MeLlmQuant {
@@ -132,5 +134,9 @@ int me_llm_check_weights(const MeLlmConfig *c, uint64_t layout_params, MeDiag *d
 const char *me_llm_quant_name(MeLlmQuant q);
 /* Builds the layer graph of c for run into g (inputs bound). */
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d);
+/* KV cache bytes per token (all layers, keys and values) when the
+ * weights compute in dt: 2 x layers x kv heads x head_dim x size, except
+ * where the family's code caches keys in another dtype (GPT-NeoX). */
+uint64_t me_llm_kv_bytes_per_token(const MeLlmConfig *c, MeDType dt);
 
 #endif

@@ -20,7 +20,9 @@
     X("mistral", 32000, 4096, 32, 32, 14336, 131072, 1e-6, 10000.0,  ME_LLM_SILU,      false) \
     X("qwen2",  151936, 4096, 32, 32, 22016, 32768, 1e-6, 10000.0,   ME_LLM_SILU,      false) \
     X("gemma",  256000, 3072, 28, 16, 24576, 8192,  1e-6, 10000.0,   ME_LLM_GELU_TANH, true) \
-    X("phi3",    32064, 3072, 32, 32,  8192, 4096,  1e-5, 10000.0,   ME_LLM_SILU,      false)
+    X("phi3",    32064, 3072, 32, 32,  8192, 4096,  1e-5, 10000.0,   ME_LLM_SILU,      false) \
+    X("gpt2",    50257,  768, 12, 12,     0, 1024,  1e-5, 0.0,       ME_LLM_GELU_NEW,  true) \
+    X("gpt_neox", 50432, 6144, 44, 64, 24576, 2048, 1e-5, 10000.0,   ME_LLM_GELU,      false)
 
 typedef struct FamilyDefaults {
     const char *name;
@@ -101,6 +103,127 @@ static const char *get_s(const RCtx *r, const char *key)
 #define MAXL INT64_C(4096)
 #define MAXH INT64_C(65536)
 
+/* The config's torch_dtype: the weights' compute dtype, float32 when
+ * absent (from_pretrained without torch_dtype). */
+static int read_dtype(RCtx *r, MeLlmConfig *c)
+{
+    c->dtype = ME_DT_F32;
+    const char *td = get_s(r, "torch_dtype");
+    if (!td || !strcmp(td, "float32")) return 0;
+    if (!strcmp(td, "float16")) c->dtype = ME_DT_F16;
+    else if (!strcmp(td, "bfloat16")) c->dtype = ME_DT_BF16;
+    else {
+        char shown[64];
+        me_escape(td, shown, sizeof(shown));
+        return me_error(r->d, ME_EINVAL, "%s: \"torch_dtype\": '%s' is not float32, float16 or bfloat16", r->path, shown);
+    }
+    return 0;
+}
+
+/* A key whose non-default value selects code memest does not build:
+ * an error naming it, never a silently different model. */
+static int refuse_b(RCtx *r, const char *key, bool def)
+{
+    bool v;
+    int rc = get_b(r, key, def, &v);
+    if (rc < 0 || v == def) return rc;
+    return me_error(r->d, ME_EINVAL, "%s: \"%s\": %s is not modeled (only %s)", r->path, key, v ? "true" : "false",
+                    def ? "true" : "false");
+}
+
+/* GPT-2 (configuration_gpt2.py: n_embd, n_layer, n_head, n_inner = 4 x
+ * n_embd when null, n_positions, layer_norm_epsilon, activation_function,
+ * tie_word_embeddings true) and GPT-NeoX (configuration_gpt_neox.py:
+ * hidden_size..., rotary_pct, rotary_emb_base, use_parallel_residual,
+ * attention_bias true, tie_word_embeddings false, layer_norm_eps,
+ * hidden_act "gelu"). Both: LayerNorm with bias, one fused q/k/v
+ * projection with bias, an ungated MLP with biases, heads = kv heads. */
+static int read_gpt(RCtx *r, MeLlmConfig *c, const FamilyDefaults *f)
+{
+    bool gpt2 = !strcmp(f->name, "gpt2");
+    int rc;
+    if (gpt2) {
+        if ((rc = get_i(r, "vocab_size", f->vocab, 1, ME_MAX_DIM, &c->vocab)) < 0 ||
+            (rc = get_i(r, "n_embd", f->hidden, 1, ME_MAX_DIM, &c->hidden)) < 0 ||
+            (rc = get_i(r, "n_layer", f->layers, 1, MAXL, &c->layers)) < 0 ||
+            (rc = get_i(r, "n_head", f->heads, 1, MAXH, &c->heads)) < 0 ||
+            (rc = get_i(r, "n_inner", 4 * c->hidden, 1, ME_MAX_DIM, &c->intermediate)) < 0 ||
+            (rc = get_i(r, "n_positions", f->max_pos, 1, ME_MAX_DIM, &c->max_pos)) < 0 ||
+            (rc = get_f(r, "layer_norm_epsilon", f->eps, 0, 1, &c->norm_eps)) < 0 ||
+            (rc = get_b(r, "tie_word_embeddings", f->tied, &c->tied)) < 0)
+            return rc;
+        /* GPT2Attention's other paths: not built here */
+        if ((rc = refuse_b(r, "scale_attn_weights", true)) < 0 || (rc = refuse_b(r, "scale_attn_by_inverse_layer_idx", false)) < 0 ||
+            (rc = refuse_b(r, "reorder_and_upcast_attn", false)) < 0 || (rc = refuse_b(r, "add_cross_attention", false)) < 0)
+            return rc;
+        c->learned_pos = true;
+        c->rotary_fraction = 0;
+    } else {
+        if ((rc = get_i(r, "vocab_size", f->vocab, 1, ME_MAX_DIM, &c->vocab)) < 0 ||
+            (rc = get_i(r, "hidden_size", f->hidden, 1, ME_MAX_DIM, &c->hidden)) < 0 ||
+            (rc = get_i(r, "num_hidden_layers", f->layers, 1, MAXL, &c->layers)) < 0 ||
+            (rc = get_i(r, "num_attention_heads", f->heads, 1, MAXH, &c->heads)) < 0 ||
+            (rc = get_i(r, "intermediate_size", f->intermediate, 1, ME_MAX_DIM, &c->intermediate)) < 0 ||
+            (rc = get_i(r, "max_position_embeddings", f->max_pos, 1, ME_MAX_DIM, &c->max_pos)) < 0 ||
+            (rc = get_f(r, "layer_norm_eps", f->eps, 0, 1, &c->norm_eps)) < 0 ||
+            (rc = get_f(r, "rotary_emb_base", f->theta, 0, 1e300, &c->rope_theta)) < 0 ||
+            (rc = get_f(r, "rotary_pct", 0.25, 0, 1, &c->rotary_fraction)) < 0 ||
+            (rc = get_b(r, "use_parallel_residual", true, &c->parallel_residual)) < 0 ||
+            (rc = get_b(r, "attention_bias", true, &c->qkv_bias)) < 0 ||
+            (rc = get_b(r, "tie_word_embeddings", f->tied, &c->tied)) < 0)
+            return rc;
+        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+        if (rs && !cJSON_IsNull(rs))
+            return me_error(r->d, ME_EINVAL, "%s: \"rope_scaling\": scaled rotary caches are not modeled", r->path);
+    }
+    c->kv_heads = c->heads;
+    c->head_dim = c->hidden / c->heads;
+    /* GPT2Attention and GPTNeoXAttention raise unless heads divide the width */
+    if (c->head_dim * c->heads != c->hidden)
+        return me_error(r->d, ME_EINVAL, "%s: \"%s\": %lld does not divide \"%s\" %lld", r->path,
+                        gpt2 ? "n_head" : "num_attention_heads", (long long)c->heads, gpt2 ? "n_embd" : "hidden_size",
+                        (long long)c->hidden);
+    /* rotary_ndims = int(head_size * rotary_pct); rotate_half splits it in two */
+    int64_t rd = (int64_t)((double)c->head_dim * c->rotary_fraction);
+    if (!gpt2 && rd % 2)
+        return me_error(r->d, ME_EINVAL, "%s: \"rotary_pct\": %g of head size %lld rotates an odd %lld dims", r->path,
+                        c->rotary_fraction, (long long)c->head_dim, (long long)rd);
+    const char *key = gpt2 ? "activation_function" : "hidden_act";
+    const char *act = get_s(r, key);
+    c->act = f->act;
+    if (act) {
+        /* transformers activations.py ACT2FN */
+        if (!strcmp(act, "gelu_new")) c->act = ME_LLM_GELU_NEW;
+        else if (!strcmp(act, "gelu_fast")) c->act = ME_LLM_GELU_FAST;
+        else if (!strcmp(act, "gelu")) c->act = ME_LLM_GELU;
+        else if (!strcmp(act, "gelu_pytorch_tanh")) c->act = ME_LLM_GELU_TANH;
+        else if (!strcmp(act, "relu")) c->act = ME_LLM_RELU;
+        else {
+            char shown[64];
+            me_escape(act, shown, sizeof(shown));
+            return me_error(r->d, ME_EINVAL, "%s: \"%s\": '%s' is not supported (gelu_new, gelu_fast, gelu, gelu_pytorch_tanh, relu)",
+                            r->path, key, shown);
+        }
+    }
+    c->norm = ME_LLM_LAYERNORM;
+    c->norm_bias = true;
+    c->gated_mlp = false;
+    c->fused_qkv = true;
+    c->mlp_bias = true;
+    c->o_bias = gpt2 || c->qkv_bias;
+    if (gpt2) c->qkv_bias = true;
+    if ((rc = read_dtype(r, c)) < 0) return rc;
+    uint64_t w = me_smul(me_smul((uint64_t)c->hidden, (uint64_t)c->hidden), 4);
+    w = me_sadd(w, me_smul(2, me_smul((uint64_t)c->hidden, (uint64_t)c->intermediate)));
+    w = me_smul(w, (uint64_t)c->layers);
+    w = me_sadd(w, me_smul(2, me_smul((uint64_t)c->vocab, (uint64_t)c->hidden)));
+    w = me_sadd(w, me_smul((uint64_t)c->max_pos, me_sadd((uint64_t)c->max_pos, (uint64_t)c->hidden))); /* wpe, the causal tables */
+    if (w > (UINT64_C(1) << 50))
+        return me_error(r->d, ME_EINVAL, "%s: \"%s\": the sizes make %llu parameters (over 2^50); absurd", r->path,
+                        gpt2 ? "n_embd" : "hidden_size", (unsigned long long)w);
+    return 0;
+}
+
 static int read_config(RCtx *r, MeLlmConfig *c)
 {
     const char *mt = get_s(r, "model_type");
@@ -115,6 +238,7 @@ static int read_config(RCtx *r, MeLlmConfig *c)
                         supported_list());
     }
     snprintf(c->family, sizeof(c->family), "%s", f->name);
+    if (!strcmp(f->name, "gpt2") || !strcmp(f->name, "gpt_neox")) return read_gpt(r, c, f);
     int rc;
     if ((rc = get_i(r, "vocab_size", f->vocab, 1, ME_MAX_DIM, &c->vocab)) < 0 ||
         (rc = get_i(r, "hidden_size", f->hidden, 1, ME_MAX_DIM, &c->hidden)) < 0 ||
@@ -301,6 +425,30 @@ void me_llm_config_free(MeLlmConfig *c)
     c->n_tensors = 0;
 }
 
+/* GPT-2 and GPT-NeoX (modeling_gpt2.py, modeling_gpt_neox.py): per layer
+ * two LayerNorms (weight, bias), the fused q/k/v projection and the output
+ * projection (biases: GPT-2 always, NeoX as attention_bias), the MLP's two
+ * projections with biases; the embedding, GPT-2's wpe, the final
+ * LayerNorm and an untied head. Buffers (causal tables, rotary caches)
+ * are no parameters. */
+static int gpt_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes)
+{
+    uint64_t D = (uint64_t)c->hidden, I = (uint64_t)c->intermediate, V = (uint64_t)c->vocab;
+    uint64_t layer = me_sadd(me_smul(4, D), me_smul(D, 3 * D));
+    layer = me_sadd(layer, me_smul(D, D));
+    if (c->qkv_bias) layer = me_sadd(layer, 3 * D);
+    if (c->o_bias) layer = me_sadd(layer, D);
+    layer = me_sadd(layer, me_smul(2, me_smul(D, I)));
+    layer = me_sadd(layer, I + D);
+    uint64_t p = me_sadd(me_smul(layer, (uint64_t)c->layers), me_smul(V, D));
+    if (c->learned_pos) p = me_sadd(p, me_smul((uint64_t)c->max_pos, D));
+    p = me_sadd(p, 2 * D);
+    if (!c->tied) p = me_sadd(p, me_smul(V, D));
+    *params = p;
+    *bytes = me_dtype_bytes(c->dtype, (int64_t)(p > (uint64_t)INT64_MAX ? INT64_MAX : p));
+    return 0;
+}
+
 /* The family's layout (HF modeling_llama.py, modeling_qwen2.py,
  * modeling_gemma.py, modeling_phi3.py): per layer q/k/v/o (Phi-3: one
  * qkv_proj of the same size), gate/up/down (Phi-3: gate_up_proj) and two norms; the
@@ -308,6 +456,7 @@ void me_llm_config_free(MeLlmConfig *c)
 int me_llm_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes, MeDiag *d)
 {
     (void)d;
+    if (c->norm == ME_LLM_LAYERNORM) return gpt_params(c, params, bytes);
     uint64_t D = (uint64_t)c->hidden, q = (uint64_t)(c->heads * c->head_dim), kv = (uint64_t)(c->kv_heads * c->head_dim);
     uint64_t I = (uint64_t)c->intermediate, V = (uint64_t)c->vocab;
     uint64_t layer = me_sadd(me_smul(D, q), me_smul(2, me_smul(D, kv)));
