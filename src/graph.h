@@ -88,6 +88,7 @@ typedef struct MeValue {
     bool donated;        /* graph inputs: the caller lets go of it, so it dies after its last reader (a KV cache that torch.cat replaces) */
     bool is_output;      /* listed among the graph's outputs */
     bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
+    bool buffer_known;   /* a loader that knows the module made it a buffer (register_buffer): the slots reading it do not make it a parameter */
     /* A sparse tensor (sparse initializer or Constant): shape is its dense
      * shape, which ops see; PyTorch holds its nnz values and their indices
      * (me_value_bytes), which memory and parameter counts use. */

@@ -299,8 +299,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
     if (rc >= 0) {
         /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */
-        uint64_t per = me_smul(me_smul(2, (uint64_t)c.layers), me_smul((uint64_t)c.kv_heads, (uint64_t)c.head_dim));
-        per = me_smul(per, (uint64_t)me_dtype_size(c.dtype));
+        uint64_t per = me_llm_kv_bytes_per_token(&c, c.dtype);
         m->llm = true;
         m->kv_per_token = per;
         m->kv_tokens = run.seq + run.new_tokens;

@@ -221,7 +221,7 @@ static void assign_roles(MeGraph *g)
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] < 0) continue;
             MeValue *v = &g->v[n->in[k]];
-            if (v->kind != ME_V_INIT || (v->from_constant && v->role == ME_R_BUFFER)) continue;
+            if (v->kind != ME_V_INIT || ((v->from_constant || v->buffer_known) && v->role == ME_R_BUFFER)) continue;
             char r = input_role(n->desc, k);
             MeRole role = ME_R_CONST;
             if (me_dtype_is_float(v->dtype) && (r == 'w' || r == 'x')) role = ME_R_PARAM;

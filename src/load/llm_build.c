@@ -423,11 +423,347 @@ static int mlp(Bld *b, int li, int x)
     return linear(b, sub, m, I, D, c->mlp_bias);
 }
 
+/* ---- GPT-2 (modeling_gpt2.py) and GPT-NeoX (modeling_gpt_neox.py), v4.44 ---- */
+
+/* nn.LayerNorm: one native_layer_norm (weight and bias) */
+static int layernorm(Bld *b, const char *mod, int x)
+{
+    const char *save = b->mod;
+    b->mod = mod;
+    int64_t D = b->c->hidden;
+    int y = N(b, "LayerNormalization", x, pw(b, mod, "weight", 1, &D), pw(b, mod, "bias", 1, &D));
+    attr_i(b, "axis", -1);
+    MeNode *n = last(b);
+    if (n) {
+        MeAttr *a = me_node_add_attr(n, "epsilon", ME_A_FLOAT);
+        if (!a) b->rc = ME_ENOMEM;
+        else a->f = b->c->norm_eps;
+    }
+    b->mod = save;
+    return y;
+}
+
+/* A buffer of the module (register_buffer): held by the model, no parameter. */
+static int buffer(Bld *b, const char *mod, const char *leaf, int rank, const int64_t *dims, MeDType dt)
+{
+    char name[512];
+    snprintf(name, sizeof(name), "%s.%s", mod, leaf);
+    int v = param(b, name, rank, dims, dt, ME_R_BUFFER);
+    if (v >= 0) b->g->v[v].buffer_known = true; /* a float table read as data stays a buffer */
+    return v;
+}
+
+/* A name the forward binds (a local, or a tuple it keeps) holding x until
+ * the forward of module b->mod returns: a view of x made in that scope. */
+static int hold(Bld *b, int x)
+{
+    int y = N(b, "Identity", x);
+    local(b, y);
+    return y;
+}
+
+static int slice1(Bld *b, int x, int start, int end, int64_t axis)
+{
+    return N(b, "Slice", x, start, end, cints(b, &axis, 1));
+}
+
+static int slicec(Bld *b, int x, int64_t start, int64_t end, int64_t axis)
+{
+    return slice1(b, x, cints(b, &start, 1), cints(b, &end, 1), axis);
+}
+
+/* x.size(axis) as a 1-element tensor (folded at analysis time) */
+static int dim_of(Bld *b, int x, int64_t axis)
+{
+    int s = N(b, "Shape", x);
+    int y = N(b, "Gather", s, cints(b, &axis, 1));
+    attr_i(b, "axis", 0);
+    return y;
+}
+
+/* A path under mod, kept in the graph's strings */
+static const char *path(Bld *b, const char *mod, const char *leaf)
+{
+    char s[320];
+    snprintf(s, sizeof(s), "%s.%s", mod, leaf);
+    const char *p = me_graph_strdup(b->g, s);
+    if (!p) b->rc = ME_ENOMEM;
+    return p ? p : "";
+}
+
+/* The eager attention both write, after q [B,H,S,hd] and k, v [B,H,T,hd]:
+ * scores (GPT-2: matmul, / sqrt(hd) a 0-d tensor; NeoX: zeros then
+ * baddbmm(alpha = norm_factor), two score tensors alive as matmul then
+ * scale here), where(bias[:, :, T-S:T, :T], scores, finfo.min) with the
+ * layer's causal buffer (a view), + attention_mask, softmax, .to(dtype)
+ * (a no-op in the weights' dtype), dropout (eval: identity), matmul with v.
+ * attn_weights is returned to forward and bound there: held to its end. */
+static int gpt_attn(Bld *b, int q, int k, int v, int bias, int mask, bool neox)
+{
+    const MeLlmConfig *c = b->c;
+    /* NeoX's _attn binds the pre-softmax attn_scores, which stays alive
+     * until _attn returns (after the matmul with v): its own frame here */
+    const char *fwd = b->mod;
+    if (neox) b->mod = path(b, fwd, "_attn");
+    int64_t perm[4] = { 0, 1, 3, 2 };
+    int kt = N(b, "Transpose", k);
+    attr_ints(b, "perm", perm, 4);
+    int sc = N(b, "MatMul", q, kt);
+    if (neox) sc = N(b, "Mul", sc, cscalar(b, 1.0 / sqrt((double)c->head_dim), ME_DT_F32));
+    else sc = N(b, "Div", sc, cscalar(b, sqrt((double)c->head_dim), ME_DT_F32));
+    /* causal_mask = self.bias[:, :, key_length - query_length : key_length, :key_length] */
+    int T = dim_of(b, k, 2), S = dim_of(b, q, 2);
+    int cm = slice1(b, bias, N(b, "Sub", T, S), T, 2);
+    cm = slice1(b, cm, cints(b, (const int64_t[]){ 0 }, 1), T, 3);
+    sc = N(b, "Where", cm, sc, cscalar(b, -3.4028234663852886e38, ME_DT_F32));
+    sc = N(b, "Add", sc, mask);
+    if (neox) local(b, sc);
+    sc = N(b, "Softmax", sc);
+    attr_i(b, "axis", -1);
+    if (b->dt != ME_DT_F32 && neox) sc = cast(b, sc, b->dt); /* attn_weights.to(value.dtype) */
+    if (!neox) local(b, sc);
+    int o = N(b, "MatMul", sc, v);
+    if (neox) {
+        b->mod = fwd;
+        hold(b, sc); /* attn_weights, returned and bound in forward */
+    }
+    return o;
+}
+
+/* _merge_heads: permute(0, 2, 1, 3).contiguous() (the copy) and view */
+static int merge_heads(Bld *b, int o)
+{
+    int64_t perm[4] = { 0, 2, 1, 3 }, rs[3] = { 0, 0, -1 };
+    o = N(b, "Transpose", o);
+    attr_ints(b, "perm", perm, 4);
+    return N(b, "Reshape", o, cints(b, rs, 3));
+}
+
+/* activations.py: NewGELUActivation (gelu_new) and FastGELUActivation
+ * (gelu_fast) are the tanh GELU written in Python, every operation a
+ * tensor, in Python's evaluation order; GELUActivation (gelu) is
+ * F.gelu, PytorchGELUTanh (gelu_pytorch_tanh) F.gelu(approximate="tanh"). */
+static int gpt_act(Bld *b, int x)
+{
+    MeDType f = b->dt;
+    switch (b->c->act) {
+    case ME_LLM_GELU_NEW: {
+        /* 0.5 * input * (1.0 + tanh(sqrt(2/pi) * (input + 0.044715 * pow(input, 3.0)))) */
+        int a = N(b, "Mul", x, cscalar(b, 0.5, f));
+        int p = N(b, "Pow", x, cscalar(b, 3.0, f));
+        int m = N(b, "Mul", p, cscalar(b, 0.044715, f));
+        int s = N(b, "Add", x, m);
+        int u = N(b, "Mul", s, cscalar(b, sqrt(2.0 / M_PI), f));
+        int t = N(b, "Add", N(b, "Tanh", u), cscalar(b, 1.0, f));
+        return N(b, "Mul", a, t);
+    }
+    case ME_LLM_GELU_FAST: {
+        /* 0.5 * input * (1.0 + tanh(input * 0.7978845608 * (1.0 + 0.044715 * input * input))) */
+        int a = N(b, "Mul", x, cscalar(b, 0.5, f));
+        int k1 = N(b, "Mul", x, cscalar(b, 0.7978845608, f));
+        int k3 = N(b, "Mul", N(b, "Mul", x, cscalar(b, 0.044715, f)), x);
+        int k4 = N(b, "Add", k3, cscalar(b, 1.0, f));
+        int t = N(b, "Add", N(b, "Tanh", N(b, "Mul", k1, k4)), cscalar(b, 1.0, f));
+        return N(b, "Mul", a, t);
+    }
+    case ME_LLM_RELU: return N(b, "Relu", x);
+    case ME_LLM_SILU: return N(b, "SiLU", x);
+    default: {
+        int y = N(b, "Gelu", x);
+        if (b->c->act == ME_LLM_GELU_TANH) attr_s(b, "approximate", "tanh");
+        return y;
+    }
+    }
+}
+
+/* NeoX's apply_rotary_pos_emb on the first rd dims: cos = cos[position_ids]
+ * .unsqueeze(1) (a gather: a new [1,1,S,rd] float32 tensor per layer),
+ * (x * cos) + (rotate_half(x) * sin). The fp32 tables come first in each
+ * product: PyTorch promotes a 16-bit x to float32 there. */
+static int neox_rotary(Bld *b, int x, int cos, int sin, int64_t rd)
+{
+    int64_t h2 = rd / 2;
+    int xc = N(b, "Mul", cos, x);
+    int x1 = slicec(b, x, 0, h2, 3);
+    int x2 = slicec(b, x, h2, rd, 3);
+    int rh = N(b, "Concat", N(b, "Neg", x2), x1);
+    attr_i(b, "axis", -1);
+    return N(b, "Add", xc, N(b, "Mul", sin, rh));
+}
+
+static int build_gpt(Bld *b)
+{
+    const MeLlmConfig *c = b->c;
+    const MeLlmRun *run = b->run;
+    MeGraph *g = b->g;
+    bool neox = !strcmp(c->family, "gpt_neox");
+    const char *top = neox ? "gpt_neox" : "transformer";
+    if (run->cache == ME_LLM_CACHE_STATIC)
+        return me_error(b->d, ME_EINVAL, "%s: --kv-cache static: transformers v4.44's %s keeps its cache as tuples of "
+                        "tensors (torch.cat per step); it has no StaticCache", c->path, neox ? "GPTNeoXModel" : "GPT2Model");
+    bool decode = run->new_tokens > 0;
+    int64_t D = c->hidden, H = c->heads, hd = c->head_dim, P = c->max_pos;
+    int64_t rd = (int64_t)((double)hd * c->rotary_fraction);
+    /* inputs: ids, position_ids (arange(past, past + S).unsqueeze(0)) and
+     * the additive mask, made before the first layer and bound to
+     * attention_mask to the end: GPT-2's [B,1,1,T] ((1 - mask) * min),
+     * NeoX's [B,1,S,T] (_prepare_4d_causal_attention_mask) */
+    const char *tot = decode ? "total" : "seq";
+    const char *sym_ids[2] = { "batch", "seq" };
+    int ids = input(b, "input_ids", 2, NULL, sym_ids, ME_DT_I64);
+    int64_t one[2] = { 1, 0 };
+    const char *sym_pos[2] = { NULL, "seq" };
+    int pos = input(b, "position_ids", 2, one, sym_pos, ME_DT_I64);
+    const char *sym_mask[4] = { "batch", NULL, neox ? "seq" : NULL, tot };
+    int64_t md[4] = { 0, 1, 1, 0 };
+    int mask = input(b, "attention_mask", 4, md, sym_mask, b->dt);
+    int64_t ed[2] = { c->vocab, D };
+    char mod[256];
+    snprintf(mod, sizeof(mod), "%s.%s", top, neox ? "embed_in" : "wte");
+    int wte = pw(b, mod, "weight", 2, ed);
+    b->mod = path(b, top, neox ? "embed_in" : "wte");
+    int h = N(b, "Gather", wte, ids);
+    attr_i(b, "axis", 0);
+    /* inputs_embeds (and GPT-2's position_embeds) stay bound in the
+     * model's forward until it returns */
+    b->mod = top;
+    h = hold(b, h);
+    if (c->learned_pos) {
+        int64_t pd[2] = { P, D };
+        int wpe = pw(b, "transformer.wpe", "weight", 2, pd);
+        b->mod = "transformer.wpe";
+        int pe = N(b, "Gather", wpe, pos);
+        attr_i(b, "axis", 0);
+        b->mod = top;
+        pe = hold(b, pe);
+        /* hidden_states = inputs_embeds + position_embeds, then self.drop
+         * (identity in eval) and the layer loop rebind it: shown under
+         * transformer.drop, as a functional op of "transformer" would be
+         * held as a local of the whole forward */
+        b->mod = "transformer.drop";
+        h = N(b, "Add", h, pe);
+    }
+    int *pk = me_calloc((size_t)(2 * c->layers), sizeof(int));
+    if (!pk) return ME_ENOMEM;
+    for (int li = 0; li < c->layers && b->rc >= 0; li++) {
+        char lm[96], am[128];
+        snprintf(lm, sizeof(lm), "%s.%s.%d", top, neox ? "layers" : "h", li);
+        snprintf(am, sizeof(am), "%s.%s", lm, neox ? "attention" : "attn");
+        const char *L = me_graph_strdup(g, lm), *A = me_graph_strdup(g, am);
+        if (!L || !A) { b->rc = ME_ENOMEM; break; }
+        /* the layer's buffers: bias, tril(ones(P, P, bool)) [1,1,P,P];
+         * masked_bias, a 0-d float; NeoX's rotary_emb: inv_freq and the
+         * cos/sin tables [P, rd] in float32 */
+        int64_t bd[4] = { 1, 1, P, P };
+        int bias = buffer(b, A, "bias", 4, bd, ME_DT_BOOL);
+        buffer(b, A, "masked_bias", 0, bd, ME_DT_F32);
+        int cosb = -1, sinb = -1;
+        if (neox) {
+            char rm[160];
+            snprintf(rm, sizeof(rm), "%s.rotary_emb", A);
+            int64_t half = rd / 2, cd[2] = { P, rd };
+            buffer(b, rm, "inv_freq", 1, &half, ME_DT_F32);
+            cosb = buffer(b, rm, "cos_cached", 2, cd, ME_DT_F32);
+            sinb = buffer(b, rm, "sin_cached", 2, cd, ME_DT_F32);
+        }
+        int x = layernorm(b, path(b, lm, neox ? "input_layernorm" : "ln_1"), h);
+        int qkv = linear(b, path(b, A, neox ? "query_key_value" : "c_attn"), x, D, 3 * D, c->qkv_bias);
+        b->mod = A;
+        int q, k, v;
+        if (neox) {
+            /* qkv.view(B, S, H, 3 hd); q, k, v = [..., :hd], [..., hd:2hd],
+             * [..., 2hd:] permuted (views) */
+            int64_t s4[4] = { 0, 0, H, 3 * hd }, perm[4] = { 0, 2, 1, 3 };
+            int q4 = N(b, "Reshape", qkv, cints(b, s4, 4));
+            q = N(b, "Transpose", slicec(b, q4, 0, hd, 3));
+            attr_ints(b, "perm", perm, 4);
+            k = N(b, "Transpose", slicec(b, q4, hd, 2 * hd, 3));
+            attr_ints(b, "perm", perm, 4);
+            v = N(b, "Transpose", slicec(b, q4, 2 * hd, 3 * hd, 3));
+            attr_ints(b, "perm", perm, 4);
+            local(b, v); /* value, a view, holds the projection until forward returns */
+            int qr = slicec(b, q, 0, rd, 3), qp = slicec(b, q, rd, hd, 3);
+            int kr = slicec(b, k, 0, rd, 3), kp = slicec(b, k, rd, hd, 3);
+            int64_t ax1 = 1;
+            int cs = N(b, "Unsqueeze", N(b, "Gather", cosb, pos), cints(b, &ax1, 1));
+            int sn = N(b, "Unsqueeze", N(b, "Gather", sinb, pos), cints(b, &ax1, 1));
+            qr = neox_rotary(b, qr, cs, sn, rd);
+            kr = neox_rotary(b, kr, cs, sn, rd);
+            q = N(b, "Concat", qr, qp);
+            attr_i(b, "axis", -1);
+            k = N(b, "Concat", kr, kp);
+            attr_i(b, "axis", -1);
+        } else {
+            /* c_attn(x).split(D, dim=2) (views), _split_heads: view, permute */
+            q = heads_view(b, slicec(b, qkv, 0, D, 2), H);
+            k = heads_view(b, slicec(b, qkv, D, 2 * D, 2), H);
+            v = heads_view(b, slicec(b, qkv, 2 * D, 3 * D, 2), H);
+        }
+        local(b, q);
+        if (decode) {
+            /* layer_past: key = torch.cat((past_key, key), dim=-2). Not
+             * donated: the caller's past_key_values tuple (generate's
+             * model_kwargs) holds the old tensors until the forward returns,
+             * so old and new caches are both alive through the step */
+            int pkv, pvv;
+            past_kv(b, c, li, "past", &pkv, &pvv);
+            /* NeoX's keys come out of the fp32 rotary in float32 */
+            if (neox && rd > 0 && pkv >= 0) b->g->v[pkv].dtype = ME_DT_F32;
+            k = N(b, "Concat", pkv, k);
+            attr_i(b, "axis", 2);
+            v = N(b, "Concat", pvv, v);
+            attr_i(b, "axis", 2);
+        }
+        pk[2 * li] = k;
+        pk[2 * li + 1] = v;
+        int o = merge_heads(b, gpt_attn(b, q, k, v, bias, mask, neox));
+        int ao = linear(b, path(b, A, neox ? "dense" : "c_proj"), o, D, D, c->o_bias);
+        /* resid_dropout / post_attention_dropout: identity in eval; the
+         * attention's outputs tuple keeps attn_output to the layer's end */
+        b->mod = L;
+        ao = hold(b, ao);
+        int m;
+        if (neox && c->parallel_residual) {
+            /* x + attn(ln1(x)) + mlp(ln2(x)): (mlp_output + attn_output) + hidden_states */
+            x = layernorm(b, path(b, lm, "post_attention_layernorm"), h);
+        } else {
+            ao = N(b, "Add", ao, h); /* GPT-2: attn_output + residual */
+            x = layernorm(b, path(b, lm, neox ? "post_attention_layernorm" : "ln_2"), ao);
+        }
+        const char *M = path(b, lm, "mlp");
+        int u = linear(b, path(b, M, neox ? "dense_h_to_4h" : "c_fc"), x, D, c->intermediate, c->mlp_bias);
+        b->mod = path(b, M, "act");
+        u = gpt_act(b, u);
+        m = linear(b, path(b, M, neox ? "dense_4h_to_h" : "c_proj"), u, c->intermediate, D, c->mlp_bias);
+        b->mod = L;
+        if (neox && c->parallel_residual) h = N(b, "Add", N(b, "Add", m, ao), h);
+        else h = neox ? N(b, "Add", m, ao) : N(b, "Add", ao, m);
+    }
+    h = layernorm(b, path(b, top, neox ? "final_layer_norm" : "ln_f"), h);
+    const char *head = neox ? "embed_out" : "lm_head";
+    int lw = c->tied ? wte : pw(b, head, "weight", 2, ed);
+    b->mod = head;
+    int logits = N(b, "Linear", h, lw); /* no .float() in GPT2LMHeadModel / GPTNeoXForCausalLM v4.44 */
+    if (b->rc >= 0) b->rc = me_graph_add_output(g, logits);
+    for (int i = 0; i < 2 * c->layers && b->rc >= 0; i++)
+        if (pk[i] >= 0) b->rc = me_graph_add_output(g, pk[i]);
+    me_free(pk);
+    /* transformer.h / gpt_neox.layers: an nn.ModuleList iterated, never called */
+    char list[64];
+    snprintf(list, sizeof(list), "%s.%s", top, neox ? "layers" : "h");
+    if (b->rc >= 0 && me_graph_scopes(g) < 0) b->rc = ME_ENOMEM;
+    for (int i = 0; b->rc >= 0 && i < g->nscopes; i++)
+        if (!strcmp(g->scopes[i].name, list)) g->scopes[i].uncalled = true;
+    if (b->rc == ME_ENOMEM && !b->d->msg[0]) me_error(b->d, ME_ENOMEM, "%s: out of memory building the layer graph", c->path);
+    return b->rc;
+}
+
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d)
 {
     Bld b = { .g = g, .d = d, .c = c, .run = run, .dt = c->dtype, .mod = "model" };
     if (run->weights_dtype != ME_DT_UNDEF) b.dt = run->weights_dtype;
     g->opset = 17;
+    if (c->norm == ME_LLM_LAYERNORM) return build_gpt(&b);
     Shared s = { 0 };
     /* inputs: token ids; position ids (HF: cache_position.unsqueeze(0));
      * the 4-d causal mask _update_causal_mask builds before layer 0 and
@@ -529,4 +865,18 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         if (!strcmp(g->scopes[i].name, "model.layers")) g->scopes[i].uncalled = true;
     if (b.rc == ME_ENOMEM && !d->msg[0]) me_error(d, ME_ENOMEM, "%s: out of memory building the layer graph", c->path);
     return b.rc;
+}
+
+/* Bytes a token adds to the cache: keys and values of every layer. In
+ * GPT-NeoX the rotary tables are float32 buffers (GPTNeoXRotaryEmbedding
+ * registers emb.cos() of a float32 inv_freq and returns slices of it), so
+ * q * cos promotes a 16-bit query and key to float32 and the cached keys
+ * are float32 beside values in the weights' dtype. */
+uint64_t me_llm_kv_bytes_per_token(const MeLlmConfig *c, MeDType dt)
+{
+    uint64_t per = me_smul((uint64_t)c->layers, me_smul((uint64_t)c->kv_heads, (uint64_t)c->head_dim));
+    int64_t rd = (int64_t)((double)c->head_dim * c->rotary_fraction);
+    uint64_t kb = (uint64_t)me_dtype_size(dt), vb = kb;
+    if (!strcmp(c->family, "gpt_neox") && rd > 0) kb = (uint64_t)me_dtype_size(ME_DT_F32);
+    return me_smul(per, kb + vb);
 }
