@@ -307,3 +307,415 @@ def causal_mask(batch, q_len, past, total, dtype):
 def n_params(model):
     """sum(p.numel()) over distinct parameters (a tied head counts once)."""
     return sum(p.numel() for p in model.parameters())
+
+
+# ---- GPT-2 (modeling_gpt2.py) and GPT-NeoX (modeling_gpt_neox.py), v4.44 ----
+# Both keep their cache as tuples: layer_past = (key, value), key =
+# torch.cat((past_key, key), dim=-2) and the model returns the new tuples;
+# the caller still holds the old ones while the forward runs (generate's
+# model_kwargs; v4.44 builds no DynamicCache for models without
+# _supports_cache_class). TupleCache holds them the same way.
+
+DEFAULTS_GPT = {
+    "gpt2": dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None,
+                 activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=True),
+    "gpt_neox": dict(vocab_size=50432, hidden_size=6144, num_hidden_layers=44, num_attention_heads=64,
+                     intermediate_size=24576, hidden_act="gelu", rotary_pct=0.25, rotary_emb_base=10000,
+                     max_position_embeddings=2048, layer_norm_eps=1e-5, use_parallel_residual=True,
+                     attention_bias=True, tie_word_embeddings=False),
+}
+DEFAULTS.update(DEFAULTS_GPT)
+
+
+def resolve_gpt(cfg):
+    """GPT2Config / GPTNeoXConfig with defaults, in the names run() reads."""
+    mt = cfg["model_type"]
+    c = dict(DEFAULTS_GPT[mt])
+    c.update({k: v for k, v in cfg.items() if v is not None or k == "n_inner"})
+    if mt == "gpt2":
+        c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"] = c["n_embd"], c["n_layer"], c["n_head"]
+        c["max_position_embeddings"] = c["n_positions"]
+        c["intermediate_size"] = c["n_inner"] if c.get("n_inner") is not None else 4 * c["n_embd"]
+        c["hidden_act"], c["eps"] = c["activation_function"], c["layer_norm_epsilon"]
+    else:
+        c["eps"] = c["layer_norm_eps"]
+    c["num_key_value_heads"] = c["num_attention_heads"]
+    c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+    c["dtype"] = DTYPES[c.get("torch_dtype", "float32")]
+    return c
+
+
+class NewGELU(nn.Module):
+    """activations.py NewGELUActivation (gelu_new), every operation a tensor."""
+
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class FastGELU(nn.Module):
+    """activations.py FastGELUActivation (gelu_fast)."""
+
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(input * 0.7978845608 * (1.0 + 0.044715 * input * input)))
+
+
+class GELU(nn.Module):
+    def forward(self, input):
+        return nn.functional.gelu(input)
+
+
+ACT_GPT = {"gelu_new": NewGELU, "gelu_fast": FastGELU, "gelu": GELU}
+
+
+class Conv1D(nn.Module):
+    """pytorch_utils.Conv1D: weight [in, out]; addmm(bias, x.view(-1, in), weight)."""
+
+    def __init__(self, nf, nx, device=None, dtype=None):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.zeros(nf, device=device, dtype=dtype))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class TupleCache:
+    """Legacy past_key_values: past (the caller's tuple, held during the
+    forward) and presents (what the forward returns)."""
+
+    def __init__(self, layers):
+        self.past = None
+        self.presents = None
+        self.layers = layers
+
+    def layer(self, i):
+        return None if self.past is None else self.past[i]
+
+    def tensors(self):
+        return [t for kv in self.presents for t in kv] if self.presents else []
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        P, D = c["max_position_embeddings"], c["hidden_size"]
+        self.register_buffer("bias", torch.tril(torch.ones((P, P), dtype=torch.bool, device=device)).view(1, 1, P, P),
+                             persistent=False)
+        self.register_buffer("masked_bias", torch.tensor(-1e4, device=device), persistent=False)
+        self.embed_dim, self.num_heads = D, c["num_attention_heads"]
+        self.head_dim, self.split_size = D // self.num_heads, D
+        self.c_attn = Conv1D(3 * D, D, device, dtype)
+        self.c_proj = Conv1D(D, D, device, dtype)
+
+    def _attn(self, query, key, value, attention_mask=None):
+        attn_weights = torch.matmul(query, key.transpose(-1, -2))
+        attn_weights = attn_weights / torch.full([], value.size(-1) ** 0.5, dtype=attn_weights.dtype,
+                                                 device=attn_weights.device)
+        query_length, key_length = query.size(-2), key.size(-2)
+        causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
+        mask_value = torch.finfo(attn_weights.dtype).min
+        mask_value = torch.full([], mask_value, dtype=attn_weights.dtype).to(attn_weights.device)
+        attn_weights = torch.where(causal_mask, attn_weights.to(attn_weights.dtype), mask_value)
+        if attention_mask is not None:
+            attn_weights = attn_weights + attention_mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_weights = attn_weights.type(value.dtype)
+        attn_output = torch.matmul(attn_weights, value)  # attn_dropout: identity in eval
+        return attn_output, attn_weights
+
+    def _split_heads(self, tensor, num_heads, attn_head_size):
+        new_shape = tensor.size()[:-1] + (num_heads, attn_head_size)
+        return tensor.view(new_shape).permute(0, 2, 1, 3)
+
+    def _merge_heads(self, tensor, num_heads, attn_head_size):
+        tensor = tensor.permute(0, 2, 1, 3).contiguous()
+        return tensor.view(tensor.size()[:-2] + (num_heads * attn_head_size,))
+
+    def forward(self, hidden_states, layer_past=None, attention_mask=None):
+        query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
+        query = self._split_heads(query, self.num_heads, self.head_dim)
+        key = self._split_heads(key, self.num_heads, self.head_dim)
+        value = self._split_heads(value, self.num_heads, self.head_dim)
+        if layer_past is not None:
+            past_key, past_value = layer_past
+            key = torch.cat((past_key, key), dim=-2)
+            value = torch.cat((past_value, value), dim=-2)
+        present = (key, value)
+        attn_output, attn_weights = self._attn(query, key, value, attention_mask)
+        attn_output = self._merge_heads(attn_output, self.num_heads, self.head_dim)
+        attn_output = self.c_proj(attn_output)  # resid_dropout: identity in eval
+        return (attn_output, present)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D, I = c["hidden_size"], c["intermediate_size"]
+        self.c_fc = Conv1D(I, D, device, dtype)
+        self.c_proj = Conv1D(D, I, device, dtype)
+        self.act = ACT_GPT[c["hidden_act"]]()
+
+    def forward(self, hidden_states):
+        hidden_states = self.c_fc(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.c_proj(hidden_states)
+        return hidden_states
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D = c["hidden_size"]
+        self.ln_1 = nn.LayerNorm(D, eps=c["eps"], device=device, dtype=dtype)
+        self.attn = GPT2Attention(c, device, dtype)
+        self.ln_2 = nn.LayerNorm(D, eps=c["eps"], device=device, dtype=dtype)
+        self.mlp = GPT2MLP(c, device, dtype)
+
+    def forward(self, hidden_states, layer_past=None, attention_mask=None):
+        residual = hidden_states
+        hidden_states = self.ln_1(hidden_states)
+        attn_outputs = self.attn(hidden_states, layer_past=layer_past, attention_mask=attention_mask)
+        attn_output = attn_outputs[0]
+        outputs = attn_outputs[1:]
+        hidden_states = attn_output + residual
+        residual = hidden_states
+        hidden_states = self.ln_2(hidden_states)
+        feed_forward_hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + feed_forward_hidden_states
+        return (hidden_states,) + outputs
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D = c["hidden_size"]
+        self.wte = nn.Embedding(c["vocab_size"], D, device=device, dtype=dtype)
+        self.wpe = nn.Embedding(c["max_position_embeddings"], D, device=device, dtype=dtype)
+        self.h = nn.ModuleList(GPT2Block(c, device, dtype) for _ in range(c["num_hidden_layers"]))
+        self.ln_f = nn.LayerNorm(D, eps=c["eps"], device=device, dtype=dtype)
+
+    def forward(self, input_ids, position_ids, attention_mask, cache):
+        inputs_embeds = self.wte(input_ids)
+        position_embeds = self.wpe(position_ids)
+        hidden_states = inputs_embeds + position_embeds  # drop: identity in eval
+        presents = ()
+        for i, block in enumerate(self.h):
+            outputs = block(hidden_states, layer_past=cache.layer(i), attention_mask=attention_mask)
+            hidden_states = outputs[0]
+            presents = presents + (outputs[1],)
+        hidden_states = self.ln_f(hidden_states)
+        cache.presents = presents
+        return hidden_states
+
+
+class GPTNeoXRotaryEmbedding(nn.Module):
+    """v4.44: cos/sin tables of max_position_embeddings rows made at init
+    (float32: inv_freq is .float()), sliced [:seq_len] in forward."""
+
+    def __init__(self, dim, max_position_embeddings, base, device=None):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float().to(device) / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        t = torch.arange(max_position_embeddings, device=device, dtype=torch.int64).type_as(self.inv_freq)
+        freqs = torch.outer(t, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+    def forward(self, x, seq_len=None):
+        return self.cos_cached[:seq_len], self.sin_cached[:seq_len]
+
+
+def neox_apply_rotary_pos_emb(q, k, cos, sin, position_ids, unsqueeze_dim=1):
+    cos = cos[position_ids].unsqueeze(unsqueeze_dim)
+    sin = sin[position_ids].unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+class GPTNeoXAttention(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D, P = c["hidden_size"], c["max_position_embeddings"]
+        self.num_attention_heads = c["num_attention_heads"]
+        self.head_size = D // self.num_attention_heads
+        self.rotary_ndims = int(self.head_size * c["rotary_pct"])
+        self.register_buffer("bias", torch.tril(torch.ones((P, P), dtype=torch.bool, device=device)).view(1, 1, P, P),
+                             persistent=False)
+        self.register_buffer("masked_bias", torch.tensor(-1e9, device=device), persistent=False)
+        self.rotary_emb = GPTNeoXRotaryEmbedding(self.rotary_ndims, P, c["rotary_emb_base"], device)
+        self.norm_factor = self.head_size ** -0.5
+        self.query_key_value = nn.Linear(D, 3 * D, bias=c["attention_bias"], device=device, dtype=dtype)
+        self.dense = nn.Linear(D, D, bias=c["attention_bias"], device=device, dtype=dtype)
+
+    def forward(self, hidden_states, attention_mask, position_ids, layer_past=None):
+        query, key, value, present = self._attn_projections_and_rope(hidden_states, position_ids, layer_past)
+        attn_output, attn_weights = self._attn(query, key, value, attention_mask)
+        attn_output = self._merge_heads(attn_output, self.num_attention_heads, self.head_size)
+        attn_output = self.dense(attn_output)
+        return (attn_output, present)
+
+    @classmethod
+    def _merge_heads(cls, tensor, num_attention_heads, attn_head_size):
+        tensor = tensor.permute(0, 2, 1, 3).contiguous()
+        return tensor.view(tensor.size(0), tensor.size(1), num_attention_heads * attn_head_size)
+
+    def _attn_projections_and_rope(self, hidden_states, position_ids, layer_past=None):
+        has_layer_past = layer_past is not None
+        qkv = self.query_key_value(hidden_states)
+        new_qkv_shape = qkv.size()[:-1] + (self.num_attention_heads, 3 * self.head_size)
+        qkv = qkv.view(*new_qkv_shape)
+        query = qkv[..., : self.head_size].permute(0, 2, 1, 3)
+        key = qkv[..., self.head_size: 2 * self.head_size].permute(0, 2, 1, 3)
+        value = qkv[..., 2 * self.head_size:].permute(0, 2, 1, 3)
+        query_rot = query[..., : self.rotary_ndims]
+        query_pass = query[..., self.rotary_ndims:]
+        key_rot = key[..., : self.rotary_ndims]
+        key_pass = key[..., self.rotary_ndims:]
+        seq_len = key.shape[-2]
+        if has_layer_past:
+            seq_len += layer_past[0].shape[-2]
+        cos, sin = self.rotary_emb(value, seq_len=seq_len)
+        query, key = neox_apply_rotary_pos_emb(query_rot, key_rot, cos, sin, position_ids)
+        query = torch.cat((query, query_pass), dim=-1)
+        key = torch.cat((key, key_pass), dim=-1)
+        if has_layer_past:
+            past_key = layer_past[0]
+            past_value = layer_past[1]
+            key = torch.cat((past_key, key), dim=-2)
+            value = torch.cat((past_value, value), dim=-2)
+        present = (key, value)
+        return query, key, value, present
+
+    def _attn(self, query, key, value, attention_mask=None):
+        batch_size, num_attention_heads, query_length, attn_head_size = query.size()
+        key_length = key.size(-2)
+        causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
+        query = query.view(batch_size * num_attention_heads, query_length, attn_head_size)
+        key = key.view(batch_size * num_attention_heads, key_length, attn_head_size)
+        attn_scores = torch.zeros(batch_size * num_attention_heads, query_length, key_length, dtype=query.dtype,
+                                  device=key.device)
+        attn_scores = torch.baddbmm(attn_scores, query, key.transpose(1, 2), beta=1.0, alpha=self.norm_factor)
+        attn_scores = attn_scores.view(batch_size, num_attention_heads, query_length, key_length)
+        mask_value = torch.finfo(attn_scores.dtype).min
+        mask_value = torch.tensor(mask_value, dtype=attn_scores.dtype).to(attn_scores.device)
+        attn_scores = torch.where(causal_mask, attn_scores, mask_value)
+        if attention_mask is not None:
+            attn_scores = attn_scores + attention_mask
+        attn_weights = nn.functional.softmax(attn_scores, dim=-1)
+        attn_weights = attn_weights.to(value.dtype)
+        attn_output = torch.matmul(attn_weights, value)  # attention_dropout: identity in eval
+        return attn_output, attn_weights
+
+
+class GPTNeoXMLP(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D, I = c["hidden_size"], c["intermediate_size"]
+        self.dense_h_to_4h = nn.Linear(D, I, device=device, dtype=dtype)
+        self.dense_4h_to_h = nn.Linear(I, D, device=device, dtype=dtype)
+        self.act = ACT_GPT[c["hidden_act"]]()
+
+    def forward(self, hidden_states):
+        hidden_states = self.dense_h_to_4h(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.dense_4h_to_h(hidden_states)
+        return hidden_states
+
+
+class GPTNeoXLayer(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D = c["hidden_size"]
+        self.use_parallel_residual = c["use_parallel_residual"]
+        self.input_layernorm = nn.LayerNorm(D, eps=c["eps"], device=device, dtype=dtype)
+        self.post_attention_layernorm = nn.LayerNorm(D, eps=c["eps"], device=device, dtype=dtype)
+        self.attention = GPTNeoXAttention(c, device, dtype)
+        self.mlp = GPTNeoXMLP(c, device, dtype)
+
+    def forward(self, hidden_states, attention_mask, position_ids, layer_past=None):
+        attention_layer_outputs = self.attention(self.input_layernorm(hidden_states), attention_mask=attention_mask,
+                                                 position_ids=position_ids, layer_past=layer_past)
+        attn_output = attention_layer_outputs[0]  # post_attention_dropout: identity in eval
+        outputs = attention_layer_outputs[1:]
+        if self.use_parallel_residual:
+            mlp_output = self.mlp(self.post_attention_layernorm(hidden_states))
+            hidden_states = mlp_output + attn_output + hidden_states
+        else:
+            attn_output = attn_output + hidden_states
+            mlp_output = self.mlp(self.post_attention_layernorm(attn_output))
+            hidden_states = mlp_output + attn_output
+        return (hidden_states,) + outputs
+
+
+class GPTNeoXModel(nn.Module):
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D = c["hidden_size"]
+        self.embed_in = nn.Embedding(c["vocab_size"], D, device=device, dtype=dtype)
+        self.layers = nn.ModuleList(GPTNeoXLayer(c, device, dtype) for _ in range(c["num_hidden_layers"]))
+        self.final_layer_norm = nn.LayerNorm(D, eps=c["eps"], device=device, dtype=dtype)
+
+    def forward(self, input_ids, position_ids, attention_mask, cache):
+        inputs_embeds = self.embed_in(input_ids)
+        hidden_states = inputs_embeds  # emb_dropout: identity in eval
+        presents = ()
+        for i, layer in enumerate(self.layers):
+            outputs = layer(hidden_states, attention_mask=attention_mask, position_ids=position_ids,
+                            layer_past=cache.layer(i))
+            hidden_states = outputs[0]
+            presents = presents + (outputs[1],)
+        hidden_states = self.final_layer_norm(hidden_states)
+        cache.presents = presents
+        return hidden_states
+
+
+class GPTForCausalLM(nn.Module):
+    """GPT2LMHeadModel (lm_head tied to wte) / GPTNeoXForCausalLM (embed_out);
+    no .float() of the logits in either (v4.44)."""
+
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        D, V = c["hidden_size"], c["vocab_size"]
+        if c["model_type"] == "gpt2":
+            self.transformer = GPT2Model(c, device, dtype)
+            self.lm_head = nn.Linear(D, V, bias=False, device=device, dtype=dtype)
+            self.body, self.head = self.transformer, self.lm_head
+            if c["tie_word_embeddings"]:
+                self.lm_head.weight = self.transformer.wte.weight
+        else:
+            self.gpt_neox = GPTNeoXModel(c, device, dtype)
+            self.embed_out = nn.Linear(D, V, bias=False, device=device, dtype=dtype)
+            self.body, self.head = self.gpt_neox, self.embed_out
+            if c["tie_word_embeddings"]:
+                self.embed_out.weight = self.gpt_neox.embed_in.weight
+
+    def forward(self, input_ids, position_ids, attention_mask, cache, cache_position=None):
+        return self.head(self.body(input_ids, position_ids, attention_mask, cache))
+
+
+_build_llama = build
+_resolve_llama = resolve
+
+
+def resolve(cfg):  # noqa: F811
+    return resolve_gpt(cfg) if cfg["model_type"] in DEFAULTS_GPT else _resolve_llama(cfg)
+
+
+def build(cfg, device=None):  # noqa: F811
+    """The model of config dict cfg (any family above)."""
+    if cfg["model_type"] not in DEFAULTS_GPT:
+        return _build_llama(cfg, device)
+    c = resolve_gpt(cfg)
+    return GPTForCausalLM(c, device=device, dtype=c["dtype"])
+
+
+def gpt2_mask(batch, total, dtype):
+    """GPT2Model's eager mask from a 2-d mask of ones: [B, 1, 1, T],
+    (1.0 - mask) * finfo.min."""
+    m = torch.ones(batch, total)[:, None, None, :].to(dtype=dtype)
+    return (1.0 - m) * torch.finfo(dtype).min

@@ -67,7 +67,79 @@ MODELS = {
     "gemma_small": {"model_type": "gemma", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
                     "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 96, "intermediate_size": 768,
                     "torch_dtype": "float32"},
+    # GPT-2 and GPT-NeoX (tuple caches: prefill and decode_dynamic only)
+    "gpt2_small": {"model_type": "gpt2", "vocab_size": 1000, "n_embd": 256, "n_layer": 3, "n_head": 4,
+                   "n_positions": 1024, "torch_dtype": "float32"},
+    "neox_small": {"model_type": "gpt_neox", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 3,
+                   "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 1024,
+                   "rotary_pct": 0.25, "use_parallel_residual": True, "torch_dtype": "float32"},
+    "neox_seq_small": {"model_type": "gpt_neox", "vocab_size": 1500, "hidden_size": 384, "num_hidden_layers": 2,
+                       "num_attention_heads": 6, "intermediate_size": 1536, "max_position_embeddings": 512,
+                       "rotary_pct": 0.5, "use_parallel_residual": False, "hidden_act": "gelu_fast",
+                       "torch_dtype": "float32"},
+    # bf16 weights: the float32 rotary tables promote query and key (cached keys in float32)
+    "neox_small_bf16": {"model_type": "gpt_neox", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 3,
+                        "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 1024,
+                        "rotary_pct": 0.25, "use_parallel_residual": True, "torch_dtype": "bfloat16"},
 }
+# transformers v4.44's GPT2Model and GPTNeoXModel keep past_key_values as
+# tuples: no StaticCache
+TUPLE_CACHE = ("gpt2", "gpt_neox")
+TUPLE_HOW = (" GPT-2 / GPT-NeoX (run_tuple): no static modes; the cache is v4.44's tuple past_key_values: "
+             "decode_dynamic's old tuple (made under a profiler session) stays held by the caller through the "
+             "forward, as generate's model_kwargs holds it; cache_bytes_end counts the returned presents.")
+
+
+def modes_of(cfg):
+    return ("prefill", "decode_dynamic") if cfg["model_type"] in TUPLE_CACHE else MODES
+
+
+def run_tuple(cfg, mode, batch):
+    """GPT-2 / GPT-NeoX: the old tuple of the last decode step stays held by
+    the caller (TupleCache.past) through the forward; cache_bytes_end
+    counts the returned presents."""
+    c = families.resolve(cfg)
+    torch.manual_seed(0)
+    model = families.build(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+    dt = c["dtype"]
+    H, hd, L = c["num_attention_heads"], c["head_dim"], c["num_hidden_layers"]
+    torch.manual_seed(1)
+    prefill = mode == "prefill"
+    q = S if prefill else 1
+    past = 0 if prefill else S + N - 1
+    total = past + q
+    ids = torch.randint(0, c["vocab_size"], (batch, q))
+    pos = torch.arange(past, past + q)[None]
+    cache = families.TupleCache(L)
+    # the keys a NeoX prefill caches are float32 (its rotary tables are)
+    kdt = torch.float32 if cfg["model_type"] == "gpt_neox" and int(hd * c["rotary_pct"]) > 0 else dt
+    if not prefill:
+        cache.past = under_profiler(lambda: tuple((torch.randn(batch, H, past, hd, dtype=kdt),
+                                                   torch.randn(batch, H, past, hd, dtype=dt)) for _ in range(L)))
+    if cfg["model_type"] == "gpt2":
+        mask = families.gpt2_mask(batch, total, dt)
+    else:
+        mask = families.causal_mask(batch, q, past, total, dt)
+    xs = [ids, pos, mask]
+    base = mm.baseline_list(model, None, xs, None) + [t for kv in (cache.past or ()) for t in kv]
+    hold = {}
+
+    def fn():
+        base.clear()
+        with torch.no_grad():
+            hold["out"] = model(ids, pos, mask, cache)
+
+    r, _ = mm.measure(fn, base)
+    r = mm.clean(r)
+    r["cache_bytes_end"] = sum(t.numel() * t.element_size() for t in cache.tensors())
+    r["cache_storage_bytes_end"] = mm.tensors_bytes(cache.tensors())[0]
+    r["logits_bytes"] = hold["out"].numel() * hold["out"].element_size()
+    keep = ("baseline", "peak", "peak_relative", "end", "cache_bytes_end", "cache_storage_bytes_end", "logits_bytes",
+            "counter_check")
+    return {k: r[k] for k in keep if k in r}
 
 
 def under_profiler(make):
@@ -78,6 +150,8 @@ def under_profiler(make):
 
 
 def run(name, cfg, mode, batch):
+    if cfg["model_type"] in TUPLE_CACHE:
+        return run_tuple(cfg, mode, batch)
     c = families.resolve(cfg)
     torch.manual_seed(0)
     model = families.build(cfg).eval()
@@ -139,7 +213,7 @@ def main():
             json.dump(cfg, f, indent=1)
             f.write("\n")
         res = {}
-        for mode in MODES:
+        for mode in modes_of(cfg):
             for b in BATCHES:
                 r = run(name, cfg, mode, b)
                 res.setdefault(mode, {})[str(b)] = r
@@ -150,7 +224,8 @@ def main():
             "params": families.n_params(families.build(cfg, device="meta")),
             "seq": S, "new_tokens": N,
             "how": "tests/llm/measure_llm.py: " + " ".join(__doc__.split("\n\n")[1].split()) +
-                   " Measured with tests/oracle/measure_memory.py's measure(): " + mm.HOW,
+                   " Measured with tests/oracle/measure_memory.py's measure(): " + mm.HOW +
+                   (TUPLE_HOW if cfg["model_type"] in TUPLE_CACHE else ""),
             "results": res,
         }
         with open(os.path.join(a.out, name + ".json"), "w") as f:

@@ -47,6 +47,8 @@ PUBLISHED = {
     "gpt2": (124439808, "openai-community/gpt2: GPT2LMHeadModel's count, 124.44M (the GPT-2 paper's 117M predates it)"),
     "qwen2-7b": (7615616512, "Hub safetensors count 7,615,616,512 of Qwen2/Qwen2.5-7B (same sizes; GGUF general.parameter_count)"),
     "phi-3-mini": (3821079552, "microsoft/Phi-3-mini-4k-instruct: Hub safetensors count 3,821,079,552 BF16"),
+    "pythia-160m": (162322944, "Pythia paper (arXiv:2304.01373) table 1: 162,322,944 total parameters (EleutherAI/pythia-160m)"),
+    "gpt-neox-20b": (20554567680, "GPT-NeoX-20B paper (arXiv:2204.06745): 20,554,567,680 parameters (EleutherAI/gpt-neox-20b)"),
 }
 
 
