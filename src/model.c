@@ -292,6 +292,10 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     MeLlmRun run = { .batch = s && s->batch ? s->batch : 1, .seq = s && s->seq ? s->seq : ME_LLM_DEFAULT_SEQ,
                      .new_tokens = s ? s->new_tokens : 0,
                      .cache = s && s->kv_cache == MEMEST_KV_STATIC ? ME_LLM_CACHE_STATIC : ME_LLM_CACHE_DYNAMIC };
+    /* no --seq: 2048 tokens, or the model's whole context when shorter
+     * (GPT-2's 1024 learned positions cannot take more) */
+    if (rc >= 0 && !(s && s->seq) && c.max_pos > run.new_tokens && c.max_pos - run.new_tokens < run.seq)
+        run.seq = c.max_pos - run.new_tokens;
     /* --dtype (model.half()): the weights, the mask and the cache in that
      * type; the graph is built in it so the casts HF makes are there */
     int t = s && s->dtype ? me_dtype_from_name(s->dtype) : -1;
@@ -311,7 +315,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
                               : "timeline: the prefill (the prompt in one forward)") < 0)
             rc = ME_ENOMEM;
         if (rc >= 0 && !(s && s->seq))
-            rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %d tokens", ME_LLM_DEFAULT_SEQ);
+            rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %lld tokens", (long long)run.seq);
     }
     me_llm_config_free(&c);
     return rc;

@@ -11,6 +11,8 @@ usage: test_issue14_dense.py MEMEST SOURCE_ROOT CASE
                  (golden/truth/llm/params.json)
   static         --kv-cache static is an error naming the family (v4.44's
                  GPT-2 and GPT-NeoX keep tuples; no StaticCache)
+  context        the default prompt within GPT-2's positions, a prompt past
+                 them refused, --max-seq on an H100
   config         the families' own keys and defaults (n_inner null, tied
                  head, rotary_pct, use_parallel_residual, activations) and
                  the keys memest refuses
@@ -138,9 +140,39 @@ def case_config():
         check(rc == 2 and key in err and p in err, f"{key}: exit {rc}, {err!r}")
 
 
+def case_context():
+    # no --seq: GPT-2's 1024 positions, not the 2048-token default
+    g = path("models", "llm", "gpt2", "config.json")
+    rc, out, err = run(g, "--runtime", "cpu", "--format", "json")
+    check(rc == 0, f"gpt2 without --seq: exit {rc}, {err[-300:]}")
+    if rc == 0:
+        o = json.loads(out)
+        check(o["kv_cache"]["tokens"] == 1024 and "1024 tokens" in err, f"gpt2 default prompt: {o['kv_cache']}, {err!r}")
+    for p, args, key in ((g, ["--seq", "1020", "--new-tokens", "10"], "n_positions"),
+                         (path("models", "llm", "pythia-160m", "config.json"), ["--seq", "3000"], "max_position_embeddings")):
+        rc, out, err = run(p, *args)
+        check(rc == 2 and key in err and "longer" in err, f"{args} past the context: exit {rc}, {err!r}")
+    # --max-seq: the answer fits, one token more does not (or the whole context fits)
+    for extra in (["--batch", "256"], ["--batch", "512", "--new-tokens", "16"]):
+        o = memest_json(g, "--gpu", "h100-sxm", "--max-seq", *extra)
+        if not o:
+            continue
+        ms = o["device"]["max_seq"]
+        s = ms["seq"]
+        n = int(extra[extra.index("--new-tokens") + 1]) if "--new-tokens" in extra else 0
+        check(0 < s <= 1024 - n, f"max-seq {extra}: {ms}")
+        at = memest_json(g, "--gpu", "h100-sxm", "--seq", str(s), *extra)
+        if at:
+            check(at["device"]["fits"] and at["device"]["needed"] == ms["needed"], f"max-seq {extra} at {s}: {at['device']}")
+        if s < 1024 - n:
+            above = memest_json(g, "--gpu", "h100-sxm", "--seq", str(s + 1), *extra)
+            if above:
+                check(not above["device"]["fits"], f"max-seq {extra}: {s + 1} fits too")
+
+
 if CASE.startswith("truth-"):
     case_truth(CASE[len("truth-"):])
 else:
-    {"published": case_published, "static": case_static, "config": case_config}[CASE]()
+    {"published": case_published, "static": case_static, "config": case_config, "context": case_context}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

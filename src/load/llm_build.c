@@ -603,6 +603,12 @@ static int build_gpt(Bld *b)
                         "tensors (torch.cat per step); it has no StaticCache", c->path, neox ? "GPTNeoXModel" : "GPT2Model");
     bool decode = run->new_tokens > 0;
     int64_t D = c->hidden, H = c->heads, hd = c->head_dim, P = c->max_pos;
+    /* GPT-2's wpe has P rows; NeoX would grow its causal and rotary
+     * buffers past P (_init_bias, _set_cos_sin_cache), not built here */
+    if (run->seq + run->new_tokens > P)
+        return me_error(b->d, ME_EINVAL, "%s: \"%s\": --seq %lld + --new-tokens %lld is longer than the model's %lld positions",
+                        c->path, neox ? "max_position_embeddings" : "n_positions", (long long)run->seq,
+                        (long long)run->new_tokens, (long long)P);
     int64_t rd = (int64_t)((double)hd * c->rotary_fraction);
     /* inputs: ids, position_ids (arange(past, past + S).unsqueeze(0)) and
      * the additive mask, made before the first layer and bound to
