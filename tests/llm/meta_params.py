@@ -47,6 +47,7 @@ PUBLISHED = {
     "gpt2": (124439808, "openai-community/gpt2: GPT2LMHeadModel's count, 124.44M (the GPT-2 paper's 117M predates it)"),
     "qwen2-7b": (7615616512, "Hub safetensors count 7,615,616,512 of Qwen2/Qwen2.5-7B (same sizes; GGUF general.parameter_count)"),
     "phi-3-mini": (3821079552, "microsoft/Phi-3-mini-4k-instruct: Hub safetensors count 3,821,079,552 BF16"),
+    "qwen1.5-moe-a2.7b": (14315784192, "Qwen/Qwen1.5-MoE-A2.7B: Hub safetensors count 14,315,784,192 (\"14.3B parameters in total\", its model card)"),
 }
 
 
