@@ -81,6 +81,10 @@ MODELS = {
                        "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 768,
                        "moe_intermediate_size": 256, "shared_expert_intermediate_size": 512, "num_experts": 4,
                        "num_experts_per_tok": 2, "decoder_sparse_step": 2, "torch_dtype": "float32"},
+    # bf16: the router's softmax in fp32 and the routing weights cast back
+    "mixtral_small_bf16": {"model_type": "mixtral", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
+                           "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 512,
+                           "num_local_experts": 8, "num_experts_per_tok": 2, "torch_dtype": "bfloat16"},
 }
 
 
