@@ -48,6 +48,11 @@ def note_bytes_per_token(o):
     return None
 
 
+# dense models with the MoE models' attention and cache (llama_small's
+# sizes are mixtral_small's, with a dense MLP)
+TWIN = {"mixtral_small": "llama_small", "mixtral_small_bf16": "llama_small_bf16"}
+
+
 def case_truth(model):
     # peaks and ends within 2 %, KV cache bytes and parameters exact: the
     # dense families' truth case, which reads any golden/truth/llm model
@@ -82,10 +87,18 @@ def case_truth(model):
             print(f"{tag}: tokens per expert {routing}, uniform split {uniform}; busiest {worst}; "
                   f"the note's bound {bound} B; memest's peak {peak - r['peak']:+d} B from PyTorch's")
             # whatever the routing did, memest is not lower than the note
-            # says it can be (plus 0.1 %: what these models miss apart
-            # from routing, a few KiB of allocator-visible scalars)
-            check(r["peak"] - peak <= bound + 0.001 * r["peak"],
-                  f"{tag}: peak {r['peak'] - peak} B low, beyond the routing bound {bound} B")
+            # says it can be, plus what it misses apart from routing: 0.1 %,
+            # or what it misses of the dense twin (the same attention and
+            # cache, a dense MLP) in the same cell
+            other = 0.001 * r["peak"]
+            if model in TWIN:
+                tw = json.load(open(path("golden", "truth", "llm", TWIN[model] + ".json")))
+                ot = run_json(path("golden", "truth", "llm", tw["config"]), "--runtime", "cpu", "--batch", b,
+                              "--seq", str(t["seq"]), *extra)
+                if ot:
+                    other = max(other, tw["results"][mode][b]["peak"] - ot["memory"]["steps"][0]["peak"])
+            check(r["peak"] - peak <= bound + other,
+                  f"{tag}: peak {r['peak'] - peak} B low, beyond the routing bound {bound} B (+ {other:.0f} B elsewhere)")
 
 
 PUBLISHED = {"mixtral-8x7b": 46702792704, "qwen1.5-moe-a2.7b": 14315784192}
