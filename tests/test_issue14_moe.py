@@ -13,6 +13,7 @@ usage: test_issue14_moe.py MEMEST SOURCE_ROOT CASE
                  published counts and golden/truth/llm/params.json (meta device)
   layers         Qwen2-MoE's decoder_sparse_step and mlp_only_layers: which
                  layers get experts, and their parameters
+  act            hidden_act reaches the experts and the shared expert
   note           the routing assumption is a graph note (stderr and JSON)
   tokens         the decode bandwidth bound reads only the experts the
                  uniform split reaches (min(E, batch x k) per layer)
@@ -150,7 +151,20 @@ def case_layers():
         o = run_json(p, "--seq", "8", "--runtime", "cpu")
         if o:
             want = qwen_params(cfg, moe_layers)
+            acts = {l["op"] for l in o["layers"] if l["name"].endswith(".act_fn")}
+            check(acts == {"SiLU"}, f"{kw}: activations {acts}")
             check(o["totals"]["params"] == want, f"{kw}: {o['totals']['params']} parameters, want {want}")
+
+
+def case_act():
+    # ACT2FN[hidden_act] in the experts and the shared expert too
+    p = write_config("gelu.json", qwen_small(hidden_act="gelu"))
+    o = run_json(p, "--seq", "8", "--runtime", "cpu")
+    if o:
+        acts = {l["name"].split(".act_fn")[0].split(".mlp")[1] or "dense": l["op"] for l in o["layers"]
+                if l["name"].endswith(".act_fn")}
+        check(set(acts.values()) == {"Gelu"} and ".shared_expert" in acts and ".experts.3" in acts,
+              f"hidden_act gelu: {acts}")
 
 
 def case_note():
@@ -229,6 +243,6 @@ if CASE.startswith("truth-"):
     case_truth(CASE[len("truth-"):])
 else:
     {"published": case_published, "layers": case_layers, "note": case_note, "tokens": case_tokens,
-     "capacity": case_capacity, "errors": case_errors}[CASE]()
+     "capacity": case_capacity, "act": case_act, "errors": case_errors}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -423,7 +423,7 @@ static int mlp(Bld *b, int li, int x)
     return linear(b, sub, m, I, D, c->mlp_bias);
 }
 
-/* A SwiGLU MLP of width I at module mod on x: Mixtral's
+/* A gated MLP (SwiGLU with SiLU) of width I at module mod on x: Mixtral's
  * MixtralBlockSparseTop2MLP (w2(act(w1(x)) * w3(x))) when mixtral, else
  * Qwen2MoeMLP (down_proj(act(gate_proj(x)) * up_proj(x))): the same ops
  * in the same order. */
@@ -435,7 +435,8 @@ static int swiglu(Bld *b, const char *mod, int x, int64_t I, bool mixtral)
     int gt = linear(b, me_graph_strdup(b->g, sub), x, D, I, false);
     snprintf(sub, sizeof(sub), "%s.act_fn", mod);
     b->mod = me_graph_strdup(b->g, sub);
-    int a = N(b, "SiLU", gt);
+    int a = N(b, b->c->act == ME_LLM_SILU ? "SiLU" : "Gelu", gt); /* ACT2FN[hidden_act] */
+    if (b->c->act == ME_LLM_GELU_TANH) attr_s(b, "approximate", "tanh");
     snprintf(sub, sizeof(sub), "%s.%s", mod, mixtral ? "w3" : "up_proj");
     int up = linear(b, me_graph_strdup(b->g, sub), x, D, I, false);
     b->mod = me_graph_strdup(b->g, mod);
