@@ -261,6 +261,31 @@ bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint
     return true;
 }
 
+/* Bytes of the weights a step reads: every stored tensor but those whose
+ * every reader works on zero rows (a MoE expert no token is routed to;
+ * under the uniform split a decode step of batch b reaches min(E, b·k)
+ * experts). */
+static uint64_t llm_weights_read(const MemestModel *m)
+{
+    const MeGraph *g = &m->g;
+    uint8_t *st = me_calloc((size_t)g->nv + 1, 1); /* bit 0: read, bit 1: read by a node with rows */
+    uint64_t w = 0;
+    for (int ni = 0; st && ni < g->nn; ni++) {
+        const MeNode *n = &g->n[ni];
+        bool rows = true;
+        for (int i = 0; i < n->n_in; i++) {
+            const MeValue *v = n->in[i] >= 0 ? &g->v[n->in[i]] : NULL;
+            if (v && v->kind != ME_V_INIT && v->known && me_shape_numel(&v->shape) == 0) rows = false;
+        }
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && g->v[n->in[i]].kind == ME_V_INIT) st[n->in[i]] |= (uint8_t)(1 | (rows ? 2 : 0));
+    }
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].kind == ME_V_INIT && (!st || st[i] != 1)) w = me_sadd(w, me_value_bytes(&g->v[i]));
+    me_free(st);
+    return w;
+}
+
 bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, MeLlmRate *r)
 {
     memset(r, 0, sizeof(*r));
@@ -273,9 +298,7 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
     /* a decode step reads every weight and the whole cache once for one
      * token per sequence: bandwidth bounds it whatever the FLOP/s */
     if (m->llm_new_tokens && gpu && gpu->bandwidth > 0) {
-        uint64_t w = 0;
-        for (int i = 0; i < m->g.nv; i++)
-            if (m->g.v[i].kind == ME_V_INIT) w = me_sadd(w, me_value_bytes(&m->g.v[i]));
+        uint64_t w = llm_weights_read(m);
         double bytes = (double)w + (double)kv;
         r->decode_bound_tokens_per_s = bytes > 0 ? (double)batch * gpu->bandwidth / bytes : 0;
     }

@@ -24,3 +24,20 @@ def path(*p):
     return os.path.join(ROOT, *p)
 
 
+
+
+def write_json(directory, name, obj):
+    """obj as JSON in directory/name; returns the path."""
+    import json
+    p = os.path.join(directory, name)
+    with open(p, "w") as f:
+        json.dump(obj, f)
+    return p
+
+
+def run_json(*args):
+    """memest ARGS --format json, parsed; a failure is recorded and None returned."""
+    import json
+    rc, out, err = run(*args, "--format", "json")
+    check(rc == 0, f"memest {' '.join(args)}: exit {rc}: {err[-300:]}")
+    return json.loads(out) if rc == 0 else None

@@ -61,6 +61,8 @@ typedef struct MeLlmConfig {
     bool shared_expert_gate;  /* Qwen2-MoE's sigmoid gate on the shared expert */
     int64_t first_dense_layers; /* DeepSeek first_k_dense_replace */
     int64_t moe_every;        /* a MoE layer every k layers (1: all) */
+    bool norm_topk;           /* the top-k routing weights renormalized to sum 1 (Mixtral; Qwen2-MoE norm_topk_prob) */
+    uint8_t mlp_only[512];    /* bit i: layer i has a dense MLP (Qwen2-MoE mlp_only_layers; 4096 layers at most) */
     /* Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank == 0: none */
     int64_t q_lora_rank, kv_lora_rank, qk_rope_dim, qk_nope_dim, v_head_dim;
     MeDType dtype;            /* torch_dtype: the dtype the weights compute in */
@@ -132,6 +134,9 @@ bool me_llm_has_weights(const char *dir);
  * (layout_params: the family's count); exit-2 error naming c->path if not. */
 int me_llm_check_weights(const MeLlmConfig *c, uint64_t layout_params, MeDiag *d);
 const char *me_llm_quant_name(MeLlmQuant q);
+/* Whether layer li's MLP is a sparse MoE block (experts, moe_every,
+ * first_dense_layers, mlp_only). */
+bool me_llm_moe_layer(const MeLlmConfig *c, int64_t li);
 /* Builds the layer graph of c for run into g (inputs bound). */
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d);
 /* KV cache bytes per token (all layers, keys and values) when the

@@ -764,6 +764,199 @@ static int build_gpt(Bld *b)
     return b->rc;
 }
 
+/* A gated MLP (SwiGLU with SiLU) of width I at module mod on x: Mixtral's
+ * MixtralBlockSparseTop2MLP (w2(act(w1(x)) * w3(x))) when mixtral, else
+ * Qwen2MoeMLP (down_proj(act(gate_proj(x)) * up_proj(x))): the same ops
+ * in the same order. */
+static int swiglu(Bld *b, const char *mod, int x, int64_t I, bool mixtral)
+{
+    int64_t D = b->c->hidden;
+    char sub[400];
+    snprintf(sub, sizeof(sub), "%s.%s", mod, mixtral ? "w1" : "gate_proj");
+    int gt = linear(b, me_graph_strdup(b->g, sub), x, D, I, false);
+    snprintf(sub, sizeof(sub), "%s.act_fn", mod);
+    b->mod = me_graph_strdup(b->g, sub);
+    int a = N(b, b->c->act == ME_LLM_SILU ? "SiLU" : "Gelu", gt); /* ACT2FN[hidden_act] */
+    if (b->c->act == ME_LLM_GELU_TANH) attr_s(b, "approximate", "tanh");
+    snprintf(sub, sizeof(sub), "%s.%s", mod, mixtral ? "w3" : "up_proj");
+    int up = linear(b, me_graph_strdup(b->g, sub), x, D, I, false);
+    b->mod = me_graph_strdup(b->g, mod);
+    int m = N(b, "Mul", a, up);
+    snprintf(sub, sizeof(sub), "%s.%s", mod, mixtral ? "w2" : "down_proj");
+    return linear(b, me_graph_strdup(b->g, sub), m, I, D, false);
+}
+
+/* torch.zeros(shape, dtype=dt): ConstantOfShape with a zero of dt. */
+static int zeros(Bld *b, int shape, MeDType dt)
+{
+    int fill = dt == ME_DT_I64 ? cints(b, (const int64_t[]){ 0 }, 1) : cscalar(b, 0, dt);
+    int z = N(b, "ConstantOfShape", shape);
+    MeNode *n = last(b);
+    if (!n || fill < 0) return -1;
+    MeAttr *a = me_node_add_attr(n, "value", ME_A_TENSOR);
+    if (!a) { b->rc = ME_ENOMEM; return -1; }
+    a->tensor = fill;
+    return z;
+}
+
+/* final_hidden_states.index_add_(0, top_x, x): ScatterND adding rows, in place */
+static int index_add(Bld *b, int fin, int top, int x)
+{
+    int y = N(b, "ScatterND", fin, N(b, "Unsqueeze", top, cints(b, (const int64_t[]){ 1 }, 1)), x);
+    attr_s(b, "reduction", "add");
+    if (last(b)) last(b)->flags |= ME_N_INPLACE;
+    return y;
+}
+
+/* The sparse MoE block as transformers v4.44 runs it in eager mode
+ * (MixtralSparseMoeBlock.forward; Qwen2MoeSparseMoeBlock.forward adds the
+ * shared expert): router logits, softmax in float32, topk, (Mixtral,
+ * norm_topk_prob) renormalized in place, cast back; final_hidden_states =
+ * zeros [T, D]; expert_mask = one_hot(selected, E) (ATen: zeros [T, k, E]
+ * int64 and scatter_ in place), permuted (a view); then for each expert
+ * torch.where on its mask row (nonzero: [n, 2] int64, unbound into two
+ * views), hidden_states[None, top_x] (an index: a copy [n, D]), the
+ * expert's MLP, routing_weights[top_x, idx, None] ([n, 1]), the product,
+ * and index_add_ into final_hidden_states (in place).
+ *
+ * Which tokens an expert gets is data: the graph assumes the uniform
+ * split, expert e gets floor((T·k + E-1-e) / E) of the T·k assignments
+ * (the first T·k mod E experts one more), computed from T by shape
+ * arithmetic so that a re-bound batch or prompt moves it. doc/llm.md
+ * says what an unlucky routing adds. *router is the router's logits (the
+ * decoder layer keeps them). */
+static int moe(Bld *b, int li, int x, int *router)
+{
+    const MeLlmConfig *c = b->c;
+    bool mixtral = !strcmp(c->family, "mixtral");
+    char blk[256], sub[400];
+    snprintf(blk, sizeof(blk), "model.layers.%d.%s", li, mixtral ? "block_sparse_moe" : "mlp");
+    const char *bm = me_graph_strdup(b->g, blk);
+    int64_t D = c->hidden, E = c->experts, k = c->experts_per_tok;
+    /* the graph's note (once): what the routing assumption can miss. Per
+     * token above its share an expert's turn holds at most its nonzero()
+     * row (16 B), current_state and the previous expert's product (2·D),
+     * and the larger of act, w3, product (3·I) or w2, weights, product
+     * (2·D + 1) */
+    bool noted = false;
+    for (int i = 0; i < b->g->nnotes; i++) noted = noted || !strcmp(b->g->notes[i].code, "moe_routing");
+    if (!noted) {
+        uint64_t s = (uint64_t)me_dtype_size(b->dt), I = (uint64_t)c->expert_intermediate, Du = (uint64_t)D;
+        uint64_t per = me_sadd(16, me_smul(s, me_sadd(2 * Du, I * 3 > 2 * Du + 1 ? 3 * I : 2 * Du + 1)));
+        if (me_graph_add_note(b->g, "moe_routing", ME_NOTE_ALWAYS,
+                              "MoE routing is data: the timeline assumes the uniform split (expert e of %lld gets "
+                              "floor((T*%lld + %lld - e) / %lld) of the T*%lld choices, T = batch x tokens of the step); "
+                              "an expert can get all T tokens, which adds at most (T - ceil(T*%lld/%lld)) x %llu bytes "
+                              "to a MoE layer's expert loop",
+                              (long long)E, (long long)k, (long long)(E - 1), (long long)E, (long long)k, (long long)k,
+                              (long long)E, (unsigned long long)per) < 0) {
+            b->rc = ME_ENOMEM;
+            return -1;
+        }
+    }
+    b->mod = bm;
+    int x2 = N(b, "Reshape", x, cints(b, (const int64_t[]){ -1, D }, 2)); /* hidden_states.view(-1, D) */
+    snprintf(sub, sizeof(sub), "%s.gate", blk);
+    int logits = linear(b, me_graph_strdup(b->g, sub), x2, D, E, false);
+    *router = logits;
+    b->mod = bm;
+    int sm = N(b, "Softmax", logits);
+    attr_i(b, "axis", -1);
+    if (b->dt != ME_DT_F32) attr_i(b, "dtype", ME_DT_F32);
+    int tk[2];
+    node_n(b, "TopK", (const int[]){ sm, cints(b, &k, 1) }, 2, 2, tk);
+    attr_i(b, "axis", -1);
+    int rw = tk[0], sel = tk[1];
+    local(b, sel); /* selected_experts: a local to the return */
+    if (c->norm_topk) {
+        int sum = N(b, "ReduceSum", rw);
+        attr_ints(b, "axes", (const int64_t[]){ -1 }, 1);
+        attr_i(b, "keepdims", 1);
+        rw = N(b, "Div", rw, sum); /* routing_weights /= ...: in place */
+        if (last(b)) last(b)->flags |= ME_N_INPLACE;
+    }
+    if (b->dt != ME_DT_F32) rw = cast(b, rw, b->dt);
+    int shp = N(b, "Shape", x2);
+    int fin = zeros(b, shp, b->dt);
+    /* one_hot: zeros [T, k, E] int64, scatter_(-1, selected.unsqueeze(-1), 1) */
+    int ohs = N(b, "Concat", N(b, "Shape", sel), cints(b, &E, 1));
+    attr_i(b, "axis", 0);
+    int oh = zeros(b, ohs, ME_DT_I64);
+    int idx = N(b, "Unsqueeze", sel, cints(b, (const int64_t[]){ -1 }, 1));
+    oh = N(b, "ScatterElements", oh, idx, cints(b, (const int64_t[]){ 1 }, 1)); /* the scalar 1 */
+    attr_i(b, "axis", -1);
+    if (last(b)) last(b)->flags |= ME_N_INPLACE;
+    int mask = N(b, "Transpose", oh); /* .permute(2, 1, 0): a view */
+    attr_ints(b, "perm", (const int64_t[]){ 2, 1, 0 }, 3);
+    local(b, mask); /* expert_mask lives to the end of the forward */
+    int T = N(b, "Gather", shp, cints(b, (const int64_t[]){ 0 }, 1));
+    attr_i(b, "axis", 0);
+    int Tk = N(b, "Mul", T, cints(b, &k, 1));
+    int rwf = N(b, "Reshape", rw, cints(b, (const int64_t[]){ -1 }, 1));
+    int self = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
+    /* Python's loop names (idx, top_x, current_state,
+     * current_hidden_states) hold each expert's tensors until the next
+     * expert's replace them: current_state and nonzero's pair are locals
+     * of the expert's turn here, and expert e's index_add_ is placed after
+     * expert e+1's product, where the rebinding frees e's (accumulating in
+     * place, its position moves no byte); the last expert's names stay
+     * bound to the return */
+    int pend_at = -1, pend_ch = -1, cs = -1, nz = -1;
+    for (int64_t e = 0; e < E && b->rc >= 0; e++) {
+        char em[400];
+        snprintf(em, sizeof(em), "%s.experts.%lld", blk, (long long)e);
+        const char *emod = me_graph_strdup(b->g, em);
+        b->mod = emod;
+        int64_t bias = E - 1 - e;
+        int n = N(b, "Div", N(b, "Add", Tk, cints(b, &bias, 1)), cints(b, &E, 1));
+        /* torch.where(expert_mask[e]): nonzero()'s [n, 2] int64, unbound
+         * into idx and top_x (views). Its values are data; here two
+         * n-long slices of selected_experts (views) concatenated make
+         * its bytes, so that nothing of the token count is folded */
+        int part = N(b, "Slice", self, cints(b, (const int64_t[]){ 0 }, 1), n, cints(b, (const int64_t[]){ 0 }, 1));
+        nz = N(b, "Concat", part, part);
+        attr_i(b, "axis", 0);
+        local(b, nz);
+        int top = N(b, "Slice", nz, n, N(b, "Mul", n, cints(b, (const int64_t[]){ 2 }, 1)), cints(b, (const int64_t[]){ 0 }, 1));
+        cs = N(b, "Gather", x2, top); /* hidden_states[None, top_x] */
+        attr_i(b, "axis", 0);
+        local(b, cs);
+        int h = swiglu(b, emod, cs, c->expert_intermediate, mixtral);
+        b->mod = emod;
+        int w = N(b, "Gather", rwf, top); /* routing_weights[top_x, idx, None] */
+        attr_i(b, "axis", 0);
+        w = N(b, "Unsqueeze", w, cints(b, (const int64_t[]){ 1 }, 1));
+        int ch = N(b, "Mul", h, w);
+        b->mod = bm;
+        if (pend_ch >= 0) fin = index_add(b, fin, pend_at, pend_ch);
+        pend_at = top;
+        pend_ch = ch;
+    }
+    b->mod = bm;
+    if (pend_ch >= 0) {
+        fin = index_add(b, fin, pend_at, pend_ch);
+        local(b, N(b, "Identity", pend_ch));
+        local(b, N(b, "Identity", cs));
+        local(b, N(b, "Identity", nz));
+    }
+    b->mod = bm;
+    if (c->shared_experts) {
+        /* Qwen2MoeSparseMoeBlock: shared_expert(hidden_states) times
+         * sigmoid(shared_expert_gate(hidden_states)), added */
+        snprintf(sub, sizeof(sub), "%s.shared_expert", blk);
+        int se = swiglu(b, me_graph_strdup(b->g, sub), x2, c->shared_intermediate, false);
+        if (c->shared_expert_gate) {
+            snprintf(sub, sizeof(sub), "%s.shared_expert_gate", blk);
+            int gl = linear(b, me_graph_strdup(b->g, sub), x2, D, 1, false);
+            b->mod = bm;
+            se = N(b, "Mul", N(b, "Sigmoid", gl), se);
+        }
+        b->mod = bm;
+        fin = N(b, "Add", fin, se);
+    }
+    return N(b, "Reshape", fin, N(b, "Shape", x));
+}
+
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d)
 {
     Bld b = { .g = g, .d = d, .c = c, .run = run, .dt = c->dtype, .mod = "model" };
@@ -847,8 +1040,10 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         h = N(&b, "Add", h, a);
         snprintf(mod, sizeof(mod), "%s.post_attention_layernorm", lm);
         x = rmsnorm(&b, mod, h);
-        int m = mlp(&b, li, x);
+        int router = -1;
+        int m = me_llm_moe_layer(c, li) ? moe(&b, li, x, &router) : mlp(&b, li, x);
         b.mod = me_graph_strdup(g, lm);
+        if (router >= 0) local(&b, N(&b, "Identity", router)); /* the layer's local router_logits */
         h = N(&b, "Add", h, m);
     }
     h = rmsnorm(&b, "model.norm", h);

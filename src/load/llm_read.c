@@ -22,7 +22,9 @@
     X("gemma",  256000, 3072, 28, 16, 24576, 8192,  1e-6, 10000.0,   ME_LLM_GELU_TANH, true) \
     X("phi3",    32064, 3072, 32, 32,  8192, 4096,  1e-5, 10000.0,   ME_LLM_SILU,      false) \
     X("gpt2",    50257,  768, 12, 12,     0, 1024,  1e-5, 0.0,       ME_LLM_GELU_NEW,  true) \
-    X("gpt_neox", 50432, 6144, 44, 64, 24576, 2048, 1e-5, 10000.0,   ME_LLM_GELU,      false)
+    X("gpt_neox", 50432, 6144, 44, 64, 24576, 2048, 1e-5, 10000.0,   ME_LLM_GELU,      false) \
+    X("mixtral", 32000, 4096, 32, 32, 14336, 131072, 1e-5, 1000000.0, ME_LLM_SILU,      false) \
+    X("qwen2_moe", 151936, 2048, 24, 16, 5632, 32768, 1e-6, 10000.0, ME_LLM_SILU,      false)
 
 typedef struct FamilyDefaults {
     const char *name;
@@ -224,6 +226,62 @@ static int read_gpt(RCtx *r, MeLlmConfig *c, const FamilyDefaults *f)
     return 0;
 }
 
+/* The sparse MoE families' keys (configuration_mixtral.py,
+ * configuration_qwen2_moe.py v4.44). Mixtral: every layer's MLP is
+ * num_local_experts experts of intermediate_size, top num_experts_per_tok,
+ * the router's weights renormalized. Qwen2-MoE: num_experts of
+ * moe_intermediate_size plus one shared expert of
+ * shared_expert_intermediate_size behind a sigmoid gate, in the layers
+ * where (i + 1) % decoder_sparse_step == 0 and i is not in
+ * mlp_only_layers; the others a dense MLP of intermediate_size. */
+static int read_moe(RCtx *r, MeLlmConfig *c)
+{
+    int rc;
+    const char *lim = "num_experts_per_tok";
+    if (!strcmp(c->family, "mixtral")) {
+        /* MixtralConfig's defaults: 8 KV heads, 8 experts, top 2 */
+        if ((rc = get_i(r, "num_key_value_heads", 8, 1, MAXH, &c->kv_heads)) < 0 ||
+            (rc = get_i(r, "num_local_experts", 8, 1, MAXH, &c->experts)) < 0 ||
+            (rc = get_i(r, "num_experts_per_tok", 2, 1, MAXH, &c->experts_per_tok)) < 0 ||
+            (rc = get_i(r, "sliding_window", 0, 0, ME_MAX_DIM, &c->sliding_window)) < 0)
+            return rc;
+        if (c->heads % c->kv_heads)
+            return me_error(r->d, ME_EINVAL, "%s: \"num_key_value_heads\": %lld does not divide \"num_attention_heads\" %lld",
+                            r->path, (long long)c->kv_heads, (long long)c->heads);
+        c->expert_intermediate = c->intermediate;
+        c->norm_topk = true;
+        c->moe_every = 1;
+    } else {
+        c->qkv_bias = true; /* Qwen2MoeAttention: q/k/v with bias, as Qwen2 */
+        if ((rc = get_i(r, "num_experts", 60, 0, MAXH, &c->experts)) < 0 ||
+            (rc = get_i(r, "num_experts_per_tok", 4, 1, MAXH, &c->experts_per_tok)) < 0 ||
+            (rc = get_i(r, "moe_intermediate_size", 1408, 1, ME_MAX_DIM, &c->expert_intermediate)) < 0 ||
+            (rc = get_i(r, "shared_expert_intermediate_size", 5632, 0, ME_MAX_DIM, &c->shared_intermediate)) < 0 ||
+            (rc = get_i(r, "decoder_sparse_step", 1, 1, MAXL, &c->moe_every)) < 0 ||
+            (rc = get_b(r, "norm_topk_prob", false, &c->norm_topk)) < 0)
+            return rc;
+        /* Qwen2MoeSparseMoeBlock always builds shared_expert and its gate */
+        c->shared_experts = c->shared_intermediate > 0;
+        c->shared_expert_gate = c->shared_experts;
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(r->root, "mlp_only_layers");
+        if (m && !cJSON_IsNull(m)) {
+            const cJSON *x;
+            if (!cJSON_IsArray(m)) return me_error(r->d, ME_EINVAL, "%s: \"mlp_only_layers\": expected a list of layer indices", r->path);
+            cJSON_ArrayForEach(x, m) {
+                if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble >= (double)c->layers)
+                    return me_error(r->d, ME_EINVAL, "%s: \"mlp_only_layers\": expected layer indices in [0, %lld)", r->path,
+                                    (long long)c->layers);
+                int li = (int)x->valuedouble;
+                c->mlp_only[li / 8] |= (uint8_t)(1u << (li % 8));
+            }
+        }
+    }
+    if (c->experts && c->experts_per_tok > c->experts)
+        return me_error(r->d, ME_EINVAL, "%s: \"%s\": %lld is more than the %lld experts", r->path, lim,
+                        (long long)c->experts_per_tok, (long long)c->experts);
+    return 0;
+}
+
 static int read_config(RCtx *r, MeLlmConfig *c)
 {
     const char *mt = get_s(r, "model_type");
@@ -302,6 +360,7 @@ static int read_config(RCtx *r, MeLlmConfig *c)
         if ((rc = get_b(r, "use_sliding_window", false, &use)) < 0) return rc;
         if (use && (rc = get_i(r, "sliding_window", 4096, 0, ME_MAX_DIM, &c->sliding_window)) < 0) return rc;
     }
+    if ((!strcmp(f->name, "mixtral") || !strcmp(f->name, "qwen2_moe")) && (rc = read_moe(r, c)) < 0) return rc;
     /* torch_dtype: what the weights compute in (from_pretrained(torch_dtype="auto")); fp32 when absent */
     c->dtype = ME_DT_F32;
     const char *td = get_s(r, "torch_dtype");
@@ -319,6 +378,7 @@ static int read_config(RCtx *r, MeLlmConfig *c)
     /* every product the builder forms must stay far below 2^63 */
     uint64_t w = me_smul((uint64_t)c->hidden, (uint64_t)(c->heads + 2 * c->kv_heads) * (uint64_t)c->head_dim);
     w = me_sadd(w, me_smul(3, me_smul((uint64_t)c->hidden, (uint64_t)c->intermediate)));
+    w = me_sadd(w, me_smul(3, me_smul((uint64_t)c->hidden, me_smul((uint64_t)c->experts, (uint64_t)c->expert_intermediate))));
     w = me_smul(w, (uint64_t)c->layers);
     w = me_sadd(w, me_smul(2, me_smul((uint64_t)c->vocab, (uint64_t)c->hidden)));
     if (w > (UINT64_C(1) << 50))
@@ -449,6 +509,30 @@ static int gpt_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes)
     return 0;
 }
 
+bool me_llm_moe_layer(const MeLlmConfig *c, int64_t li)
+{
+    /* a GGUF file names its experts but not their width: built dense as before */
+    if (!c->experts || !c->expert_intermediate || li < c->first_dense_layers || li >= c->layers) return false;
+    if (c->mlp_only[li / 8] & (1u << (li % 8))) return false;
+    return c->moe_every <= 1 || (li + 1) % c->moe_every == 0;
+}
+
+/* Parameters of layer li's MLP: a dense one (gate/up/down), or a sparse
+ * MoE block's router, experts and shared expert with its gate. */
+static uint64_t mlp_params(const MeLlmConfig *c, int64_t li)
+{
+    uint64_t D = (uint64_t)c->hidden;
+    if (!me_llm_moe_layer(c, li)) {
+        uint64_t p = me_smul(3, me_smul(D, (uint64_t)c->intermediate));
+        return c->mlp_bias ? me_sadd(p, 2 * (uint64_t)c->intermediate + D) : p;
+    }
+    uint64_t E = (uint64_t)c->experts;
+    uint64_t p = me_sadd(me_smul(D, E), me_smul(E, me_smul(3, me_smul(D, (uint64_t)c->expert_intermediate))));
+    if (c->shared_experts) p = me_sadd(p, me_smul(3, me_smul(D, (uint64_t)c->shared_intermediate)));
+    if (c->shared_expert_gate) p = me_sadd(p, D);
+    return p;
+}
+
 /* The family's layout (HF modeling_llama.py, modeling_qwen2.py,
  * modeling_gemma.py, modeling_phi3.py): per layer q/k/v/o (Phi-3: one
  * qkv_proj of the same size), gate/up/down (Phi-3: gate_up_proj) and two norms; the
@@ -463,10 +547,16 @@ int me_llm_params(const MeLlmConfig *c, uint64_t *params, uint64_t *bytes, MeDia
     layer = me_sadd(layer, me_smul(q, D));
     if (c->qkv_bias) layer = me_sadd(layer, q + 2 * kv);
     if (c->o_bias) layer = me_sadd(layer, D);
-    layer = me_sadd(layer, me_smul(3, me_smul(D, I)));
-    if (c->mlp_bias) layer = me_sadd(layer, 2 * I + D);
+    uint64_t p = 0;
+    if (c->experts) {
+        /* sparse layers differ from dense ones: each layer's MLP on its own */
+        for (int64_t li = 0; li < c->layers; li++) p = me_sadd(p, mlp_params(c, li));
+    } else {
+        layer = me_sadd(layer, me_smul(3, me_smul(D, I)));
+        if (c->mlp_bias) layer = me_sadd(layer, 2 * I + D);
+    }
     layer = me_sadd(layer, 2 * D);
-    uint64_t p = me_sadd(me_smul(layer, (uint64_t)c->layers), me_smul(V, D));
+    p = me_sadd(p, me_sadd(me_smul(layer, (uint64_t)c->layers), me_smul(V, D)));
     p = me_sadd(p, D);
     if (!c->tied) p = me_sadd(p, me_smul(V, D));
     *params = p;

@@ -45,6 +45,16 @@ DEFAULTS = {
     "phi3": dict(vocab_size=32064, hidden_size=3072, num_hidden_layers=32, num_attention_heads=32,
                  intermediate_size=8192, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
                  hidden_act="silu", tie_word_embeddings=False),
+    # configuration_mixtral.py, configuration_qwen2_moe.py (v4.44)
+    "mixtral": dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                    num_key_value_heads=8, intermediate_size=14336, max_position_embeddings=4096 * 32,
+                    rms_norm_eps=1e-5, rope_theta=1e6, hidden_act="silu", tie_word_embeddings=False,
+                    num_local_experts=8, num_experts_per_tok=2),
+    "qwen2_moe": dict(vocab_size=151936, hidden_size=2048, num_hidden_layers=24, num_attention_heads=16,
+                      num_key_value_heads=16, intermediate_size=5632, max_position_embeddings=32768,
+                      rms_norm_eps=1e-6, rope_theta=10000.0, hidden_act="silu", tie_word_embeddings=False,
+                      decoder_sparse_step=1, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+                      num_experts_per_tok=4, num_experts=60, norm_topk_prob=False, mlp_only_layers=[]),
 }
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -57,7 +67,7 @@ def resolve(cfg):
     c.update({k: v for k, v in cfg.items() if v is not None})
     c.setdefault("num_key_value_heads", c["num_attention_heads"])
     c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
-    c["qkv_bias"] = mt == "qwen2" or (mt == "llama" and c.get("attention_bias", False))
+    c["qkv_bias"] = mt in ("qwen2", "qwen2_moe") or (mt == "llama" and c.get("attention_bias", False))
     c["o_bias"] = mt == "llama" and c.get("attention_bias", False)
     c["mlp_bias"] = mt == "llama" and c.get("mlp_bias", False)
     c["gemma"] = mt == "gemma"
@@ -238,11 +248,130 @@ class MLP(nn.Module):
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
+class MixtralBlockSparseTop2MLP(nn.Module):
+    """modeling_mixtral.py: w2(act(w1(x)) * w3(x))."""
+
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        d, i = c["hidden_size"], c["intermediate_size"]
+        kw = dict(device=device, dtype=dtype)
+        self.w1 = nn.Linear(d, i, bias=False, **kw)
+        self.w2 = nn.Linear(i, d, bias=False, **kw)
+        self.w3 = nn.Linear(d, i, bias=False, **kw)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, hidden_states):
+        current_hidden_states = self.act_fn(self.w1(hidden_states)) * self.w3(hidden_states)
+        current_hidden_states = self.w2(current_hidden_states)
+        return current_hidden_states
+
+
+class Qwen2MoeMLP(nn.Module):
+    """modeling_qwen2_moe.py: down_proj(act(gate_proj(x)) * up_proj(x))."""
+
+    def __init__(self, c, intermediate_size, device=None, dtype=None):
+        super().__init__()
+        d, i = c["hidden_size"], intermediate_size
+        kw = dict(device=device, dtype=dtype)
+        self.gate_proj = nn.Linear(d, i, bias=False, **kw)
+        self.up_proj = nn.Linear(d, i, bias=False, **kw)
+        self.down_proj = nn.Linear(i, d, bias=False, **kw)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+# tokens each expert received, per MoE block in call order, while RECORD
+# is set (measure_llm.py runs an unmeasured forward for it: counting
+# allocates)
+ROUTING = []
+RECORD = False
+
+
+class SparseMoeBlock(nn.Module):
+    """MixtralSparseMoeBlock.forward (eval: no jitter), and
+    Qwen2MoeSparseMoeBlock.forward when qwen (the shared expert and its
+    sigmoid gate; norm_topk_prob), line by line (transformers v4.44)."""
+
+    def __init__(self, c, device=None, dtype=None):
+        super().__init__()
+        kw = dict(device=device, dtype=dtype)
+        self.qwen = c["model_type"] == "qwen2_moe"
+        self.num_experts = c["num_experts"] if self.qwen else c["num_local_experts"]
+        self.top_k = c["num_experts_per_tok"]
+        self.norm_topk_prob = c["norm_topk_prob"] if self.qwen else True
+        self.gate = nn.Linear(c["hidden_size"], self.num_experts, bias=False, **kw)
+        if self.qwen:
+            self.experts = nn.ModuleList(Qwen2MoeMLP(c, c["moe_intermediate_size"], device, dtype)
+                                         for _ in range(self.num_experts))
+            self.shared_expert = Qwen2MoeMLP(c, c["shared_expert_intermediate_size"], device, dtype)
+            self.shared_expert_gate = nn.Linear(c["hidden_size"], 1, bias=False, **kw)
+        else:
+            self.experts = nn.ModuleList(MixtralBlockSparseTop2MLP(c, device, dtype) for _ in range(self.num_experts))
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        # router_logits: (batch * sequence_length, n_experts)
+        router_logits = self.gate(hidden_states)
+
+        routing_weights = nn.functional.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        # we cast back to the input dtype
+        routing_weights = routing_weights.to(hidden_states.dtype)
+
+        final_hidden_states = torch.zeros(
+            (batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype, device=hidden_states.device
+        )
+
+        expert_mask = torch.nn.functional.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
+        if RECORD:
+            ROUTING.append([int(expert_mask[e].sum()) for e in range(self.num_experts)])
+
+        for expert_idx in range(self.num_experts):
+            expert_layer = self.experts[expert_idx]
+            idx, top_x = torch.where(expert_mask[expert_idx])
+
+            current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+            current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
+
+            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+
+        if self.qwen:
+            shared_expert_output = self.shared_expert(hidden_states)
+            shared_expert_output = nn.functional.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output
+
+            final_hidden_states = final_hidden_states + shared_expert_output
+
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits
+
+
+def is_moe_layer(c, idx):
+    """MixtralDecoderLayer: always; Qwen2MoeDecoderLayer: num_experts > 0,
+    (idx + 1) % decoder_sparse_step == 0 and idx not in mlp_only_layers."""
+    if c["model_type"] == "mixtral":
+        return True
+    if c["model_type"] == "qwen2_moe":
+        return (idx not in (c["mlp_only_layers"] or []) and c["num_experts"] > 0
+                and (idx + 1) % c["decoder_sparse_step"] == 0)
+    return False
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, c, idx, device=None, dtype=None):
         super().__init__()
         self.self_attn = Attention(c, idx, device, dtype)
-        self.mlp = MLP(c, device, dtype)
+        self.moe = is_moe_layer(c, idx)
+        if self.moe:
+            self.mlp = SparseMoeBlock(c, device, dtype)
+        elif c["model_type"] == "qwen2_moe":
+            self.mlp = Qwen2MoeMLP(c, c["intermediate_size"], device, dtype)
+        else:
+            self.mlp = MLP(c, device, dtype)
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"], device, dtype)
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"], device, dtype)
 
@@ -253,7 +382,10 @@ class DecoderLayer(nn.Module):
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states = self.mlp(hidden_states)
+        if self.moe:  # the decoder layer keeps router_logits to its return
+            hidden_states, router_logits = self.mlp(hidden_states)
+        else:
+            hidden_states = self.mlp(hidden_states)
         hidden_states = residual + hidden_states
         return hidden_states
 

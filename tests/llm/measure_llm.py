@@ -19,12 +19,16 @@ tokens (eager attention, torch.no_grad(), the config's torch_dtype, weights rand
   decode_static    the same step with a StaticCache of S+N tokens
                    (index_copy_ in place)
   prefill_static   the prompt into a StaticCache of S tokens
+MoE models also record "tokens_per_expert": the tokens each expert got in
+each MoE layer in that very step (an unmeasured forward on a copy of the
+cache; the routing is what the seeded weights make it).
 Baseline: parameters, buffers, inputs (ids, position ids, the 4-d causal
 mask) and the cache tensors alive before the region. "cache_bytes_end": the
 cache's tensors after the region (numel x element size);
 "cache_storage_bytes_end": the storages they keep alive (deduplicated).
 """
 import argparse
+import copy
 import json
 import os
 import sys
@@ -81,6 +85,20 @@ MODELS = {
     "neox_small_bf16": {"model_type": "gpt_neox", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 3,
                         "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 1024,
                         "rotary_pct": 0.25, "use_parallel_residual": True, "torch_dtype": "bfloat16"},
+    # sparse MoE (eager expert loop): Mixtral's 8 experts top-2
+    # renormalized; Qwen2-MoE's 4 experts top-2 with a shared expert, layer
+    # 0 dense (decoder_sparse_step 2)
+    "mixtral_small": {"model_type": "mixtral", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
+                      "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 512,
+                      "num_local_experts": 8, "num_experts_per_tok": 2, "torch_dtype": "float32"},
+    "qwen2moe_small": {"model_type": "qwen2_moe", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 768,
+                       "moe_intermediate_size": 256, "shared_expert_intermediate_size": 512, "num_experts": 4,
+                       "num_experts_per_tok": 2, "decoder_sparse_step": 2, "torch_dtype": "float32"},
+    # bf16: the router's softmax in fp32 and the routing weights cast back
+    "mixtral_small_bf16": {"model_type": "mixtral", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
+                           "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 512,
+                           "num_local_experts": 8, "num_experts_per_tok": 2, "torch_dtype": "bfloat16"},
 }
 # transformers v4.44's GPT2Model and GPTNeoXModel keep past_key_values as
 # tuples: no StaticCache
@@ -181,6 +199,19 @@ def run(name, cfg, mode, batch):
         cache = under_profiler(lambda: families.StaticCache(c, batch, total, dt))
     mask = families.causal_mask(batch, q, past, total, dt)
     xs = [ids, pos, mask, cpos]
+    routing = None
+    if any(isinstance(m, families.SparseMoeBlock) for m in model.modules()):
+        # tokens per expert of this very step, from an unmeasured forward
+        # on a copy of the cache (counting them allocates)
+        twin = copy.deepcopy(cache)
+        families.ROUTING.clear()
+        families.RECORD = True
+        with torch.no_grad():
+            model(ids, pos, mask, twin, cpos)
+        families.RECORD = False
+        routing = [list(r) for r in families.ROUTING]
+        del twin
+        mm.release()
     base = mm.baseline_list(model, None, xs, None) + cache.tensors()
     hold = {}
 
@@ -198,7 +229,10 @@ def run(name, cfg, mode, batch):
     r["logits_bytes"] = hold["out"].numel() * hold["out"].element_size()
     keep = ("baseline", "peak", "peak_relative", "end", "cache_bytes_end", "cache_storage_bytes_end", "logits_bytes",
             "counter_check")
-    return {k: r[k] for k in keep if k in r}
+    out = {k: r[k] for k in keep if k in r}
+    if routing is not None:
+        out["tokens_per_expert"] = routing  # per MoE layer, per expert: the measured routing
+    return out
 
 
 def main():

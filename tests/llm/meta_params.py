@@ -49,6 +49,7 @@ PUBLISHED = {
     "phi-3-mini": (3821079552, "microsoft/Phi-3-mini-4k-instruct: Hub safetensors count 3,821,079,552 BF16"),
     "pythia-160m": (162322944, "Pythia paper (arXiv:2304.01373) table 1: 162,322,944 total parameters (EleutherAI/pythia-160m)"),
     "gpt-neox-20b": (20554567680, "GPT-NeoX-20B paper (arXiv:2204.06745): 20,554,567,680 parameters (EleutherAI/gpt-neox-20b)"),
+    "qwen1.5-moe-a2.7b": (14315784192, "Qwen/Qwen1.5-MoE-A2.7B: Hub safetensors count 14,315,784,192 (\"14.3B parameters in total\", its model card)"),
 }
 
 
