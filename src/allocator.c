@@ -320,6 +320,21 @@ const MeAllocStats *me_allocator_stats(const MeAllocator *a) { return &a->st; }
 /* Fed by the timeline (timeline.h): a storage is a handle. */
 int me_allocator_event(void *opaque, const MeTlEvent *e)
 {
+    /* paged optimizer state is cudaMallocManaged memory (bitsandbytes'
+     * F.get_paged), never a block of the cache: device memory while
+     * resident, counted as such (no rounding, no caching) */
+    if (e->cat == MEMEST_MEM_OPTIMIZER_PAGED && (e->kind == ME_TL_ALLOC || e->kind == ME_TL_FREE)) {
+        MeAllocator *a = opaque;
+        uint64_t b = (uint64_t)e->bytes;
+        if (e->kind == ME_TL_FREE) {
+            a->st.allocated -= b, a->st.reserved -= b;
+            return 0;
+        }
+        a->st.allocated += b, a->st.reserved += b;
+        if (a->st.allocated > a->st.peak_allocated) a->st.peak_allocated = a->st.allocated;
+        if (a->st.reserved > a->st.peak_reserved) a->st.peak_reserved = a->st.reserved;
+        return 0;
+    }
     if (e->kind == ME_TL_ALLOC) return me_allocator_malloc(opaque, e->storage, (uint64_t)e->bytes);
     if (e->kind == ME_TL_FREE) return me_allocator_release(opaque, e->storage);
     return 0;

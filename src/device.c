@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "optim.h"
 #include "model.h"
 
 #define MIB (UINT64_C(1) << 20)
@@ -213,9 +214,8 @@ int memest_timing(const MemestAnalysis *a, MemestTiming *out)
         if (r->n_mem && r->mem[0].recompute_macs && a->totals.macs)
             out->recompute_s = out->forward_s * (double)r->mem[0].recompute_macs / (double)a->totals.macs;
         /* the optimizer streams parameters, gradients and state */
-        static const int bytes_per_param[] = { 12, 20, 28, 28, 20, 20, 0 };
-        int o = r->settings.optimizer;
-        out->optimizer_s = (double)a->totals.params * bytes_per_param[o >= 0 && o < MEMEST_OPT_COUNT ? o : 0] / a->gpu.bandwidth;
+        const MeOptimizer *od = me_optimizer(r->settings.optimizer);
+        out->optimizer_s = (double)a->totals.params * (od ? od->stream_bytes : 0) / a->gpu.bandwidth;
     }
     out->step_s = out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s;
     out->samples_per_s = out->step_s > 0 ? out->batch / out->step_s : 0;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "allocator.h"
+#include "optim.h"
 #include "timeline.h"
 
 typedef struct Storage {
@@ -168,7 +169,7 @@ static int64_t sat_mul(int64_t a, int64_t b) { int64_t r; return __builtin_mul_o
 
 static const char *const cat_names[MEMEST_MEM_COUNT] = {
     "weights", "inputs", "activations", "saved", "gradients", "activation_grads", "optimizer", "temporary", "workspace",
-    "autocast_cache",
+    "autocast_cache", "optimizer_paged",
 };
 
 const char *memest_mem_category_name(MemestMemCategory c)
@@ -1226,19 +1227,53 @@ end:
     return rc;
 }
 
-/* Optimizer state bytes per parameter byte, and whether it exists before
- * the first step (Adagrad builds it in __init__). */
-static int state_factor(MemestOptimizer o)
+/* A parameter as the optimizer sees it (optim.h): its bytes in this
+ * simulation, rows and columns of Adafactor's factored state. */
+static MeOptParam opt_param(const Sim *m, const MeValue *v)
 {
-    switch (o) {
-    case MEMEST_OPT_MOMENTUM: case MEMEST_OPT_ADAGRAD: case MEMEST_OPT_RMSPROP: return 1;
-    case MEMEST_OPT_ADAM: case MEMEST_OPT_ADAMW: return 2;
-    default: return 0;
+    MeOptParam p = { .numel = numel0(&v->shape), .bytes = vb(m, v) };
+    if (v->shape.rank >= 2 && p.numel > 0) {
+        int r = v->shape.rank;
+        p.rows = p.numel / v->shape.d[r - 1];
+        p.cols = p.numel / v->shape.d[r - 2];
     }
+    return p;
 }
 
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev);
+
+/* The optimizer's state, persistent from now on: one storage through the
+ * allocator, one in unified memory (paged) when there is some. The first
+ * storage (the update reads it), -1 when none, -2 when out of memory. */
+static int opt_state_new(Sim *m, int64_t bytes, int64_t paged)
+{
+    int id = -1, p;
+    if (bytes && (id = st_new(m, bytes, MEMEST_MEM_OPTIMIZER)) < 0) return -2;
+    if (bytes) m->st[id].persistent = true;
+    if (paged && (p = st_new(m, paged, MEMEST_MEM_OPTIMIZER_PAGED)) < 0) return -2;
+    if (paged) m->st[p].persistent = true;
+    return id;
+}
+
+/* An implementation the optimizer does not have in torch 1.13 (foreach
+ * for Adafactor, fused for SGD, fused on a CPU), or paged state without
+ * CUDA, is an error: there is nothing to simulate. */
+static int err_optimizer_impl(const MemestMemorySettings *s, char *err, size_t errlen)
+{
+    const MeOptimizer *od = me_optimizer(s->optimizer);
+    const char *why = NULL;
+    if ((int)s->optimizer_impl < 0 || s->optimizer_impl >= MEMEST_OPT_IMPL_COUNT) why = "is not an implementation";
+    else if (s->optimizer_impl == MEMEST_OPT_IMPL_FOREACH && od->foreach_lists < 0) why = "has no foreach path";
+    else if (s->optimizer_impl == MEMEST_OPT_IMPL_FUSED && !od->fused) why = "has no fused kernel";
+    else if (s->optimizer_impl == MEMEST_OPT_IMPL_FUSED && s->runtime != MEMEST_RUNTIME_CUDA) why = "is fused on CUDA only";
+    else if (od->paged && s->runtime != MEMEST_RUNTIME_CUDA)
+        why = "pages CUDA unified memory: CUDA only";
+    if (!why) return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "optimizer %s (%s) %s", od->name, memest_optimizer_impl_name(s->optimizer_impl), why);
+    return -1;
+}
 
 void memest_memory_default_settings(MemestMemorySettings *s)
 {
@@ -1285,6 +1320,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         if (err && errlen) snprintf(err, errlen, "invalid memory settings");
         return ME_EINVAL;
     }
+    if (s->mode == MEMEST_RUN_TRAIN && (err_optimizer_impl(s, err, errlen) < 0)) return ME_EINVAL;
     m.grad = s->mode != MEMEST_RUN_INFER;
     m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
     m.dp.shard = s->shard;
@@ -1351,7 +1387,14 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         if (g->n[k].flags & ME_N_FROZEN)
             for (int j = 0; j < g->n[k].n_in; j++)
                 if (g->n[k].in[j] >= 0) frozen_w[g->n[k].in[j]] = true;
-    int64_t param_bytes = 0, n_params = 0, max_param = 0;
+    /* the optimizer's state, summed per parameter (optim.h), and its
+     * temporaries: single-tensor, the largest while one parameter updates;
+     * foreach, lists over all of them */
+    const MeOptimizer *od = me_optimizer(s->optimizer);
+    MeOptState ost = { 0 };
+    MeOptParam prev_p = { 0 };
+    int64_t param_bytes = 0, n_params = 0, opt_temps = 0;
+    int ranks = m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? m.dp.ranks : 1;
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
@@ -1363,10 +1406,17 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             m.vst[i] = id;
             bind(&m, i, id, false);
             m.rg[i] = v->role == ME_R_PARAM && m.grad && !frozen_w[i];
-            if (m.rg[i]) {
-                param_bytes = sat_add(param_bytes, vb(&m, v));
+            if (m.rg[i] && od) {
+                MeOptParam p = opt_param(&m, v);
+                param_bytes = sat_add(param_bytes, p.bytes);
                 n_params++;
-                if (vb(&m, v) > max_param) max_param = vb(&m, v);
+                od->state(&p, &ost);
+                /* the update runs on this rank's shard of the state */
+                MeOptParam sp = p;
+                if (ranks > 1) sp.numel = (p.numel + ranks - 1) / ranks, sp.bytes = sat_add(p.bytes, ranks - 1) / ranks;
+                int64_t t = od->temps(&sp, n_params > 1 ? &prev_p : NULL);
+                if (t > opt_temps) opt_temps = t;
+                prev_p = sp;
             }
         } else if (v->kind == ME_V_INPUT) {
             int id = st_make(&m, vb(&m, v), MEMEST_MEM_INPUTS, i, false);
@@ -1381,13 +1431,14 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         }
     }
     bool train = s->mode == MEMEST_RUN_TRAIN;
-    int factor = train ? state_factor(s->optimizer) : 0, opt_state = -1;
-    /* Adam keeps a float32 step counter per tensor too */
-    int64_t opt_bytes = sat_add(sat_mul(param_bytes, factor), s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? sat_mul(4, n_params) : 0);
-    if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1) opt_bytes = sat_add(opt_bytes, m.dp.ranks - 1) / m.dp.ranks;
-    if (train && (s->step >= 2 || s->optimizer == MEMEST_OPT_ADAGRAD) && factor) {
-        if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
-        m.st[opt_state].persistent = true;
+    int opt_state = -1;
+    int64_t opt_bytes = train ? ost.bytes : 0, paged_bytes = train ? ost.paged : 0;
+    if (ost.shared) opt_bytes = sat_add(opt_bytes, od->shared_bytes);
+    if (ranks > 1) opt_bytes = sat_add(opt_bytes, ranks - 1) / ranks, paged_bytes = sat_add(paged_bytes, ranks - 1) / ranks;
+    if (train && s->optimizer_impl == MEMEST_OPT_IMPL_FOREACH) opt_temps = sat_mul(od->foreach_lists, sat_add(param_bytes, ranks - 1) / ranks);
+    if (train && s->optimizer_impl == MEMEST_OPT_IMPL_FUSED) opt_temps = 0;
+    if (train && (s->step >= 2 || od->at_init)) {
+        if ((opt_state = opt_state_new(&m, opt_bytes, paged_bytes)) < -1) { rc = ME_ENOMEM; goto end; }
     }
     /* The loss's target exists before the step, like the inputs: class
      * indices (int64, one per row of logits) for cross_entropy, a float
@@ -1528,18 +1579,12 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         }
         m.phase = MEMEST_PHASE_OPTIMIZER;
         m.node = -1;
-        if (factor && s->step < 2 && s->optimizer != MEMEST_OPT_ADAGRAD) {
-            if ((opt_state = st_new(&m, opt_bytes, MEMEST_MEM_OPTIMIZER)) < 0) { rc = ME_ENOMEM; goto end; }
-            m.st[opt_state].persistent = true;
+        if (s->step < 2 && !od->at_init) {
+            if ((opt_state = opt_state_new(&m, opt_bytes, paged_bytes)) < -1) { rc = ME_ENOMEM; goto end; }
         }
-        /* the update's temporaries, one parameter at a time (PyTorch's
-         * single-tensor path): Adam's sqrt(exp_avg_sq) / bias_correction,
-         * Adagrad's and RMSprop's sqrt */
-        int temps = s->optimizer == MEMEST_OPT_ADAM || s->optimizer == MEMEST_OPT_ADAMW ? 2
-                  : s->optimizer == MEMEST_OPT_ADAGRAD || s->optimizer == MEMEST_OPT_RMSPROP ? 1 : 0;
-        /* the update runs on this rank's shard of the state, one
-         * parameter with a gradient after the other */
-        int t = note_open(&m, sat_mul(temps, m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? sat_add(max_param, m.dp.ranks - 1) / m.dp.ranks : max_param));
+        /* the update's temporaries (optim.h), one parameter with a
+         * gradient after the other on this rank's shard of the state */
+        int t = note_open(&m, opt_temps);
         for (int i = 0, k = 0; heard(&m, ME_TL_RUN) && s->optimizer != MEMEST_OPT_NONE && i < g->nv; i++)
             if (pgrad[i] >= 0 && g->v[i].kind == ME_V_INIT) {
                 MeTlEvent r = me_tl_event(ME_TL_RUN);

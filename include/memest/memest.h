@@ -212,8 +212,28 @@ typedef enum MemestOptimizer {
     MEMEST_OPT_SGD = 0, MEMEST_OPT_MOMENTUM, MEMEST_OPT_ADAM, MEMEST_OPT_ADAMW,
     MEMEST_OPT_ADAGRAD, MEMEST_OPT_RMSPROP,
     MEMEST_OPT_NONE,       /* backward only: no step, gradients kept (x.grad) */
+    MEMEST_OPT_ADAFACTOR,  /* HF transformers' Adafactor (v4.44 defaults: factored second moment, no beta1) */
+    MEMEST_OPT_ADAMW8BIT,  /* bitsandbytes AdamW8bit: block-wise uint8 state */
+    MEMEST_OPT_PAGED_ADAMW, /* bitsandbytes PagedAdamW: fp32 state in CUDA unified memory */
+    MEMEST_OPT_PAGED_ADAMW8BIT, /* bitsandbytes PagedAdamW8bit */
     MEMEST_OPT_COUNT
 } MemestOptimizer;
+
+/* How torch.optim runs the update (torch 1.13: foreach=None is the
+ * single-tensor path; fused=True is CUDA only) */
+typedef enum MemestOptimizerImpl {
+    MEMEST_OPT_IMPL_SINGLE = 0, /* one parameter at a time (_single_tensor_adam) */
+    MEMEST_OPT_IMPL_FOREACH,    /* lists over all parameters (_multi_tensor_adam) */
+    MEMEST_OPT_IMPL_FUSED,      /* one kernel per list, in place (_fused_adam) */
+    MEMEST_OPT_IMPL_COUNT
+} MemestOptimizerImpl;
+
+/* "sgd", ..., "paged_adamw8bit" and "single", "foreach", "fused"; the
+ * from_name functions return -1 for an unknown name. */
+MEMEST_API const char *memest_optimizer_name(MemestOptimizer o);
+MEMEST_API int memest_optimizer_from_name(const char *name);
+MEMEST_API const char *memest_optimizer_impl_name(MemestOptimizerImpl i);
+MEMEST_API int memest_optimizer_impl_from_name(const char *name);
 
 typedef enum MemestRuntime {
     MEMEST_RUNTIME_CUDA = 0, /* PyTorch on a GPU (cuDNN, cuBLAS) */
@@ -246,6 +266,9 @@ typedef enum MemestMemCategory {
     MEMEST_MEM_TEMPORARY,   /* op-internal temporaries (runtime profile) */
     MEMEST_MEM_WORKSPACE,   /* library workspaces (cuBLAS) */
     MEMEST_MEM_AMP_CACHE,   /* autocast's low-precision weight copies */
+    MEMEST_MEM_OPTIMIZER_PAGED, /* optimizer state in CUDA unified memory (bitsandbytes' paged
+                                 * optimizers): on the device until memory runs short, then paged to
+                                 * host; outside PyTorch's caching allocator */
     MEMEST_MEM_COUNT
 } MemestMemCategory;
 
@@ -269,6 +292,7 @@ typedef struct MemestMemorySettings {
     int record_series;     /* keep the timeline for memest_memory_series (plots) */
     int gpus;              /* data-parallel ranks (0 or 1: one GPU) */
     int shard;             /* MemestShard, with gpus > 1 */
+    MemestOptimizerImpl optimizer_impl; /* training: the update's implementation (default single) */
 } MemestMemorySettings;
 
 /* Inference under no_grad on CUDA; for training set mode and optimizer. */

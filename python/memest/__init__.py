@@ -34,7 +34,8 @@ def estimate(model, input_size=None, example_inputs=None, batch=None, mode="infe
     batch: the batch analyzed (default 1, or example_inputs' batch).
     mode: 'infer' (no_grad), 'grad' (autograd on) or 'train' (forward,
         loss, backward, optimizer step); optimizer ('sgd', 'momentum',
-        'adam', 'adamw', 'adagrad', 'rmsprop', 'none'), loss
+        'adam', 'adamw', 'adagrad', 'rmsprop', 'none', 'adafactor',
+        'adamw8bit', 'paged_adamw', 'paged_adamw8bit'), loss
         ('cross-entropy', 'mse', 'mean', 'sum', 'none') and checkpoint ('sqrt' or N segments) with
         'train'.
     amp: 'fp16'/'bf16' (torch.autocast); dtype: the same by conversion

@@ -17,10 +17,12 @@ c_void_p = ctypes.c_void_p
 c_size_t = ctypes.c_size_t
 
 MEM_CATEGORIES = ("weights", "inputs", "activations", "saved", "gradients", "activation_grads",
-                  "optimizer", "temporary", "workspace", "autocast_cache")  # MemestMemCategory, JSON names
+                  "optimizer", "temporary", "workspace", "autocast_cache",
+                  "optimizer_paged")  # MemestMemCategory, JSON names
 PHASES = ("forward", "backward", "optimizer")  # MemestPhase
 RUN_MODES = {"infer": 0, "grad": 1, "train": 2}
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none",
+              "adafactor", "adamw8bit", "paged_adamw", "paged_adamw8bit")  # MemestOptimizer order
 RUNTIMES = ("cuda", "cpu")
 LOSSES = ("cross-entropy", "mse", "mean", "sum", "none")  # MemestLoss order
 SHARDS = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
@@ -45,7 +47,7 @@ class MemorySettings(ctypes.Structure):
     _fields_ = [("mode", c_int), ("optimizer", c_int), ("runtime", c_int), ("loss", c_int),
                 ("step", c_int), ("checkpoint", c_int), ("input_grad", c_int), ("amp", c_int),
                 ("cuda_context", c_u64), ("cublas_workspace", c_u64), ("record_series", c_int),
-                ("gpus", c_int), ("shard", c_int)]
+                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int)]
 
 
 class Gpu(ctypes.Structure):

@@ -362,11 +362,14 @@ class Report:
         if n <= 0:
             return None
         out = []
+        # the report's rule (json.c): only paged optimizers have the optimizer_paged line
+        paged = self._mem.mode == L.RUN_MODES["train"] and L.OPTIMIZERS[self._mem.optimizer].startswith("paged_")
+        cats = [c for c in L.MEM_CATEGORIES if paged or c != "optimizer_paged"]
         for s in steps[:n]:
             out.append(MemoryStep(
                 peak=s.peak_allocated, peak_requested=s.peak, peak_reserved=s.peak_reserved,
                 cuda_context=s.cuda_context, nvidia_smi=s.nvidia_smi, baseline=s.baseline, end=s.end,
-                at_peak=dict(zip(L.MEM_CATEGORIES, s.at_peak)),
+                at_peak={c: v for c, v in zip(L.MEM_CATEGORIES, s.at_peak) if c in cats},
                 peak_at=s.peak_name.decode() if s.peak_name else "", peak_phase=L.PHASES[s.peak_phase],
                 segments=s.segments, recompute_macs=s.recompute_macs))
         mode = [k for k, v in L.RUN_MODES.items() if v == self._mem.mode][0]

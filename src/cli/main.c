@@ -151,11 +151,29 @@ static int apply(Cli *c, int o, const char *val)
         c->ms.loss = (MemestLoss)k;
         break;
     }
-    case OPT_OPTIMIZER:
+    case OPT_OPTIMIZER: {
+        int k = memest_optimizer_from_name(val);
+        if (k < 0) {
+            fprintf(stderr, "memest: %s '%s': not one of", a, val);
+            for (int j = 0; j < MEMEST_OPT_COUNT; j++) fprintf(stderr, " %s", memest_optimizer_name((MemestOptimizer)j));
+            fprintf(stderr, "\n");
+            return -1;
+        }
+        c->ms.optimizer = (MemestOptimizer)k;
+        break;
+    }
+    case OPT_OPTIMIZER_IMPL: {
+        int k = memest_optimizer_impl_from_name(val);
+        if (k < 0) {
+            fprintf(stderr, "memest: %s '%s': not one of single foreach fused\n", a, val);
+            return -1;
+        }
+        c->ms.optimizer_impl = (MemestOptimizerImpl)k;
+        break;
+    }
     case OPT_RUNTIME: {
-        static const char *const opts[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none", NULL };
         static const char *const rts[] = { "cuda", "cpu", NULL };
-        const char *const *names = o == OPT_OPTIMIZER ? opts : rts;
+        const char *const *names = rts;
         int k = 0;
         while (names[k] && strcmp(names[k], val)) k++;
         if (!names[k]) {
@@ -164,8 +182,7 @@ static int apply(Cli *c, int o, const char *val)
             fprintf(stderr, "\n");
             return -1;
         }
-        if (o == OPT_OPTIMIZER) c->ms.optimizer = (MemestOptimizer)k;
-        else c->ms.runtime = (MemestRuntime)k;
+        c->ms.runtime = (MemestRuntime)k;
         break;
     }
     case OPT_CHECKPOINT: {

@@ -40,8 +40,13 @@
     X(TRAIN, "--train", NULL, 0, 0, "simulate a training step (default: inference under no_grad)")              \
     X(GRAD, "--grad", NULL, 0, 0, "inference with autograd on (no torch.no_grad())")                             \
     X(OPTIMIZER, "--optimizer", "NAME", 0, OPT_BIT(TRAIN),                                                       \
-      "sgd | momentum | adam | adamw | adagrad | rmsprop | none\n"                                               \
-      "(default sgd; none: backward only, gradients kept)")                                                      \
+      "sgd | momentum | adam | adamw | adagrad | rmsprop | none | adafactor\n"                                   \
+      "| adamw8bit | paged_adamw | paged_adamw8bit (default sgd; none: backward\n"                               \
+      "only, gradients kept; adafactor: HF transformers' defaults; *8bit, paged_*:\n"                           \
+      "bitsandbytes, paged state in CUDA unified memory)")                                                     \
+    X(OPTIMIZER_IMPL, "--optimizer-impl", "IMPL", 0, OPT_BIT(TRAIN),                                             \
+      "single | foreach | fused: torch.optim's update path (default single,\n"                                  \
+      "torch 1.13's foreach=None; foreach: sgd, momentum, adam, adamw; fused: adam, CUDA)")                     \
     X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN),                                                                 \
       "cross-entropy | mse | mean | sum | none (default cross-entropy;\n"                                        \
       "none: out.backward(grad) with a ones-like grad)")                                                        \

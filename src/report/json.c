@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "optim.h"
 #include "report/report.h"
 
 /* stands for the layers array in the printed root */
@@ -171,6 +172,13 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         cJSON_AddStringToObject(mem, "module_mode", me_module_mode(ms));
         if (ms->mode == MEMEST_RUN_TRAIN) {
             cJSON_AddStringToObject(mem, "optimizer", me_optimizer_name(ms->optimizer));
+            if (ms->optimizer_impl != MEMEST_OPT_IMPL_SINGLE) /* the default path is not printed */
+                cJSON_AddStringToObject(mem, "optimizer_impl", memest_optimizer_impl_name(ms->optimizer_impl));
+            if (me_optimizer_paged(ms->optimizer))
+                cJSON_AddStringToObject(mem, "optimizer_paged",
+                                        "at_peak.optimizer_paged is CUDA unified memory (bitsandbytes' paged state): counted as resident "
+                                        "device memory in the peak, allocated and reserved, which torch.cuda's counters do not see; "
+                                        "it pages to host when the device runs short");
             cJSON_AddStringToObject(mem, "loss", memest_loss_name(ms->loss));
         }
         cJSON_AddStringToObject(mem, "runtime", ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
@@ -203,7 +211,9 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddNumberToObject(o, "checkpoint_segments", r->segments);
             add_u64(o, "recompute_macs", r->recompute_macs);
             cJSON *cat = cJSON_AddObjectToObject(o, "at_peak");
-            for (int c = 0; c < MEMEST_MEM_COUNT; c++) add_u64(cat, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c]);
+            for (int c = 0; c < MEMEST_MEM_COUNT; c++)
+                if (c != MEMEST_MEM_OPTIMIZER_PAGED || me_optimizer_paged(ms->optimizer)) /* only paged optimizers have the line */
+                    add_u64(cat, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c]);
             cJSON_AddItemToArray(steps, o);
         }
     }

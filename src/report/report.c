@@ -1,6 +1,7 @@
 /* Table (torchstat-like), CSV and Markdown reports. */
 #include <string.h>
 
+#include "optim.h"
 #include "report/report.h"
 
 static void shape_text(const MemestAnalysis *m, const MeValue *v, char *buf, size_t n)
@@ -281,8 +282,8 @@ const char *me_module_mode(const MemestMemorySettings *s)
 
 const char *me_optimizer_name(MemestOptimizer o)
 {
-    static const char *const n[] = { "sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none" };
-    return (int)o >= 0 && o < MEMEST_OPT_COUNT ? n[o] : "?";
+    const MeOptimizer *d = me_optimizer(o);
+    return d ? d->name : "?";
 }
 
 const char *me_phase_name(MemestPhase p)
@@ -316,7 +317,8 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
     char name[256], pg[64];
     fprintf(f, "\nMemory, %s", me_mode_name(s));
     if (s->mode == MEMEST_RUN_TRAIN)
-        fprintf(f, " with %s, loss %s", me_optimizer_name(s->optimizer), memest_loss_name(s->loss));
+        fprintf(f, " with %s%s%s, loss %s", me_optimizer_name(s->optimizer), s->optimizer_impl ? " " : "",
+                s->optimizer_impl ? memest_optimizer_impl_name(s->optimizer_impl) : "", memest_loss_name(s->loss));
     fprintf(f, ", module mode %s", me_module_mode(s));
     if (s->amp) fprintf(f, ", autocast %s", s->amp == 2 ? "bf16" : "fp16");
     fprintf(f, ", runtime %s (%s; MiB = 2^20 bytes):\n", s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda",
@@ -356,6 +358,10 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)
             if (r->at_peak[c] >= 1024) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
         fprintf(f, "\n");
+        if (me_optimizer_paged(s->optimizer))
+            fprintf(f, "    optimizer_paged %.2f MiB: CUDA unified memory (bitsandbytes' paged state), on the device until it runs\n"
+                       "      short, then paged to host; counted above as resident device memory, which torch.cuda's counters do not see\n",
+                    mib(r->at_peak[MEMEST_MEM_OPTIMIZER_PAGED]));
     }
 }
 
@@ -736,7 +742,8 @@ static void facts(const MemestAnalysis *m, Facts *x)
             fact_u64(x, sec, "checkpoint_segments", (uint64_t)r->segments, "count");
             fact_u64(x, sec, "recompute_macs", r->recompute_macs, "count");
             for (int c = 0; c < MEMEST_MEM_COUNT; c++)
-                fact_u64(x, sec2, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c], "bytes");
+                if (c != MEMEST_MEM_OPTIMIZER_PAGED || me_optimizer_paged(ms->optimizer))
+                    fact_u64(x, sec2, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c], "bytes");
         }
     }
     if (!m->has_gpu) return;

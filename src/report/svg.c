@@ -18,7 +18,7 @@ enum {
 /* Fixed palette, one colour per MemestMemCategory (bottom of the stack first). */
 static const char *const cat_color[MEMEST_MEM_COUNT] = {
     "#4e79a7", "#9c755f", "#f28e2b", "#e15759", "#59a14f",
-    "#76b7b2", "#b07aa1", "#edc948", "#bab0ac", "#ff9da7",
+    "#76b7b2", "#b07aa1", "#edc948", "#bab0ac", "#ff9da7", "#d4a6c8",
 };
 static const char *const phase_fill[3] = { "#e6eef8", "#fbebdc", "#e4f2e0" };
 

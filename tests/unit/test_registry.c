@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "optim.h"
 #include "ops/ops.h"
 
 #include "../check.h"
@@ -49,6 +50,10 @@ static void test_versions(void)
     CHECK(!me_op_find("GroupNormalization", "", 17) && me_op_since("GroupNormalization", "") == 18, "GroupNormalization at opset 17");
     CHECK(me_op_find("GroupNormalization", "", 18) != NULL, "GroupNormalization at opset 18");
     CHECK(!me_op_find("Reshape", "", 4) && me_op_find("Reshape", "", 5), "Reshape's shape input came in opset 5");
+    /* the optimizer descriptors (src/optim.c): a row per enum value, in order */
+    CHECK(me_optimizer_check() == 0, "src/optim.c's ME_OPTIMIZERS rows are not in MemestOptimizer order or lack a field");
+    for (int o = 0; o < MEMEST_OPT_COUNT; o++)
+        CHECK(memest_optimizer_from_name(memest_optimizer_name((MemestOptimizer)o)) == o, "optimizer %d's name", o);
 }
 
 /* A node below its op's since fails shape inference naming node, op and opset. */
