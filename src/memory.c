@@ -396,6 +396,8 @@ bool me_node_aliases_input(const MeGraph *g, const MeNode *n, bool train)
     if (!n->n_in || n->in[0] < 0) return false;
     if (me_node_is_view(n)) return true;
     if (n->desc->cls == ME_C_DROPOUT && me_dropout_identity(g, n, train)) return true;
+    if ((n->desc->flags & ME_OPF_SAME_TYPE_ALIAS) && n->out[0] >= 0 && g->v[n->out[0]].dtype == g->v[n->in[0]].dtype)
+        return true;
     return (n->flags & ME_N_INPLACE) != 0;
 }
 
