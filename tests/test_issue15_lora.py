@@ -14,6 +14,10 @@ usage: test_issue15_lora.py MEMEST SOURCE_ROOT CASE
   graph        --train builds no cache outputs and no KV report; LoRA
                adapters sit right after their base Linear, fp32
   json_model   --lora on a JSON layer graph (module names ending fc1)
+  saved_norm   what autograd keeps of HF's RMSNorm (mean.dim keeps its
+               input; x.to(float32) of an fp32 tensor is no copy): the
+               graph --grad leaves alive for the zoo's llama_like export
+               within 0.3 % of PyTorch's (golden/truth/memory/llama_like.json)
   errors       bad --lora specs, targets that name nothing, dora,
                --checkpoint layers on a model without decoder layers,
                --train with --new-tokens
@@ -123,6 +127,19 @@ def case_json_model():
         check(s2["optimizer"] * 50 < s1["optimizer"], f"optimizer state not cut by the frozen base: {s2['optimizer']} vs {s1['optimizer']}")
 
 
+def case_saved_norm():
+    t = json.load(open(path("golden", "truth", "memory", "llama_like.json")))
+    onnx = path("models", "onnx", "variants", "llama_like__op14_train_dynamic.onnx")
+    for b in ("1", "8"):
+        o, _ = memest_json(onnx, "--input", f"input_ids={b}x128:int64", "--grad", "--runtime", "cpu")
+        if not o:
+            continue
+        st, tr = o["memory"]["steps"][0], t["batches"][b]["infer_grad"]
+        mine, truth = st["end"] - st["baseline"], tr["end"] - tr["baseline"]
+        err = (mine - truth) / truth
+        check(abs(err) <= 0.003, f"llama_like batch {b}: graph kept by --grad {mine} vs PyTorch {truth} ({100 * err:+.3f} %)")
+
+
 def case_errors():
     cfg = path("golden", "truth", "llm", "llama_small.config.json")
     bad = [
@@ -146,7 +163,7 @@ def case_errors():
 
 CASES = {"truth-full": lambda: case_truth("full"), "truth-lora": lambda: case_truth("lora"),
          "truth-ckpt": lambda: case_truth("ckpt"), "params": case_params, "graph": case_graph,
-         "json_model": case_json_model, "errors": case_errors}
+         "json_model": case_json_model, "saved_norm": case_saved_norm, "errors": case_errors}
 CASES[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
