@@ -244,8 +244,9 @@ static int adapter(Ad *a, int li, const Lora *l)
         add(a, "Add", mod, (const int[]){ y0, t }, 2, y);
     } else {
         /* a bf16 result plus an fp32 update is fp32 (type promotion),
-         * then result.to(torch_result_dtype) */
-        t = add(a, "Add", mod, (const int[]){ y0, t }, 2, -1);
+         * then result.to(torch_result_dtype). The IR's Add takes input
+         * 0's type (ONNX adds one type): the fp32 operand goes first */
+        t = add(a, "Add", mod, (const int[]){ t, y0 }, 2, -1);
         add(a, "Cast", mod, &t, 1, y);
         attr_i(a, "to", dt);
     }

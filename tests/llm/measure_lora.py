@@ -4,11 +4,13 @@ Llama (the llama_small config) trained on CPU, measured with
 tests/oracle/measure_memory.py's method (its measure(): the profiler's
 allocation events, baseline + running peak), Adam steps 1 and 2.
 
-Usage: nice -n 10 /usr/bin/python3 tests/llm/measure_lora.py [--only full,lora] [--out golden/truth/lora]
+Usage: nice -n 10 /usr/bin/python3 tests/llm/measure_lora.py [--model llama_small] [--only full,lora]
+           [--cases name,...] [--out golden/truth/lora]
 
-Writes golden/truth/lora/llama_small.json. Each case is one model built
+Writes golden/truth/lora/<model>.json (llama_small; llama_small_bf16 for
+the casts around bf16 adapters' inputs and outputs). Each case is one model built
 fresh (torch.manual_seed(0), weights N(0, 0.02)), ids, labels uniform in
-[0, vocab) (seed 1), S = 256 tokens, batch 1 and 4, fp32, eager attention:
+[0, vocab) (seed 1), S = 256 tokens, batch 1 and 4, the config's torch_dtype, eager attention:
   forward   HF's training forward (transformers v4.44 LlamaForCausalLM with
             labels and use_cache=False): no cache; logits.float();
             shift_logits = logits[..., :-1, :].contiguous(); shift_labels =
@@ -57,8 +59,6 @@ torch.set_num_threads(1)
 
 S = 256
 BATCHES = (1, 4)
-MODEL = "llama_small"
-CONFIG = os.path.join(ROOT, "golden", "truth", "llm", MODEL + ".config.json")
 HOW = "tests/llm/measure_lora.py: " + " ".join(" ".join(__doc__.split("\n\n")[2:4]).split())
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -182,25 +182,29 @@ def cases(only):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="llama_small")
     ap.add_argument("--only", default="full,lora")
+    ap.add_argument("--cases", default="")
     ap.add_argument("--out", default=os.path.join(ROOT, "golden", "truth", "lora"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    with open(CONFIG) as f:
+    with open(os.path.join(ROOT, "golden", "truth", "llm", a.model + ".config.json")) as f:
         cfg = json.load(f)
     res = {}
     for case in cases(a.only.split(",")):
+        if a.cases and case["name"] not in a.cases.split(","):
+            continue
         for b in BATCHES:
             r = run(cfg, case, b)
             res.setdefault(case["name"], {"case": case})[str(b)] = r
             print(case["name"], b, r["step1"]["peak"], r["step2"]["peak"], r["trainable_params"], flush=True)
     doc = {
-        "model": MODEL, "config": "../llm/" + MODEL + ".config.json", "torch": torch.__version__, "seq": S,
+        "model": a.model, "config": "../llm/" + a.model + ".config.json", "torch": torch.__version__, "seq": S,
         "optimizer": "adam", "how": HOW +
         " Measured with tests/oracle/measure_memory.py's measure(): " + mm.HOW,
         "results": res,
     }
-    with open(os.path.join(a.out, MODEL + ".json"), "w") as f:
+    with open(os.path.join(a.out, a.model + ".json"), "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
 
