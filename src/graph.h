@@ -83,9 +83,11 @@ typedef struct MeValue {
     int n_uses;
     char **sym;          /* graph inputs, and decl: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
-    bool requires_grad;  /* graph inputs: a leaf that wants .grad */
+    bool requires_grad;  /* graph inputs: a leaf that wants .grad; a node's output: made to require grad
+                          * when checkpoint units run (HF's enable_input_require_grads hook) */
     bool local;          /* a Python local of its module's forward: alive until that forward returns */
-    bool donated;        /* graph inputs: the caller lets go of it, so it dies after its last reader (a KV cache that torch.cat replaces) */
+    bool donated;        /* graph inputs: the caller lets go of it, so it dies after its last reader (a KV cache that torch.cat replaces);
+                          * training outputs: the forward's own locals (HF's loss inside forward), dead once the loss ran */
     bool is_output;      /* listed among the graph's outputs */
     bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
     bool buffer_known;   /* a loader that knows the module made it a buffer (register_buffer): the slots reading it do not make it a parameter */
@@ -165,6 +167,7 @@ typedef struct MeScope {
     int depth;      /* 0 for an outermost scope */
     int children;
     bool uncalled;  /* a container its parent iterates (nn.ModuleList): never called, it holds no arguments */
+    bool ckpt_unit; /* what --checkpoint layers wraps in torch.utils.checkpoint (an HF decoder layer) */
 } MeScope;
 
 /* A declared shape, dims < 0 named in the value's sym (resolved from the

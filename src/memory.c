@@ -397,6 +397,8 @@ bool me_node_aliases_input(const MeGraph *g, const MeNode *n, bool train)
     if (!n->n_in || n->in[0] < 0) return false;
     if (me_node_is_view(n)) return true;
     if (n->desc->cls == ME_C_DROPOUT && me_dropout_identity(g, n, train)) return true;
+    if ((n->desc->flags & ME_OPF_SAME_TYPE_ALIAS) && n->out[0] >= 0 && g->v[n->out[0]].dtype == g->v[n->in[0]].dtype)
+        return true;
     return (n->flags & ME_N_INPLACE) != 0;
 }
 
@@ -756,7 +758,10 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         int v = n->out[k];
         if (v < 0) continue;
         bool leaves = redo && g->v[v].n_uses > m->ckpt.own_uses[v];
-        m->rg[v] = grad && rg && me_dtype_is_float(g->v[v].dtype);
+        /* a hook's requires_grad_(True) (llm_build.c: HF's
+         * enable_input_require_grads, which gradient checkpointing sets) */
+        bool hook = g->v[v].requires_grad && m->s->checkpoint == MEMEST_CHECKPOINT_LAYERS;
+        m->rg[v] = grad && (rg || hook) && me_dtype_is_float(g->v[v].dtype);
         bool out = g->v[v].is_output;
         /* extra outputs nobody reads (BatchNorm's running statistics are
          * updated in place; Dropout's mask is kept by autograd) */
@@ -1196,6 +1201,20 @@ static int plan_segments(Sim *m)
             m->ckpt.nseg++;
             start = cuts[k];
         }
+    } else if (want == MEMEST_CHECKPOINT_LAYERS) {
+        /* each checkpoint unit (a scope the loader marked: an HF decoder
+         * layer) is one torch.utils.checkpoint call, the last one too */
+        int prev = -1;
+        for (int r = 0; r < n; r++) {
+            int ni = g->order[rt[r]], u = g->n[ni].scope;
+            while (u >= 0 && !g->scopes[u].ckpt_unit) u = g->scopes[u].parent;
+            if (u >= 0 && u != prev) m->ckpt.seg_first[m->ckpt.nseg++] = rt[r];
+            if (u >= 0) {
+                m->ckpt.seg[ni] = m->ckpt.nseg - 1;
+                m->ckpt.seg_last[m->ckpt.nseg - 1] = rt[r];
+            }
+            prev = u;
+        }
     } else if (m->s->checkpoint == 0) {
         /* JSON: consecutive layers flagged "checkpoint" form a segment */
         for (int r = 0; r < n; r++) {
@@ -1376,6 +1395,11 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     for (int i = 0; i <= g->nn; i++) m.hold.hold_head[i] = m.saved.saved_head[i] = -1;
     m.hold.hold_end = model->hold_end; /* read only: shared by the two steps */
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
+    if (s->mode == MEMEST_RUN_TRAIN && s->checkpoint == MEMEST_CHECKPOINT_LAYERS && !m.ckpt.nseg) {
+        if (err && errlen) snprintf(err, errlen, "%s: --checkpoint layers: the model marks no layers to checkpoint (a language model's decoder layers)", g->path);
+        rc = ME_EINVAL;
+        goto end;
+    }
     if (s->mode != MEMEST_RUN_TRAIN)
         for (int i = 0; i < g->nn; i++) m.ckpt.seg[i] = -1;
 
@@ -1531,6 +1555,16 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             break;
         }
         if (kept < 0 && (loss == MEMEST_LOSS_CROSS_ENTROPY || loss == MEMEST_LOSS_NONE)) { rc = ME_ENOMEM; goto end; }
+        /* outputs the model's forward itself let go of (HF computes the
+         * loss inside forward and returns it: the logits and shift_logits
+         * are its locals) die once the loss has run, before backward */
+        for (int k = 0; k < g->n_outputs; k++) {
+            int v = g->outputs[k];
+            if (g->v[v].donated && m.vst[v] >= 0 && m.st[m.vst[v]].holds > 0) {
+                m.st[m.vst[v]].holds--;
+                st_release(&m, m.vst[v]);
+            }
+        }
         if (m.rg[ov]) {
             /* the gradient of the output. cross_entropy: NllLossBackward's
              * zeros of log_softmax's shape, then _log_softmax_backward_data's

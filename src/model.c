@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "load/llm.h"
+#include "lora.h"
 #include "load/load.h"
 #include "model.h"
 #include "canon/canon.h"
@@ -207,8 +208,10 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
     int rc = me_bind_inputs(g, s, d);
     if (rc >= 0 && first) rc = me_graph_finalize(g, d);
     if (rc >= 0 && first) rc = me_canonicalize(g, d);
+    if (rc >= 0 && first && s && s->lora) rc = me_lora_apply(g, s->lora, d); /* on canonical Linear nodes */
     if (rc >= 0 && !first) me_shapes_reset(g);
     if (rc >= 0) rc = infer_rebound(m, d);
+    if (rc >= 0 && first && s && s->lora) rc = me_lora_note(g, s->lora, d);
     if (rc >= 0) rc = default_costs(m, d);
     if (rc >= 0) m->bound = true;
     return rc;
@@ -252,7 +255,7 @@ int me_llm_bind_seq(MemestModel *m, int64_t S, MemestLoadSettings *ls)
 
 bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes)
 {
-    if (!m || !m->llm || !m->g.n_inputs) return false;
+    if (!m || !m->llm || !m->g.n_inputs || !m->kv_per_token) return false; /* training: no cache */
     const MeValue *ids = &m->g.v[m->g.inputs[0]]; /* input_ids [batch, seq] */
     int64_t batch = ids->known && ids->shape.rank == 2 ? ids->shape.d[0] : 1;
     *per_token = m->kv_per_token;
@@ -311,10 +314,13 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     MeLlmConfig c;
     if (s && (s->seq < 0 || s->seq > ME_MAX_DIM || s->new_tokens < 0 || s->new_tokens > ME_MAX_DIM))
         return me_error(d, ME_EINVAL, "%s: --seq %lld / --new-tokens %lld out of range", path, (long long)s->seq, (long long)s->new_tokens);
+    if (s && s->train && (s->new_tokens || s->kv_cache))
+        return me_error(d, ME_EINVAL, "%s: --train runs HF's training forward (use_cache=False): --new-tokens and --kv-cache bind nothing there", path);
     int rc = me_llm_read(path, &c, d);
     MeLlmRun run = { .batch = s && s->batch ? s->batch : 1, .seq = s && s->seq ? s->seq : ME_LLM_DEFAULT_SEQ,
                      .new_tokens = s ? s->new_tokens : 0,
-                     .cache = s && s->kv_cache == MEMEST_KV_STATIC ? ME_LLM_CACHE_STATIC : ME_LLM_CACHE_DYNAMIC };
+                     .cache = s && s->kv_cache == MEMEST_KV_STATIC ? ME_LLM_CACHE_STATIC : ME_LLM_CACHE_DYNAMIC,
+                     .train = s && s->train };
     /* no --seq: 2048 tokens, or the model's whole context when shorter
      * (GPT-2's 1024 learned positions cannot take more) */
     if (rc >= 0 && !(s && s->seq) && c.max_pos > run.new_tokens && c.max_pos - run.new_tokens < run.seq)
@@ -328,12 +334,14 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */
         uint64_t per = me_llm_kv_bytes_per_token(&c, c.dtype);
         m->llm = true;
-        m->kv_per_token = per;
+        m->kv_per_token = run.train ? 0 : per; /* use_cache=False */
         m->kv_tokens = run.seq + run.new_tokens;
         m->llm_new_tokens = run.new_tokens;
         m->llm_static = run.cache == ME_LLM_CACHE_STATIC;
         m->llm_max_pos = c.max_pos;
-        if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
+        if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.train
+                              ? "graph: HF's training forward (use_cache=False, labels: the loss on logits[:, :-1])"
+                              : run.new_tokens
                               ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
                               : "timeline: the prefill (the prompt in one forward)") < 0)
             rc = ME_ENOMEM;

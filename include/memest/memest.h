@@ -107,6 +107,16 @@ typedef struct MemestLoadSettings {
      * Given for any other model they are an error. */
     int64_t seq, new_tokens;
     MemestKvCache kv_cache;
+    /* Language models: nonzero builds the training forward, HF's
+     * use_cache=False with labels (no cache outputs; the logits shifted
+     * and flattened for the loss, doc/llm.md). The CLI sets it with
+     * --train; any other model ignores it. */
+    int train;
+    /* LoRA/DoRA adapters on the canonical Linear nodes (doc/llm.md,
+     * "Fine-tuning"): "r=R,alpha=A,targets=q_proj,v_proj|all-linear
+     * [,dropout=P][,dora]"; every other parameter is frozen. NULL: none.
+     * A target no Linear's module ends with is an error. */
+    const char *lora;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
@@ -284,7 +294,7 @@ typedef struct MemestMemorySettings {
      * (or the JSON model's checkpoint flags), N > 1 segments over the
      * execution order, -1 about √N segments (Chen et al. 2016). As
      * checkpoint_sequential, the last segment runs normally. */
-    int checkpoint;
+    int checkpoint;        /* or MEMEST_CHECKPOINT_LAYERS */
     int input_grad;        /* graph inputs require grad (x.requires_grad_()) */
     int amp;               /* torch.autocast: 0 off, 1 float16, 2 bfloat16 */
     uint64_t cuda_context; /* bytes of CUDA context for the nvidia-smi figure; 0: estimate */
@@ -294,6 +304,11 @@ typedef struct MemestMemorySettings {
     int shard;             /* MemestShard, with gpus > 1 */
     MemestOptimizerImpl optimizer_impl; /* training: the update's implementation (default single) */
 } MemestMemorySettings;
+
+/* MemestMemorySettings.checkpoint: each of the model's checkpoint units (a
+ * language model's decoder layers, HF gradient_checkpointing_enable) its
+ * own segment, the last one included. */
+#define MEMEST_CHECKPOINT_LAYERS (-2)
 
 /* Inference under no_grad on CUDA; for training set mode and optimizer. */
 MEMEST_API void memest_memory_default_settings(MemestMemorySettings *s);

@@ -138,7 +138,11 @@ static int apply(Cli *c, int o, const char *val)
         }
         break;
     case OPT_STRICT: c->as.strict = 1; break;
-    case OPT_TRAIN: c->ms.mode = MEMEST_RUN_TRAIN; break;
+    case OPT_TRAIN:
+        c->ms.mode = MEMEST_RUN_TRAIN;
+        c->ls.train = 1; /* a language model's training forward */
+        break;
+    case OPT_LORA: c->ls.lora = val; break;
     case OPT_GRAD: c->ms.mode = MEMEST_RUN_INFER_GRAD; break;
     case OPT_LOSS: {
         int k = memest_loss_from_name(val);
@@ -188,8 +192,9 @@ static int apply(Cli *c, int o, const char *val)
     case OPT_CHECKPOINT: {
         int64_t segs = 0;
         if (!strcmp(val, "sqrt")) c->ms.checkpoint = -1;
+        else if (!strcmp(val, "layers")) c->ms.checkpoint = MEMEST_CHECKPOINT_LAYERS;
         else if (parse_size(val, &segs) < 0 || segs < 2 || segs > 1000000) {
-            fprintf(stderr, "memest: --checkpoint '%s': expected sqrt or a number of segments >= 2\n", val);
+            fprintf(stderr, "memest: --checkpoint '%s': expected sqrt, layers or a number of segments >= 2\n", val);
             return -1;
         } else c->ms.checkpoint = (int)segs;
         break;

@@ -51,9 +51,10 @@
       "cross-entropy | mse | mean | sum | none (default cross-entropy;\n"                                        \
       "none: out.backward(grad) with a ones-like grad)")                                                        \
     X(RUNTIME, "--runtime", "NAME", 0, 0, "cuda | cpu: what PyTorch allocates inside ops (default cuda)")        \
-    X(CHECKPOINT, "--checkpoint", "sqrt|N", 0, OPT_BIT(TRAIN),                                                   \
+    X(CHECKPOINT, "--checkpoint", "sqrt|N|layers", 0, OPT_BIT(TRAIN),                                            \
       "activation checkpointing in N segments (sqrt: sqrt of the chain's\n"                                     \
-      "layers, the places a single tensor crosses);\n"                                                           \
+      "layers, the places a single tensor crosses; layers: each decoder\n"                                       \
+      "layer of a language model, as HF gradient_checkpointing_enable);\n"                                       \
       "without it, JSON layers flagged \"checkpoint\" form the segments")                                       \
     /* autograd alone (--grad) saves more for inputs that require grad */                                       \
     X(INPUT_GRAD, "--input-grad", NULL, 0, OPT_BIT(TRAIN) | OPT_BIT(GRAD), "graph inputs require grad")         \
@@ -62,6 +63,9 @@
     /* under --grad a frozen layer's weights want no grad: less is saved */                                     \
     X(FREEZE, "--freeze", "PATTERN", 1, OPT_BIT(TRAIN) | OPT_BIT(GRAD),                                          \
       "freeze layers whose module name matches (glob or prefix)")                                                \
+    X(LORA, "--lora", "SPEC", 0, 0,                                                                              \
+      "LoRA adapters, r=R,alpha=A,targets=q_proj,v_proj|all-linear[,dropout=P]\n"                               \
+      "(PEFT: fp32 adapters on those Linear layers, the rest frozen)")                                         \
     X(GPU, "--gpu", "NAME", 0, 0, "a GPU: fits or not, headroom, roofline time (--list-gpus)")                  \
     X(GPU_MEM, "--gpu-mem", "SIZE", 0, 0,                                                                        \
       "a GPU with SIZE of memory (24GiB, 16GB, 81920MiB); with --gpu,\n"                                         \

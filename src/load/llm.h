@@ -86,6 +86,7 @@ typedef struct MeLlmRun {
     MeDType kv_dtype;         /* UNDEF: the weights' compute dtype */
     MeLlmQuant weights;       /* --weights override; NONE keeps the checkpoint's */
     MeDType weights_dtype;    /* --weights fp32/fp16/bf16 */
+    bool train;               /* the training forward: use_cache=False, labels, HF's shifted loss */
 } MeLlmRun;
 
 /* Whether path names something me_llm_read understands (a config.json,

@@ -598,6 +598,11 @@ static int build_gpt(Bld *b)
     MeGraph *g = b->g;
     bool neox = !strcmp(c->family, "gpt_neox");
     const char *top = neox ? "gpt_neox" : "transformer";
+    /* the training forward (labels, shifted logits) is built for the
+     * Llama-style decoders only (build_llama's shift_logits) */
+    if (run->train)
+        return me_error(b->d, ME_EINVAL, "%s: --train: the training forward of %s is not built yet (the Llama-style "
+                        "families are)", c->path, neox ? "GPTNeoXForCausalLM" : "GPT2LMHeadModel");
     if (run->cache == ME_LLM_CACHE_STATIC)
         return me_error(b->d, ME_EINVAL, "%s: --kv-cache static: transformers v4.44's %s keeps its cache as tuples of "
                         "tensors (torch.cat per step); it has no StaticCache", c->path, neox ? "GPTNeoXModel" : "GPT2Model");
@@ -957,6 +962,23 @@ static int moe(Bld *b, int li, int x, int *router)
     return N(b, "Reshape", fin, N(b, "Shape", x));
 }
 
+/* LlamaForCausalLM.forward with labels (v4.44): shift_logits =
+ * logits[..., :-1, :].contiguous(), then .view(-1, vocab) for
+ * CrossEntropyLoss, which the timeline runs on output 0 (--loss
+ * cross-entropy: log_softmax saved, NllLossBackward's zeros, then
+ * SliceBackward's zeros of the logits' shape). The slice is a view; the
+ * Reshape copies where contiguous() would, i.e. when batch > 1 (one
+ * sequence: logits[:, :-1] is contiguous already and both are views).
+ * shift_labels (labels[..., 1:].contiguous(), int64) is the loss's
+ * target the timeline adds, one int64 per row. */
+static int shift_logits(Bld *b, int logits)
+{
+    int64_t zero = 0, end = -1, ax = 1, flat[2] = { -1, b->c->vocab };
+    b->mod = "model";
+    int sl = N(b, "Slice", logits, cints(b, &zero, 1), cints(b, &end, 1), cints(b, &ax, 1));
+    return N(b, "Reshape", sl, cints(b, flat, 2));
+}
+
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d)
 {
     Bld b = { .g = g, .d = d, .c = c, .run = run, .dt = c->dtype, .mod = "model" };
@@ -990,6 +1012,12 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     b.mod = "model.embed_tokens";
     int h = N(&b, "Gather", emb, s.ids);
     attr_i(&b, "axis", 0);
+    /* gradient_checkpointing_enable on a PEFT model calls
+     * enable_input_require_grads: a hook on the embedding's output
+     * requires_grad_(True), so that the reentrant checkpoints' outputs
+     * require grad though the embedding is frozen (memory.c applies it
+     * under --checkpoint layers only) */
+    if (h >= 0) g->v[h].requires_grad = true;
     if (c->embed_scale) {
         /* Gemma: hidden_states = hidden_states * normalizer, in
          * GemmaModel.forward; shown under embed_tokens, whose output it
@@ -1055,8 +1083,20 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         b.mod = "model";
         logits = cast(&b, logits, ME_DT_F32);
     }
+    int full = logits;
+    if (run->train) logits = shift_logits(&b, logits);
     if (b.rc >= 0) b.rc = me_graph_add_output(g, logits);
-    for (int i = 0; i < 2 * c->layers && b.rc >= 0; i++)
+    if (run->train && b.rc >= 0) {
+        /* logits, shift_logits and the final norm's output (outputs[0],
+         * hidden_states) are locals of LlamaForCausalLM.forward, which
+         * computes the loss and returns it: alive through the loss, dead
+         * after (a frozen lm_head saves no hidden_states of its own) */
+        b.rc = me_graph_add_output(g, full);
+        if (b.rc >= 0) b.rc = me_graph_add_output(g, h);
+        if (b.rc >= 0) g->v[logits].donated = g->v[full].donated = g->v[h].donated = true;
+    }
+    /* training: use_cache=False, no cache comes out */
+    for (int i = 0; i < 2 * c->layers && b.rc >= 0 && !run->train; i++)
         if (pk[i] >= 0) b.rc = me_graph_add_output(g, pk[i]);
     me_free(pk);
     /* HF's decoder layers are an nn.ModuleList the model iterates, never
@@ -1064,6 +1104,12 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     if (b.rc >= 0 && me_graph_scopes(g) < 0) b.rc = ME_ENOMEM;
     for (int i = 0; b.rc >= 0 && i < g->nscopes; i++)
         if (!strcmp(g->scopes[i].name, "model.layers")) g->scopes[i].uncalled = true;
+    /* each decoder layer is what gradient_checkpointing wraps
+     * (LlamaModel.forward: self._gradient_checkpointing_func(decoder_layer.__call__, ...)) */
+    for (int i = 0; b.rc >= 0 && i < g->nscopes; i++) {
+        int p = g->scopes[i].parent;
+        if (p >= 0 && g->scopes[p].uncalled && !strcmp(g->scopes[p].name, "model.layers")) g->scopes[i].ckpt_unit = true;
+    }
     if (b.rc == ME_ENOMEM && !d->msg[0]) me_error(d, ME_ENOMEM, "%s: out of memory building the layer graph", c->path);
     return b.rc;
 }

@@ -122,6 +122,8 @@ enum {
     ME_OPF_FOLD_INPUT = 1 << 3, /* at::linear: an input of rank >= 3 folded to 2-d by view() or
                                  * reshape() (matmul), a copy that mm saves when its strides do
                                  * not allow a view */
+    ME_OPF_SAME_TYPE_ALIAS = 1 << 4, /* Tensor.to(dtype): self, no copy, when the dtype does not
+                                      * change (ATen's to_will_alias) */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by

@@ -60,12 +60,22 @@ static void cost_reduce(const MeCtx *c, MeOpCost *o)
     o->flops = (uint64_t)me_numel_in(c, 0);
 }
 
+/* torch 1.13's MeanBackward1 (mean.dim, derivatives.yaml: mean_backward(
+ * grad, self.sym_sizes(), dim, self.numel(), keepdim)) saves self whole,
+ * as grad_fn._saved_self shows: `self.numel()` is no property the 1.13
+ * codegen saves alone. A mean over every element (no axes) is
+ * MeanBackward0, which keeps sizes only. */
+static MeAutograd mean_saved_rule(const MeNode *n)
+{
+    return me_node_attr(n, "axes") || (n->n_in > 1 && n->in[1] >= 0) ? ME_AG_INPUT : ME_AG_NONE;
+}
+
 #define REDUCE(sym, opname, fn, ...) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1, \
                            .roles = "xc", .cls = ME_C_ELTWISE, .infer = fn, .cost = cost_reduce, __VA_ARGS__ }
 /* CUDA: sum and prod are on autocast's fp32_set_opt_dtype list, norms on its
  * fp32 list; CPU: only prod (fp32) is listed */
-REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
+REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce, .autograd = ME_AG_BY_ATTRS, .saved_rule = mean_saved_rule, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
 REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW);
 REDUCE(me_op_reduce_max, "ReduceMax", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
 REDUCE(me_op_reduce_min, "ReduceMin", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);

@@ -888,7 +888,12 @@ TENSOR_OP(me_op_identity, "Identity", 1, 1, 1, 1, 1, "x", ME_C_VIEW, ME_VIEW_SAM
 TENSOR_OP(me_op_concat, "Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_ALL, infer_concat);
 TENSOR_OP(me_op_transpose, "Transpose", 1, 1, 1, 1, 1, "x", ME_C_MOVE, ME_VIEW_PERMUTE, GT_ALL, infer_transpose);
 TENSOR_OP(me_op_slice, "Slice", 1, 1, 5, 1, 1, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_slice);
-TENSOR_OP(me_op_cast, "Cast", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_cast);
+/* x.to(torch.float32) on a float32 tensor returns x itself: HF's RMSNorm
+ * writes it, torch.onnx exports it as a Cast to the same type */
+const MeOpDesc me_op_cast = { .name = "Cast", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+                              .roles = "x", .cls = ME_C_MOVE, .infer = infer_cast, .cost = cost_none,
+                              .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
+                              .view = NO_VIEW, .grad_through = GT_NO, .flags = ME_OPF_SAME_TYPE_ALIAS };
 TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_range);
 TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, ME_VIEW_EXPAND, GT_NO, infer_expand);
 TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_split);

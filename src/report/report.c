@@ -351,8 +351,8 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
         if (r->segments) {
             char rm[40];
             thousands(r->recompute_macs, rm, sizeof(rm));
-            fprintf(f, "    checkpointing: %d checkpointed segment(s) (the last runs normally), %s MACs recomputed in backward\n",
-                    r->segments, rm);
+            fprintf(f, "    checkpointing: %d checkpointed segment(s) (%s), %s MACs recomputed in backward\n", r->segments,
+                    s->checkpoint == MEMEST_CHECKPOINT_LAYERS ? "one per layer" : "the last runs normally", rm);
         }
         fprintf(f, "    at the peak (MiB):");
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)
