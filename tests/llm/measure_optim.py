@@ -9,9 +9,9 @@ Writes golden/truth/optim/<model>.json. Models: resmlp100 (tests/oracle's
 100 residual Linear(512,512) blocks, input [B,512], cross-entropy over 512
 classes) at batch 64, and llama_small (tests/llm/measure_llm.py's config,
 tests/llm/families.py's decoder, fp32, a prompt of S=256 tokens, HF's
-default use_cache=True: a DynamicCache, the 4-d causal mask; loss
-F.cross_entropy(logits.view(-1, V), labels.view(-1)), memest's language-model
-convention) at batch 1 and 4. Modes, two training steps each (forward, loss,
+training forward: tests/llm/measure_lora.py's forward_loss, i.e.
+LlamaForCausalLM.forward v4.44 with labels and use_cache=False, the shifted
+logits' cross-entropy) at batch 1 and 4. Modes, two training steps each (forward, loss,
 backward, opt.step(), opt.zero_grad(set_to_none=True); each step profiled on
 its own with its own baseline):
   train_adafactor     Adafactor below: HF transformers v4.44
@@ -51,6 +51,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 import families  # noqa: E402
 import measure_llm  # noqa: E402
+import measure_lora  # noqa: E402
 import measure_memory as mm  # noqa: E402
 
 torch.set_num_threads(1)
@@ -194,14 +195,14 @@ def state32_paged(params):
 
 
 def setup(name, batch):
-    """(model, inputs, target, forward(model, xs) -> logits 2-d, 'how')"""
+    """(model, inputs, target, loss(model, xs, target))"""
     torch.manual_seed(0)
     if name == "resmlp100":
         model = mm.resmlp100().train()
         torch.manual_seed(1)
         xs = [torch.randn(batch, 512)]
         target = torch.randint(0, 512, (batch,))
-        return model, xs, target, lambda m, xs: m(*xs)
+        return model, xs, target, lambda m, xs, t: F.cross_entropy(m(*xs), t.view(-1))
     cfg = measure_llm.MODELS[name]
     c = families.resolve(cfg)
     model = families.build(cfg).train()
@@ -216,21 +217,19 @@ def setup(name, batch):
     mask = families.causal_mask(batch, S, 0, S, c["dtype"])
     target = torch.randint(0, c["vocab_size"], (batch, S))
 
-    def fwd(m, xs):
-        logits = m(xs[0], xs[1], xs[2], families.DynamicCache(), xs[3])
-        return logits.view(-1, logits.shape[-1])
-    return model, [ids, pos, mask, cpos], target, fwd
+    def loss_fn(m, xs, target):
+        return measure_lora.forward_loss(m, xs[0], xs[1], xs[2], target, False, False)
+    return model, [ids, pos, mask, cpos], target, loss_fn
 
 
 def run(name, mode, batch):
-    model, xs, target, fwd = setup(name, batch)
+    model, xs, target, loss_fn = setup(name, batch)
     opt = make_opt(mode, list(model.parameters()))
     steps = {}
     for step in (1, 2):
         def fn():
             with mm.Phase("forward"):
-                out = fwd(model, xs)
-                loss = F.cross_entropy(out, target.view(-1))
+                loss = loss_fn(model, xs, target)
             with mm.Phase("backward"):
                 loss.backward()
             with mm.Phase("optimizer_step"):
