@@ -113,7 +113,8 @@ def crafted():
         for k in ("gptq", "awq", "nf4", "int8", "fp8"):
             d = os.path.join(TMP, "l3-" + k)
             os.makedirs(d)
-            shutil.copy(os.path.join(out, f"llama3-8b-{k}.safetensors"), os.path.join(d, "model.safetensors"))
+            # moved, not copied: a copy would write the sparse file's gigabytes
+            os.replace(os.path.join(out, f"llama3-8b-{k}.safetensors"), os.path.join(d, "model.safetensors"))
             shutil.copy(L3, os.path.join(d, "config.json"))
             CRAFTED[k] = d
         CRAFTED["bf16"] = os.path.join(out, "llama3-8b-bf16")
