@@ -242,9 +242,10 @@ def case_dequant():
 def case_kv():
     for kv, per in (("fp8", 65536), ("bf16", 131072), ("fp16", 131072)):
         for extra in ([], ["--new-tokens", "8"], ["--new-tokens", "8", "--kv-cache", "static"]):
-            o, _ = memest_json(L3, "--seq", "256", "--kv-dtype", kv, *extra)
+            o, err = memest_json(L3, "--seq", "256", "--kv-dtype", kv, *extra)
             if not o:
                 continue
+            check(("kv_dtype" in err) == (kv != "bf16"), f"--kv-dtype {kv}: note {err[-300:]}")
             check(o["kv_cache"]["bytes_per_token"] == per, f"--kv-dtype {kv} {extra}: {o['kv_cache']}")
             if extra:
                 ins = {i["name"]: i["dtype"] for i in o["inputs"]}

@@ -34,7 +34,8 @@ class LoadSettings(ctypes.Structure):
                 ("dims", ctypes.POINTER(c_char_p)), ("n_dims", c_int),
                 ("batch", c_i64), ("dtype", c_char_p), ("threads", c_int),
                 # language models (memest.h, doc/llm.md)
-                ("seq", c_i64), ("new_tokens", c_i64), ("kv_cache", c_int)]
+                ("seq", c_i64), ("new_tokens", c_i64), ("kv_cache", c_int),
+                ("weights", c_char_p), ("kv_dtype", c_char_p)]
 
 
 class AnalyzeSettings(ctypes.Structure):

@@ -199,5 +199,11 @@ int me_llm_apply_weights(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, 
     if (rc >= 0 && used != ME_WQ_NONE)
         rc = me_graph_add_note(g, "quant_kernel", ME_NOTE_ALWAYS, "weights %s; assumed kernel: %s",
                                me_llm_quant_name(run->weights != ME_LLM_Q_NONE ? run->weights : c->quant), q_note[used]);
+    MeDType dt = run->weights_dtype != ME_DT_UNDEF ? run->weights_dtype : c->dtype;
+    if (rc >= 0 && run->kv_dtype != ME_DT_UNDEF && run->kv_dtype != dt)
+        rc = me_graph_add_note(g, "kv_dtype", ME_NOTE_ALWAYS,
+                               "KV cache stored in %s: each new key and value is cast to it as stored and eager attention reads "
+                               "a copy of the layer's cache cast back to %s (PyTorch's matmul takes no such operand; vLLM's "
+                               "paged kernels read it in the kernel instead)", me_dtype_name(run->kv_dtype), me_dtype_name(dt));
     return rc;
 }
