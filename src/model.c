@@ -294,6 +294,9 @@ static int llm_quant_options(const MeLlmConfig *c, const MemestLoadSettings *s, 
         return me_error(d, ME_EINVAL, "%s: --kv-dtype '%s': expected fp16, bf16 or fp8", c->path, s->kv_dtype);
     if (s && s->dtype && run->weights_dtype != ME_DT_UNDEF && run->weights_dtype != c->dtype)
         return me_error(d, ME_EINVAL, "%s: --weights %s and --dtype %s conflict", c->path, s->weights, s->dtype);
+    /* --dtype converts plain float weights (model.half()): what the headers
+     * store is then not what is resident; quantized ones keep their layout */
+    if (s && s->dtype && c->quant == ME_LLM_Q_NONE && run->weights == ME_LLM_Q_NONE) run->weights_dtype = c->dtype;
     return 0;
 }
 

@@ -150,6 +150,11 @@ def case_headers():
                   f"{plain['totals']['params']:,} / {plain['totals']['macs']:,}")
         if name in ("gptq", "awq", "nf4", "int8", "fp8"):
             check("quant_kernel" in err, f"[{name}] no note naming the kernel: {err[-300:]}")
+    # --dtype converts plain floats as they load (model.bfloat16()): half the fp32 headers
+    o, _ = memest_json(folders["fp32"], "--seq", "8", "--dtype", "bf16")
+    if o:
+        want = header_bytes(folders["fp32"]) // 2
+        check(o["totals"]["param_bytes"] == want, f"[fp32 --dtype bf16] param_bytes {o['totals']['param_bytes']:,}, want {want:,}")
     # a header tensor that belongs to no parameter of the layout
     d = small_folder("stray", lambda k: "F32")
     with open(os.path.join(d, "model.safetensors"), "rb") as fh:
