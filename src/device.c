@@ -170,6 +170,17 @@ bool me_roofline_known(const MemestGpu *gpu)
     return gpu->bandwidth > 0 && gpu->fp32_flops > 0 && gpu->bandwidth < 1e300 && gpu->fp32_flops < 1e300;
 }
 
+/* Whether node n computes in 16 bits: its first float input is fp16 or bf16. */
+static bool node_16bit(const MeGraph *g, const MeNode *n)
+{
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v < 0 || !me_dtype_is_float(g->v[v].dtype)) continue;
+        return g->v[v].dtype == ME_DT_F16 || g->v[v].dtype == ME_DT_BF16;
+    }
+    return false;
+}
+
 /* Roofline: a node takes as long as the slower of its arithmetic at the
  * dtype's peak (tensor cores for contractions in 16 bits) and its bytes
  * over the memory bandwidth. Without bandwidth or FLOP/s the times stay 0
@@ -189,7 +200,11 @@ int memest_set_device(MemestAnalysis *a, const MemestGpu *gpu, int low_precision
         if (!known) { a->time_s[i] = 0; continue; }
         const MeCost *d = &dc[i];
         bool contraction = d->macs > 0;
-        double peak = low_precision && contraction && gpu->fp16_flops > 0 ? gpu->fp16_flops : gpu->fp32_flops;
+        /* the dtype the graph computes in picks the peak too: a bf16 or
+         * fp16 model (a language model's torch_dtype) runs its GEMMs on the
+         * 16-bit tensor cores without --amp or --dtype */
+        bool lp = low_precision || node_16bit(g, &g->n[i]);
+        double peak = lp && contraction && gpu->fp16_flops > 0 ? gpu->fp16_flops : gpu->fp32_flops;
         double bytes = (double)(d->read + d->write);
         if (low_precision) bytes *= 0.5; /* 16-bit activations and weight copies */
         double tc = (double)d->flops / peak, tm = bytes / gpu->bandwidth;

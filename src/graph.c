@@ -67,6 +67,7 @@ uint64_t me_value_bytes(const MeValue *v)
      * aten/src/ATen/SparseTensorImpl.h): values [nnz] and int64 indices
      * [sparse_dim, nnz], whatever index layout the file used (ONNX allows
      * linear [nnz] or [nnz, rank]) */
+    if (v->stored_bytes) return v->stored_bytes;
     if (v->sparse)
         return me_sadd(me_dtype_bytes(v->dtype, v->nnz),
                        me_smul(me_dtype_bytes(ME_DT_I64, v->nnz), (uint64_t)(v->shape.rank > 0 ? v->shape.rank : 1)));

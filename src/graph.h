@@ -71,6 +71,17 @@ typedef enum MeRole {
 
 struct MeGraph;
 
+/* How a Linear's forward uses a quantized weight: what its kernel
+ * allocates besides the output (memory.c quant_temp, doc/memory.md). */
+typedef enum MeWeightQuant {
+    ME_WQ_NONE = 0,
+    ME_WQ_BNB4,   /* bitsandbytes Linear4bit: dequantize_4bit to the compute dtype, gemv for one token */
+    ME_WQ_BNB8,   /* bitsandbytes LLM.int8 (MatMul8bitLt): int8 copies of the activation, int32 accumulator */
+    ME_WQ_PACKED, /* GPTQ/AWQ (exllama, marlin): dequantized in registers, nothing allocated */
+    ME_WQ_FP8,    /* fp8 weights: the activation quantized to fp8 for _scaled_mm */
+    ME_WQ_COUNT
+} MeWeightQuant;
+
 typedef struct MeValue {
     char *name;
     MeDType dtype;
@@ -96,6 +107,13 @@ typedef struct MeValue {
      * (me_value_bytes), which memory and parameter counts use. */
     bool sparse;
     int64_t nnz;
+    /* A stored tensor whose resident bytes are not dtype x numel: a
+     * quantized weight (packed data plus its quantizer's scales, zeros,
+     * absmax, maps, g_idx) or a header's own dtype. dtype and shape stay
+     * those the ops compute with (MACs unchanged); memory, parameter bytes
+     * and the roofline's reads take these bytes (me_value_bytes). 0: none. */
+    uint64_t stored_bytes;
+    uint8_t wquant;      /* MeWeightQuant: the kernel a Linear runs on this stored weight */
     /* What the file declares for a value a node makes (value_info, graph
      * outputs): 1 + its index in MeGraph.decls, 0 for none. Shape inference
      * takes it for the outputs of ops the registry does not know. */

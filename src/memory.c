@@ -355,7 +355,7 @@ static int64_t numel0(const MeShape *s)
  * the file's dtype under autocast (es). */
 static int64_t vb(const Sim *m, const MeValue *v)
 {
-    if (v->sparse) { /* values and indices */
+    if (v->sparse || v->stored_bytes) { /* values and indices; a quantized or header-typed weight as stored */
         uint64_t b = me_value_bytes(v);
         return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
     }
@@ -448,6 +448,46 @@ static int64_t gathered(const Sim *m, const MeNode *n)
         if (v >= 0 && m->g->v[v].kind == ME_V_INIT && m->g->v[v].role == ME_R_PARAM) b = sat_add(b, vb(m, &m->g->v[v]));
     }
     return b - b / m->dp.ranks;
+}
+
+/* What a Linear's kernel allocates around a quantized weight (the weight
+ * value's wquant, set by the loader; doc/memory.md "Quantized weights"),
+ * all alive while the product is made. x [.., in] holds T tokens, the
+ * weight is [out, in]. Sources: bitsandbytes/autograd/_functions.py
+ * (v0.43/0.44) and each kernel's docs. */
+static int64_t quant_temp(const Sim *m, const MeNode *n)
+{
+    if (n->desc->cls != ME_C_LINEAR || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return 0;
+    const MeValue *x = &m->g->v[n->in[0]], *w = &m->g->v[n->in[1]];
+    if (!w->wquant || w->shape.rank != 2 || !x->known || x->shape.rank < 1) return 0;
+    int64_t out = w->shape.d[0], in = w->shape.d[1], xn = numel0(&x->shape);
+    int64_t T = in > 0 ? xn / in : 0, es = me_dtype_size(x->dtype);
+    switch ((MeWeightQuant)w->wquant) {
+    case ME_WQ_BNB4:
+        /* matmul_4bit: one token (A.numel() == A.shape[-1]) without grad,
+         * or any input on the CPU, runs gemv_4bit on the packed weight;
+         * otherwise MatMul4Bit.forward makes F.dequantize_4bit(B).to(A.dtype):
+         * the whole [out, in] weight in the compute dtype */
+        if ((T == 1 && !m->grad) || m->s->runtime == MEMEST_RUNTIME_CPU) return 0;
+        return sat_mul(sat_mul(out, in), es);
+    case ME_WQ_BNB8: {
+        /* MatMul8bitLt.forward (igemmlt): A.to(float16) (a copy unless A is
+         * fp16); F.double_quant: CA and CAt int8 [T, in], SCA fp32 [T], SCAt
+         * fp32 [in]; F.transform(CA, "col32"): int8 [T, in]; igemmlt: out32
+         * int32 [T, out]; mm_dequant: fp16 [T, out], .to(A.dtype) and (a 3-d
+         * input) the clone that returns: all locals until the return */
+        int64_t b = x->dtype == ME_DT_F16 ? 0 : sat_mul(xn, 2);
+        b = sat_add(b, sat_add(sat_mul(3, xn), sat_add(sat_mul(4, T), sat_mul(4, in))));
+        b = sat_add(b, sat_mul(sat_mul(T, out), 4 + (es > 2 ? es : 2)));
+        return b;
+    }
+    case ME_WQ_FP8:
+        /* the activation quantized per tensor to e4m3 (one byte) with one
+         * fp32 scale, then torch._scaled_mm into the compute dtype */
+        return sat_add(xn, 4);
+    default:
+        return 0; /* GPTQ/AWQ (exllama, marlin): dequantized in registers */
+    }
 }
 
 static int64_t temp_backward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_bwd); }
@@ -816,7 +856,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             (m->layout.mm_copy[0] = st_new(m, vb(m, &g->v[n->in[0]]), MEMEST_MEM_ACTIVATIONS)) < 0)
             return;
     }
-    note(m, sat_add(temp_forward(m, n), gathered(m, n)));
+    note(m, sat_add(sat_add(temp_forward(m, n), gathered(m, n)), quant_temp(m, n)));
     if (grad && rg) record_saved(m, ni, n);
     run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
     for (int i = 0; i < 2; i++)

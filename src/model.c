@@ -67,7 +67,10 @@ static int keep_binding(MemestModel *m, const MemestLoadSettings *s)
     if (s) {
         b = *s;
         if (arena_strs(a, s->inputs, s->n_inputs, &b.inputs) < 0 || arena_strs(a, s->dims, s->n_dims, &b.dims) < 0 ||
-            (s->dtype && !(b.dtype = me_arena_strdup(a, s->dtype))))
+            (s->dtype && !(b.dtype = me_arena_strdup(a, s->dtype))) ||
+            (s->weights && !(b.weights = me_arena_strdup(a, s->weights))) ||
+            (s->kv_dtype && !(b.kv_dtype = me_arena_strdup(a, s->kv_dtype))) ||
+            (s->lora && !(b.lora = me_arena_strdup(a, s->lora))))
             return ME_ENOMEM;
     }
     m->bind = b;
@@ -308,6 +311,22 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
     return true;
 }
 
+/* --weights and --kv-dtype into run; a name memest does not know, or a
+ * float --weights that --dtype contradicts, is an error. */
+static int llm_quant_options(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun *run, MeDiag *d)
+{
+    if (s && s->weights && me_llm_weights_from_name(s->weights, run) < 0)
+        return me_error(d, ME_EINVAL, "%s: --weights '%s': expected fp32, fp16, bf16, int8, int4, nf4 or fp8", c->path, s->weights);
+    if (s && s->kv_dtype && me_llm_kv_dtype_from_name(s->kv_dtype, run) < 0)
+        return me_error(d, ME_EINVAL, "%s: --kv-dtype '%s': expected fp16, bf16 or fp8", c->path, s->kv_dtype);
+    if (s && s->dtype && run->weights_dtype != ME_DT_UNDEF && run->weights_dtype != c->dtype)
+        return me_error(d, ME_EINVAL, "%s: --weights %s and --dtype %s conflict", c->path, s->weights, s->dtype);
+    /* --dtype converts plain float weights (model.half()): what the headers
+     * store is then not what is resident; quantized ones keep their layout */
+    if (s && s->dtype && c->quant == ME_LLM_Q_NONE && run->weights == ME_LLM_Q_NONE) run->weights_dtype = c->dtype;
+    return 0;
+}
+
 /* Reads a config.json (or a model folder's) and builds its layer graph. */
 static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
 {
@@ -329,10 +348,13 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
      * type; the graph is built in it so the casts HF makes are there */
     int t = s && s->dtype ? me_dtype_from_name(s->dtype) : -1;
     if (rc >= 0 && t > 0 && me_dtype_is_float((MeDType)t)) c.dtype = (MeDType)t;
+    if (rc >= 0) rc = llm_quant_options(&c, s, &run, d);
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
+    if (rc >= 0) rc = me_llm_apply_weights(&m->g, &c, &run, d);
     if (rc >= 0) {
         /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */
-        uint64_t per = me_llm_kv_bytes_per_token(&c, c.dtype);
+        MeDType kd = run.kv_dtype != ME_DT_UNDEF ? run.kv_dtype : run.weights_dtype != ME_DT_UNDEF ? run.weights_dtype : c.dtype;
+        uint64_t per = me_llm_kv_bytes_per_token(&c, kd);
         m->llm = true;
         m->kv_per_token = run.train ? 0 : per; /* use_cache=False */
         m->kv_tokens = run.seq + run.new_tokens;
@@ -367,8 +389,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
         int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
         rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
-    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache))
-        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens and --kv-cache apply to language models (a config.json or a model folder)", name);
+    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->weights || s->kv_dtype))
+        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache, --weights and --kv-dtype apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
     if (rc >= 0 && llm) {
         m->llm_user_dims = m->bind.n_dims;
@@ -547,7 +569,7 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
         if (n < 0) continue;
         if (v->role == ME_R_PARAM) {
             t.params = me_sadd(t.params, (uint64_t)n);
-            t.param_bytes = me_sadd(t.param_bytes, (v->sparse ? me_value_bytes(v) : me_dtype_bytes(v->dtype, n)));
+            t.param_bytes = me_sadd(t.param_bytes, (v->sparse || v->stored_bytes ? me_value_bytes(v) : me_dtype_bytes(v->dtype, n)));
         } else if (v->role == ME_R_BUFFER) {
             t.buffers = me_sadd(t.buffers, (uint64_t)n);
         }

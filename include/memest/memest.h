@@ -117,6 +117,12 @@ typedef struct MemestLoadSettings {
      * [,dropout=P][,dora]"; every other parameter is frozen. NULL: none.
      * A target no Linear's module ends with is an error. */
     const char *lora;
+    /* Language models: the weights as a loader makes them ("fp32", "fp16",
+     * "bf16", "int8" bitsandbytes LLM.int8, "int4" GPTQ g128, "nf4"
+     * bitsandbytes 4-bit, "fp8" e4m3; NULL: as the checkpoint's headers
+     * or config say) and the KV cache's storage dtype ("fp16", "bf16",
+     * "fp8"; NULL: the compute dtype). doc/llm.md. */
+    const char *weights, *kv_dtype;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);

@@ -38,7 +38,9 @@ class LoadSettings(ctypes.Structure):
                 # language models (memest.h, doc/llm.md)
                 ("seq", c_i64), ("new_tokens", c_i64), ("kv_cache", c_int),
                 # training forward and LoRA adapters (doc/llm.md, "Fine-tuning")
-                ("train", c_int), ("lora", c_char_p)]
+                ("train", c_int), ("lora", c_char_p),
+                # weights and KV cache dtypes (doc/llm.md)
+                ("weights", c_char_p), ("kv_dtype", c_char_p)]
 
 
 class AnalyzeSettings(ctypes.Structure):

@@ -115,6 +115,8 @@ static int apply(Cli *c, int o, const char *val)
             return -1;
         }
         break;
+    case OPT_WEIGHTS: c->ls.weights = val; break; /* checked by the library, which names the model */
+    case OPT_KV_DTYPE: c->ls.kv_dtype = val; break;
     case OPT_FREEZE: c->freeze[c->n_freeze++] = val; break;
     case OPT_BATCH:
         if (parse_size(val, &c->ls.batch) < 0) {

@@ -138,6 +138,15 @@ const char *me_llm_quant_name(MeLlmQuant q);
 /* Whether layer li's MLP is a sparse MoE block (experts, moe_every,
  * first_dense_layers, mlp_only). */
 bool me_llm_moe_layer(const MeLlmConfig *c, int64_t li);
+/* llm_quant.c: --weights fp32|fp16|bf16|int8|int4|nf4|fp8 and --kv-dtype
+ * fp16|bf16|fp8 into run (-1: no such name). */
+int me_llm_weights_from_name(const char *s, MeLlmRun *run);
+int me_llm_kv_dtype_from_name(const char *s, MeLlmRun *run);
+/* The stored bytes (MeValue.stored_bytes) and Linear kernels
+ * (MeValue.wquant) of g's parameters: the headers' exact bytes when c has
+ * tensors, a loader's layout for run->weights; a graph note names the
+ * kernel assumed. An option that binds nothing is an exit-2 error. */
+int me_llm_apply_weights(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d);
 /* Builds the layer graph of c for run into g (inputs bound). */
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d);
 /* KV cache bytes per token (all layers, keys and values) when the

@@ -107,6 +107,9 @@ static int input(Bld *b, const char *name, int rank, const int64_t *dims, const 
     return vi;
 }
 
+/* The KV cache's storage dtype: --kv-dtype, else what the projections make. */
+static MeDType kv_dtype(const Bld *b) { return b->run->kv_dtype != ME_DT_UNDEF ? b->run->kv_dtype : b->dt; }
+
 /* Layer li's cached keys and values as graph inputs [B, H_kv, len, hd],
  * len the symbolic dim `len` ("past": a DynamicCache's length, "max": a
  * StaticCache's size). */
@@ -116,9 +119,9 @@ static void past_kv(Bld *b, const MeLlmConfig *c, int li, const char *len, int *
     int64_t dims[4] = { 0, c->kv_heads, 0, c->head_dim };
     char name[128];
     snprintf(name, sizeof(name), "past_key_values.%d.key", li);
-    *pk = input(b, name, 4, dims, sym, b->dt);
+    *pk = input(b, name, 4, dims, sym, kv_dtype(b));
     snprintf(name, sizeof(name), "past_key_values.%d.value", li);
-    *pv = input(b, name, 4, dims, sym, b->dt);
+    *pv = input(b, name, 4, dims, sym, kv_dtype(b));
 }
 
 /* Adds node op(ins) in module b->mod; returns its (first) output. */
@@ -197,6 +200,25 @@ static int cast(Bld *b, int x, MeDType to)
     int y = N(b, "Cast", x);
     attr_i(b, "to", to);
     return y;
+}
+
+/* --kv-dtype other than the compute dtype: the new key or value is cast to
+ * the cache's dtype as it is stored (HF's caches store what they are
+ * given, so the model code would cast it), and eager attention, whose
+ * matmul takes no fp8 operand, reads a copy cast back (the whole cache, a
+ * PyTorch .to()). vLLM's paged kernels read fp8 in the kernel instead:
+ * no copy (doc/llm.md). Returns the stored tensor; *att the one attended. */
+static int kv_store(Bld *b, int x)
+{
+    MeDType kd = kv_dtype(b);
+    if (kd == b->dt || x < 0) return x;
+    return cast(b, x, kd);
+}
+
+static int kv_read(Bld *b, int cache)
+{
+    if (kv_dtype(b) == b->dt || cache < 0) return cache;
+    return cast(b, cache, b->dt);
 }
 
 static int linear(Bld *b, const char *mod, int x, int64_t fin, int64_t fout, bool bias)
@@ -329,6 +351,8 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
      * StaticCache.update index_copy_'s into [B,Hkv,max,hd] in place */
     bool decode = run->new_tokens > 0;
     int pk, pv;
+    k = kv_store(b, k);
+    v = kv_store(b, v);
     if (run->cache == ME_LLM_CACHE_STATIC) {
         past_kv(b, c, li, "max", &pk, &pv);
         k = N(b, "ScatterND", pk, s->cache_pos, k);
@@ -350,8 +374,8 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
         *present_k = k;
         *present_v = v;
     }
-    k = repeat_kv(b, k);
-    v = repeat_kv(b, v);
+    k = repeat_kv(b, kv_read(b, k));
+    v = repeat_kv(b, kv_read(b, v));
     /* LlamaAttention.forward's locals query_states, key_states and
      * value_states hold these to its end, attn_weights below too */
     local(b, q);
@@ -598,6 +622,10 @@ static int build_gpt(Bld *b)
     MeGraph *g = b->g;
     bool neox = !strcmp(c->family, "gpt_neox");
     const char *top = neox ? "gpt_neox" : "transformer";
+    /* --kv-dtype's casts are built in the Llama-style decoders' attention only */
+    if (run->kv_dtype != ME_DT_UNDEF && run->kv_dtype != b->dt)
+        return me_error(b->d, ME_EINVAL, "%s: --kv-dtype: a cache stored in another dtype is not built for %s yet",
+                        c->path, neox ? "GPTNeoXForCausalLM" : "GPT2LMHeadModel");
     /* the training forward (labels, shifted logits) is built for the
      * Llama-style decoders only (build_llama's shift_logits) */
     if (run->train)
