@@ -9,8 +9,10 @@ usage: test_issue14_dense.py MEMEST SOURCE_ROOT CASE
   published      models/llm gpt2, pythia-160m, gpt-neox-20b: memest's count
                  equals the published figure and the meta-device count
                  (golden/truth/llm/params.json)
-  static         --kv-cache static is an error naming the family (v4.44's
-                 GPT-2 and GPT-NeoX keep tuples; no StaticCache)
+  static         --kv-cache static, --train and --kv-dtype are errors
+                 naming the model class (v4.44's GPT-2 and GPT-NeoX keep
+                 tuples, no StaticCache; their builder makes no training
+                 forward and no cache cast yet)
   context        the default prompt within GPT-2's positions, a prompt past
                  them refused, --max-seq on an H100
   config         the families' own keys and defaults (n_inner null, tied
@@ -86,6 +88,14 @@ def case_static():
         rc, out, err = run(p, "--seq", "64", "--new-tokens", "4", "--kv-cache", "static")
         check(rc == 2 and "--kv-cache static" in err and cls in err and "StaticCache" in err,
               f"{name} --kv-cache static: exit {rc}, {err!r}")
+    # what their builder does not make is refused by name, never built as
+    # a Llama graph: the training forward and a cache in another dtype
+    for name, cls in (("gpt2", "GPT2LMHeadModel"), ("pythia-160m", "GPTNeoXForCausalLM")):
+        p = path("models", "llm", name, "config.json")
+        rc, out, err = run(p, "--seq", "64", "--train")
+        check(rc == 2 and "--train" in err and cls in err, f"{name} --train: exit {rc}, {err!r}")
+        rc, out, err = run(p, "--seq", "64", "--new-tokens", "4", "--kv-dtype", "fp8")
+        check(rc == 2 and "--kv-dtype" in err and cls in err, f"{name} --kv-dtype fp8: exit {rc}, {err!r}")
 
 
 def params_of(cfg, name):
