@@ -162,6 +162,10 @@ def case_context():
                          (path("models", "llm", "pythia-160m", "config.json"), ["--seq", "3000"], "max_position_embeddings")):
         rc, out, err = run(p, *args)
         check(rc == 2 and key in err and "longer" in err, f"{args} past the context: exit {rc}, {err!r}")
+    # a folder named as a shell completes it ("gpt2/"): the message names
+    # its config.json once, not "gpt2//config.json"
+    rc, out, err = run(path("models", "llm", "gpt2") + "/", "--seq", "2000")
+    check(rc == 2 and "gpt2/config.json" in err and "//" not in err, f"gpt2/ past the context: exit {rc}, {err!r}")
     # --max-seq: the answer fits, one token more does not (or the whole context fits)
     for extra in (["--batch", "256"], ["--batch", "512", "--new-tokens", "16"]):
         o = memest_json(g, "--gpu", "h100-sxm", "--max-seq", *extra)

@@ -392,7 +392,9 @@ static void config_path(const char *path, char *out, size_t n, bool *dir)
 {
     struct stat st;
     *dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-    if (*dir) snprintf(out, n, "%s/config.json", path);
+    size_t l = strlen(path);
+    bool slash = l && path[l - 1] == '/'; /* "folder/" as shells complete it */
+    if (*dir) snprintf(out, n, "%s%sconfig.json", path, slash ? "" : "/");
     else snprintf(out, n, "%s", path);
 }
 
