@@ -220,6 +220,18 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
  * max = S+N (S without decode) whatever the step. */
 #define ME_LLM_DEFAULT_SEQ 2048
 
+/* The paged cache's dims: seq (the prompt, or 1 a decode step), each
+ * sequence's blocks for its S+N tokens and the pools' blocks for the batch */
+static int llm_paged_dims(const MemestModel *m, int64_t S, const MemestLoadSettings *ls, char buf[][64])
+{
+    int64_t N = m->llm_new_tokens, batch = ls->batch > 0 ? ls->batch : 1;
+    int64_t per = (S + N + ME_LLM_BLOCK - 1) / ME_LLM_BLOCK;
+    snprintf(buf[0], 64, "seq=%lld", (long long)(N ? 1 : S));
+    snprintf(buf[1], 64, "seq_blocks=%lld", (long long)per);
+    snprintf(buf[2], 64, "blocks=%lld", (long long)me_smul((uint64_t)batch, (uint64_t)per));
+    return 3;
+}
+
 /* The binding ls with the language model's dims for a prompt of S tokens
  * (the caller's own --dim strings first); S also becomes the prompt the
  * KV report counts. */
@@ -231,6 +243,8 @@ int me_llm_bind_seq(MemestModel *m, int64_t S, MemestLoadSettings *ls)
     if (m->llm_static) {
         snprintf(buf[n++], 64, "seq=%lld", (long long)(N ? 1 : S));
         snprintf(buf[n++], 64, "max=%lld", (long long)(S + N));
+    } else if (m->llm_paged) {
+        n = llm_paged_dims(m, S, ls, buf);
     } else if (N) {
         snprintf(buf[n++], 64, "seq=1");
         snprintf(buf[n++], 64, "past=%lld", (long long)(S + N - 1));
@@ -257,7 +271,19 @@ bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint
     int64_t batch = ids->known && ids->shape.rank == 2 ? ids->shape.d[0] : 1;
     *per_token = m->kv_per_token;
     *tokens = me_smul((uint64_t)batch, (uint64_t)m->kv_tokens);
+    if (m->llm_paged) /* whole blocks a sequence */
+        *tokens = me_smul((uint64_t)batch, me_smul((uint64_t)((m->kv_tokens + ME_LLM_BLOCK - 1) / ME_LLM_BLOCK), ME_LLM_BLOCK));
     *bytes = me_smul(*per_token, *tokens);
+    return true;
+}
+
+bool me_llm_kv_blocks(const MemestModel *m, uint64_t *blocks, uint64_t *block_tokens, uint64_t *block_bytes)
+{
+    uint64_t per, n, kv;
+    if (!m || !m->llm_paged || !me_llm_kv(m, &per, &n, &kv)) return false;
+    *blocks = n / ME_LLM_BLOCK;
+    *block_tokens = ME_LLM_BLOCK;
+    *block_bytes = me_smul(per, ME_LLM_BLOCK);
     return true;
 }
 
@@ -276,10 +302,36 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
         uint64_t w = 0;
         for (int i = 0; i < m->g.nv; i++)
             if (m->g.v[i].kind == ME_V_INIT) w = me_sadd(w, me_value_bytes(&m->g.v[i]));
-        double bytes = (double)w + (double)kv;
+        /* the paged kernel reads each sequence's context_len tokens, not
+         * the unfilled end of its last block */
+        uint64_t read = m->llm_paged ? me_smul(per, me_smul((uint64_t)batch, (uint64_t)m->kv_tokens)) : kv;
+        double bytes = (double)w + (double)read;
         r->decode_bound_tokens_per_s = bytes > 0 ? (double)batch * gpu->bandwidth / bytes : 0;
     }
     return true;
+}
+
+/* --attn and --kv-cache paged into run: the paged cache is vLLM's, read by
+ * its flash kernel; HF refuses flash_attention_2 with a StaticCache
+ * (LlamaFlashAttention2.forward raises), and flash kernels run in
+ * fp16/bf16 only. */
+static int llm_attn(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun *run, const char *path, MeDiag *d)
+{
+    static const char *const names[] = { "eager", "eager", "sdpa", "flash" };
+    MemestAttn a = s ? s->attn : MEMEST_ATTN_DEFAULT;
+    if (s && s->kv_cache == MEMEST_KV_PAGED) {
+        run->cache = ME_LLM_CACHE_PAGED;
+        if (a != MEMEST_ATTN_DEFAULT && a != MEMEST_ATTN_FLASH)
+            return me_error(d, ME_EINVAL, "%s: --attn %s with --kv-cache paged: vLLM reads its paged cache with its flash kernel (--attn flash)", path, names[a]);
+        a = MEMEST_ATTN_FLASH;
+    }
+    if (a == MEMEST_ATTN_FLASH && run->cache == ME_LLM_CACHE_STATIC)
+        return me_error(d, ME_EINVAL, "%s: --attn flash with --kv-cache static: transformers' flash_attention_2 refuses a StaticCache", path);
+    MeDType dt = run->weights_dtype != ME_DT_UNDEF ? run->weights_dtype : c->dtype;
+    if (a == MEMEST_ATTN_FLASH && dt != ME_DT_F16 && dt != ME_DT_BF16)
+        return me_error(d, ME_EINVAL, "%s: --attn flash with %s weights: flash attention runs in float16/bfloat16 (give --dtype bf16)", path, me_dtype_name(dt));
+    run->attn = a == MEMEST_ATTN_SDPA ? ME_LLM_ATTN_SDPA : a == MEMEST_ATTN_FLASH ? ME_LLM_ATTN_FLASH : ME_LLM_ATTN_EAGER;
+    return 0;
 }
 
 /* Reads a config.json (or a model folder's) and builds its layer graph. */
@@ -296,6 +348,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
      * type; the graph is built in it so the casts HF makes are there */
     int t = s && s->dtype ? me_dtype_from_name(s->dtype) : -1;
     if (rc >= 0 && t > 0 && me_dtype_is_float((MeDType)t)) c.dtype = (MeDType)t;
+    if (rc >= 0) rc = llm_attn(&c, s, &run, path, d);
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
     if (rc >= 0) {
         /* the KV cache: 2 (key, value) × layers × kv heads × head_dim per token */
@@ -306,6 +359,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         m->kv_tokens = run.seq + run.new_tokens;
         m->llm_new_tokens = run.new_tokens;
         m->llm_static = run.cache == ME_LLM_CACHE_STATIC;
+        m->llm_paged = run.cache == ME_LLM_CACHE_PAGED;
         m->llm_max_pos = c.max_pos;
         if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
                               ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
@@ -333,8 +387,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
         int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
         rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
-    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache))
-        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens and --kv-cache apply to language models (a config.json or a model folder)", name);
+    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->attn))
+        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache and --attn apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
     if (rc >= 0 && llm) {
         m->llm_user_dims = m->bind.n_dims;
