@@ -99,7 +99,7 @@ static int infer_sdpa(MeCtx *c)
     int kr = kern == 2 ? 5 : 4;
     if (q->rank != 4 || k->rank != kr || v->rank != kr) return me_fail(c, "query must be 4-d, key and value %d-d", kr);
     int64_t B = q->d[0], H = q->d[1], S = q->d[2], hd = q->d[3];
-    int64_t hkv = k->d[kr - 2], kd = k->d[kr - 1];
+    int64_t hkv = k->d[kern == 2 ? 3 : 1], kd = k->d[kr - 1];
     if (kd != hd || v->d[kr - 1] != hd || hkv < 1 || H % hkv) return me_fail(c, "query [.,%lld,.,%lld] and key heads/head size [%lld,%lld] disagree", (long long)H, (long long)hd, (long long)hkv, (long long)kd);
     if (kern == 2 && (c->n->n_in < 4 || me_in_shape(c, 3)->rank != 2)) return me_fail(c, "the paged kernel needs block_tables [B, blocks]");
     MeShape o = { .rank = 4, .d = { B, S, H, hd } };
