@@ -495,7 +495,8 @@ static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v)
     int64_t dims[5] = { 2, 0, ME_LLM_BLOCK, c->kv_heads, c->head_dim };
     char name[128];
     snprintf(name, sizeof(name), "kv_cache.%d", li);
-    int pool = input(b, name, 5, dims, sym, b->dt);
+    /* the cache's dtype (--kv-dtype, vLLM's kv_cache_dtype) or the weights' */
+    int pool = input(b, name, 5, dims, sym, b->run->kv_dtype != ME_DT_UNDEF ? b->run->kv_dtype : b->dt);
     pool = N(b, "ScatterND", pool, s->slots, *k);
     if (last(b)) last(b)->flags |= ME_N_INPLACE;
     pool = N(b, "ScatterND", pool, s->slots, *v);
