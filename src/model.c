@@ -365,6 +365,12 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
                               ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
                               : "timeline: the prefill (the prompt in one forward)") < 0)
             rc = ME_ENOMEM;
+        if (rc >= 0 && run.attn != ME_LLM_ATTN_EAGER &&
+            me_graph_add_note(&m->g, "llm_attn", ME_NOTE_ALWAYS, "%s",
+                              run.cache == ME_LLM_CACHE_PAGED ? "attention: vLLM's flash and paged kernels, as their CUDA code allocates (doc/llm.md)"
+                                                              : "attention: one fused kernel, as PyTorch 2.x's CUDA SDPA / flash-attn allocate (doc/llm.md); "
+                                                                "torch 1.13 has no SDPA") < 0)
+            rc = ME_ENOMEM;
         if (rc >= 0 && !(s && s->seq))
             rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %d tokens", ME_LLM_DEFAULT_SEQ);
     }

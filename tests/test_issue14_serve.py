@@ -74,6 +74,18 @@ def case_sdpa():
         r = rows(s, "ScaledDotProductAttention")[0]
         want = B * 1 * H * HD * 2 + B * 1 * 112 * 2
         check(r["output_bytes"] == want, f"efficient kernel outputs {r['output_bytes']} B, want out + padded mask {want}")
+    # Mistral's window: HF's sdpa path keeps the mask once the keys reach it
+    mi = path("models", "llm", "mistral-7b", "config.json")
+    win = json.load(open(mi)).get("sliding_window") or 4096
+    for S2, masked in ((win - 8, False), (win + 904, True)):
+        m = memest_json(mi, "--seq", str(S2), "--attn", "sdpa")
+        if m:
+            names = [i["name"] for i in m["inputs"]]
+            r = rows(m, "ScaledDotProductAttention")[0]
+            lse = 0 if masked else H * S2 * 4
+            check(("causal_mask" in names) == masked and r["output_bytes"] == S2 * H * HD * 2 + lse,
+                  f"Mistral sdpa at {S2} tokens (window {win}): mask {'causal_mask' in names}, outputs {r['output_bytes']}")
+    check(any("torch 1.13 has no SDPA" in n.get("text", str(n)) for n in o.get("notes", [])), f"no note on the kernels: {o.get('notes')}")
     # fp32: flash does not run it; the efficient kernel, no mask, no padding
     small = path("golden", "truth", "llm", "llama_small.config.json")
     f = memest_json(small, "--seq", "64", "--attn", "sdpa")

@@ -473,6 +473,14 @@ static int fused_attention(Bld *b, const char *mod, int q, int k, int v, const S
     return linear(b, sub, o, c->heads * c->head_dim, c->hidden, c->o_bias);
 }
 
+/* Whether HF's sdpa path builds the 4-d mask: _ignore_causal_mask_sdpa
+ * drops it unless the cache is static or, with a sliding window
+ * (Mistral, Qwen2 with use_sliding_window), the keys reach the window */
+static bool sdpa_mask(const MeLlmConfig *c, const MeLlmRun *run)
+{
+    return run->cache == ME_LLM_CACHE_STATIC || (c->sliding_window > 0 && run->seq + run->new_tokens >= c->sliding_window);
+}
+
 /* vLLM's paged cache (vllm/attention/backends/flash_attn.py
  * get_kv_cache_shape: (2, num_blocks, block_size, num_kv_heads,
  * head_size)): per layer one tensor [2, blocks, 16, Hkv, hd], keys and
@@ -536,7 +544,7 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     const char *sym_mask[4] = { "batch", NULL, "seq", tot };
     int64_t md[4] = { 0, 1, 0, 0 };
     s.mask = -1;
-    if (run->attn == ME_LLM_ATTN_EAGER || (run->attn == ME_LLM_ATTN_SDPA && static_cache))
+    if (run->attn == ME_LLM_ATTN_EAGER || (run->attn == ME_LLM_ATTN_SDPA && sdpa_mask(c, run)))
         s.mask = input(&b, "causal_mask", 4, md, sym_mask, b.dt);
     if (run->cache == ME_LLM_CACHE_PAGED) paged_inputs(&b, &s);
     if (static_cache) {
