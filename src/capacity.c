@@ -33,6 +33,7 @@ static int needed_at(MemestModel *m, const MemestMemorySettings *mem, bool seq, 
     int rc = 0;
     if (seq) rc = me_llm_bind_seq(m, b, &ls); /* a language model's prompt of b tokens */
     else ls.batch = b;
+    if (!seq && m->llm_paged) rc = me_llm_bind_seq(m, m->kv_tokens - m->llm_new_tokens, &ls); /* the pools' blocks follow the batch */
     if (rc >= 0) rc = me_model_rebind(m, &ls, err, errlen);
     if (rc < 0) return rc;
     MemestMemorySettings ms = *mem;

@@ -144,6 +144,15 @@ def case_paged():
     check(not rows(o, "Concat") or all(r["output_shape"][-1] == HD for r in rows(o, "Concat")), "a cache cat in the paged graph")
     lm = [r for r in o["layers"] if r["name"] == "lm_head"]
     check(lm and lm[0]["output_shape"] == [B, 1, CFG["vocab_size"]], "logits of the last token only")
+    # --max-batch re-binds the pools with the batch: its answer's need is
+    # the need of a run at that batch
+    mb = memest_json(L3, *GPU, "--seq", "4000", "--new-tokens", "96", "--kv-cache", "paged", "--max-batch")
+    if mb:
+        a = mb["device"]["max_batch"]
+        r = memest_json(L3, *GPU, "--seq", "4000", "--new-tokens", "96", "--kv-cache", "paged", "--batch", str(a["batch"]))
+        if r:
+            check(r["device"]["needed"] == a["needed"], f"--max-batch {a['batch']} needs {a['needed']}, a run at it {r['device']['needed']}")
+            check(r["kv_cache"]["blocks"] == a["batch"] * 256, f"pools at batch {a['batch']}: {r['kv_cache']['blocks']} blocks")
     # a paged prefill: flash on the fresh keys, the pool written in place
     p = memest_json(L3, "--seq", "1000", "--kv-cache", "paged")
     if p:
