@@ -327,8 +327,10 @@ static int llm_attn(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun 
     }
     if (a == MEMEST_ATTN_FLASH && run->cache == ME_LLM_CACHE_STATIC)
         return me_error(d, ME_EINVAL, "%s: --attn flash with --kv-cache static: transformers' flash_attention_2 refuses a StaticCache", path);
+    /* vLLM serves fp32 with another backend (XFormers, FlexAttention) that
+     * keeps flash's footprint: only HF's flash_attention_2 refuses it */
     MeDType dt = run->weights_dtype != ME_DT_UNDEF ? run->weights_dtype : c->dtype;
-    if (a == MEMEST_ATTN_FLASH && dt != ME_DT_F16 && dt != ME_DT_BF16)
+    if (a == MEMEST_ATTN_FLASH && run->cache != ME_LLM_CACHE_PAGED && dt != ME_DT_F16 && dt != ME_DT_BF16)
         return me_error(d, ME_EINVAL, "%s: --attn flash with %s weights: flash attention runs in float16/bfloat16 (give --dtype bf16)", path, me_dtype_name(dt));
     run->attn = a == MEMEST_ATTN_SDPA ? ME_LLM_ATTN_SDPA : a == MEMEST_ATTN_FLASH ? ME_LLM_ATTN_FLASH : ME_LLM_ATTN_EAGER;
     return 0;

@@ -17,6 +17,11 @@ usage: test_issue14_serve.py MEMEST SOURCE_ROOT CASE
                 bf16; Mixtral-8x7B int4 is one line there): vLLM's block
                 arithmetic, confirmed by decode-step timelines at the
                 answer and one above; capped by max_num_seqs for short ones
+  truth-paged-<model>  golden/truth/llm/<model>.paged.json
+                (tests/llm/measure_paged.py, PyTorch on CPU: pools, block
+                table and slots as vLLM's, attention by the kernels'
+                contract): prefill and last decode step, batch 1 and 4,
+                peak and end within 2 %, the pools' bytes exact
   tokens        the decode bandwidth bound with the paged cache
   errors        options that conflict or bind nothing
 """
@@ -252,6 +257,27 @@ def case_tokens():
     check(abs(got - want) / want < 1e-6, f"decode bound {got}, want {want} (bandwidth 3350 GB/s)")
 
 
+def case_truth_paged(model):
+    """golden/truth/llm/<model>.paged.json (tests/llm/measure_paged.py,
+    PyTorch on CPU): peak and end within 2 %, the pools' bytes exact"""
+    t = json.load(open(path("golden", "truth", "llm", model + ".paged.json")))
+    cfg = path("golden", "truth", "llm", t["config"])
+    for mode, by_batch in t["results"].items():
+        for b, r in by_batch.items():
+            args = [cfg, "--runtime", "cpu", "--kv-cache", "paged", "--batch", b, "--seq", str(t["seq"])]
+            if mode.startswith("decode"):
+                args += ["--new-tokens", str(t["new_tokens"])]
+            o = memest_json(*args)
+            if not o:
+                continue
+            st = o["memory"]["steps"][0]
+            tag = f"{model} {mode} batch {b}"
+            for key in ("peak", "end"):
+                err = (st[key] - r[key]) / r[key]
+                check(abs(err) <= 0.02, f"{tag}: {key} {st[key]} vs PyTorch {r[key]} ({100 * err:+.2f} %)")
+            check(o["kv_cache"]["bytes"] == r["cache_bytes_end"], f"{tag}: cache {o['kv_cache']['bytes']} vs {r['cache_bytes_end']}")
+
+
 def case_errors():
     small = path("golden", "truth", "llm", "llama_small.config.json")
     onnx = path("models", "resmlp100.json")
@@ -275,6 +301,8 @@ def case_errors():
 
 if CASE.startswith("concurrency-"):
     case_concurrency(CASE[len("concurrency-"):])
+elif CASE.startswith("truth-paged-"):
+    case_truth_paged(CASE[len("truth-paged-"):])
 else:
     {"sdpa": case_sdpa, "flash": case_flash, "paged": case_paged, "tokens": case_tokens, "errors": case_errors}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
