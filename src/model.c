@@ -248,7 +248,8 @@ int me_llm_bind_seq(MemestModel *m, int64_t S, MemestLoadSettings *ls)
     } else if (N) {
         snprintf(buf[n++], 64, "seq=1");
         snprintf(buf[n++], 64, "past=%lld", (long long)(S + N - 1));
-        snprintf(buf[n++], 64, "total=%lld", (long long)(S + N));
+        if (m->llm_total) /* the mask's key length (sdpa and flash have no mask) */
+            snprintf(buf[n++], 64, "total=%lld", (long long)(S + N));
     } else {
         snprintf(buf[n++], 64, "seq=%lld", (long long)S);
     }
@@ -311,6 +312,17 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
     return true;
 }
 
+/* Whether an input of g has the symbolic dim name */
+static bool graph_has_dim(const MeGraph *g, const char *name)
+{
+    for (int k = 0; k < g->n_inputs; k++) {
+        const MeValue *v = &g->v[g->inputs[k]];
+        for (int i = 0; v->sym && i < v->shape.rank; i++)
+            if (v->sym[i] && !strcmp(v->sym[i], name)) return true;
+    }
+    return false;
+}
+
 /* --attn and --kv-cache paged into run: the paged cache is vLLM's, read by
  * its flash kernel; HF refuses flash_attention_2 with a StaticCache
  * (LlamaFlashAttention2.forward raises), and flash kernels run in
@@ -362,6 +374,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         m->llm_new_tokens = run.new_tokens;
         m->llm_static = run.cache == ME_LLM_CACHE_STATIC;
         m->llm_paged = run.cache == ME_LLM_CACHE_PAGED;
+        m->llm_total = graph_has_dim(&m->g, "total");
         m->llm_max_pos = c.max_pos;
         if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.new_tokens
                               ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"

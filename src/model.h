@@ -65,6 +65,7 @@ struct MemestModel {
     int64_t llm_new_tokens, llm_max_pos;
     bool llm_static;
     bool llm_paged;           /* vLLM's paged cache: blocks of ME_LLM_BLOCK tokens */
+    bool llm_total;           /* an input has the dim "total" (eager's mask) */
     int llm_user_dims;   /* bind.dims: the caller's first, then the model's (me_llm_bind_seq) */
 };
 

@@ -17,6 +17,10 @@ usage: test_issue14_serve.py MEMEST SOURCE_ROOT CASE
                 bf16; Mixtral-8x7B int4 is one line there): vLLM's block
                 arithmetic, confirmed by decode-step timelines at the
                 answer and one above; capped by max_num_seqs for short ones
+  truth-sdpa-<model>  golden/truth/llm/<model>.sdpa.json
+                (tests/llm/measure_sdpa.py, PyTorch on CPU: HF's sdpa module,
+                the kernel by its contract): prefill, last decode step with
+                a dynamic and a static cache, batch 1 and 4, within 2 %
   truth-paged-<model>  golden/truth/llm/<model>.paged.json
                 (tests/llm/measure_paged.py, PyTorch on CPU: pools, block
                 table and slots as vLLM's, attention by the kernels'
@@ -257,16 +261,19 @@ def case_tokens():
     check(abs(got - want) / want < 1e-6, f"decode bound {got}, want {want} (bandwidth 3350 GB/s)")
 
 
-def case_truth_paged(model):
-    """golden/truth/llm/<model>.paged.json (tests/llm/measure_paged.py,
-    PyTorch on CPU): peak and end within 2 %, the pools' bytes exact"""
-    t = json.load(open(path("golden", "truth", "llm", model + ".paged.json")))
+def case_truth(model, kind):
+    """golden/truth/llm/<model>.<kind>.json (tests/llm/measure_<kind>.py,
+    PyTorch on CPU): peak and end within 2 %, the cache's bytes exact"""
+    t = json.load(open(path("golden", "truth", "llm", f"{model}.{kind}.json")))
     cfg = path("golden", "truth", "llm", t["config"])
     for mode, by_batch in t["results"].items():
         for b, r in by_batch.items():
-            args = [cfg, "--runtime", "cpu", "--kv-cache", "paged", "--batch", b, "--seq", str(t["seq"])]
+            args = [cfg, "--runtime", "cpu", "--batch", b, "--seq", str(t["seq"])]
+            args += ["--kv-cache", "paged"] if kind == "paged" else ["--attn", "sdpa"]
             if mode.startswith("decode"):
                 args += ["--new-tokens", str(t["new_tokens"])]
+            if mode.endswith("static"):
+                args += ["--kv-cache", "static"]
             o = memest_json(*args)
             if not o:
                 continue
@@ -301,8 +308,9 @@ def case_errors():
 
 if CASE.startswith("concurrency-"):
     case_concurrency(CASE[len("concurrency-"):])
-elif CASE.startswith("truth-paged-"):
-    case_truth_paged(CASE[len("truth-paged-"):])
+elif CASE.startswith("truth-"):
+    kind, model = CASE[len("truth-"):].split("-", 1)
+    case_truth(model, kind)
 else:
     {"sdpa": case_sdpa, "flash": case_flash, "paged": case_paged, "tokens": case_tokens, "errors": case_errors}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")

@@ -116,9 +116,9 @@ def attend(cache, li, q, k, v, n_rep):
     return out
 
 
-def paged_forward(self, hidden_states, attention_mask, position_embeddings, cache, cache_position):
-    """LlamaAttention's projections and rotary (HF), the cache and attention
-    vLLM's; query/key/value_states held to the end as HF's locals are."""
+def qkv_rotary(self, hidden_states, position_embeddings):
+    """LlamaAttention.forward's first lines (HF): q/k/v projections, head
+    views, rotary; the pre-rotary q and k die as HF rebinds its locals."""
     bsz, q_len, _ = hidden_states.size()
     query_states = self.q_proj(hidden_states)
     key_states = self.k_proj(hidden_states)
@@ -128,23 +128,47 @@ def paged_forward(self, hidden_states, attention_mask, position_embeddings, cach
     value_states = value_states.view(bsz, q_len, self.kv, self.hd).transpose(1, 2)
     cos, sin = position_embeddings
     query_states, key_states = families.apply_rotary_pos_emb(query_states, key_states, cos, sin)
+    return bsz, q_len, query_states, key_states, value_states
+
+
+def paged_forward(self, hidden_states, attention_mask, position_embeddings, cache, cache_position):
+    """HF's projections and rotary, vLLM's cache and attention;
+    query/key/value_states held to the end as HF's locals are."""
+    bsz, q_len, query_states, key_states, value_states = qkv_rotary(self, hidden_states, position_embeddings)
     cache.write(self.idx, key_states, value_states)
     attn_output = attend(cache, self.idx, query_states, key_states, value_states, self.h // self.kv)
     attn_output = attn_output.view(bsz, q_len, -1)
     return self.o_proj(attn_output)
 
 
-def run(cfg, mode, batch):
-    c = families.resolve(cfg)
-    assert not c["fused"], "paged truth: separate q/k/v projections only"
-    families.Attention.forward = paged_forward
+def seeded_model(cfg, forward):
+    """families.py's decoder with Attention.forward replaced, weights
+    random (seed 0), then the inputs' seed (1)."""
+    families.Attention.forward = forward
     torch.manual_seed(0)
     model = families.build(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.02)
-    dt = c["dtype"]
     torch.manual_seed(1)
+    return model
+
+
+def measured(fn, base, cache, hold):
+    """measure()'s figures of fn, with the cache's and the logits' bytes"""
+    r, _ = mm.measure(fn, base)
+    r = mm.clean(r)
+    r["cache_bytes_end"] = sum(t.numel() * t.element_size() for t in cache.tensors())
+    r["logits_bytes"] = hold["out"].numel() * hold["out"].element_size()
+    keep = ("baseline", "peak", "peak_relative", "end", "cache_bytes_end", "logits_bytes", "counter_check")
+    return {k: r[k] for k in keep if k in r}
+
+
+def run(cfg, mode, batch):
+    c = families.resolve(cfg)
+    assert not c["fused"], "paged truth: separate q/k/v projections only"
+    model = seeded_model(cfg, paged_forward)
+    dt = c["dtype"]
     prefill = mode == "prefill_paged"
     q = S if prefill else 1
     past = 0 if prefill else S + N - 1
@@ -163,40 +187,36 @@ def run(cfg, mode, batch):
             h = h.index_select(1, last)  # LogitsProcessor._prune_hidden_states
             hold["out"] = model.lm_head(h).float()
 
-    r, _ = mm.measure(fn, base)
-    r = mm.clean(r)
-    r["cache_bytes_end"] = sum(t.numel() * t.element_size() for t in cache.tensors())
-    r["logits_bytes"] = hold["out"].numel() * hold["out"].element_size()
-    keep = ("baseline", "peak", "peak_relative", "end", "cache_bytes_end", "logits_bytes", "counter_check")
-    return {k: r[k] for k in keep if k in r}
+    return measured(fn, base, cache, hold)
 
 
-def main():
+def write_truth(script, doc, suffix, models, modes, run_fn, extra=None):
+    """Each model's modes at BATCHES into <out>/<model>.<suffix>.json"""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(models))
     ap.add_argument("--out", default=os.path.join(ROOT, "golden", "truth", "llm"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for name in a.models.split(","):
-        cfg = LLM_MODELS[name]
         res = {}
-        for mode in MODES:
+        for mode in modes:
             for b in BATCHES:
-                r = run(cfg, mode, b)
+                r = run_fn(LLM_MODELS[name], mode, b)
                 res.setdefault(mode, {})[str(b)] = r
                 print(name, mode, b, r["peak"], r["end"], r["cache_bytes_end"], flush=True)
                 mm.release()
-        doc = {
-            "model": name, "config": name + ".config.json", "torch": torch.__version__,
-            "seq": S, "new_tokens": N, "block": BLOCK,
-            "how": "tests/llm/measure_paged.py: " + " ".join(__doc__.split("\n\n")[1].split()) +
-                   " Measured with tests/oracle/measure_memory.py's measure(): " + mm.HOW,
-            "results": res,
-        }
-        with open(os.path.join(a.out, name + ".paged.json"), "w") as f:
-            json.dump(doc, f, indent=1)
+        out = {"model": name, "config": name + ".config.json", "torch": torch.__version__, "seq": S, "new_tokens": N}
+        out.update(extra or {})
+        out["how"] = (script + ": " + " ".join(doc.split("\n\n")[1].split()) +
+                      " Measured with tests/oracle/measure_memory.py's measure(): " + mm.HOW)
+        out["results"] = res
+        with open(os.path.join(a.out, f"{name}.{suffix}.json"), "w") as f:
+            json.dump(out, f, indent=1)
             f.write("\n")
 
+
+def main():
+    write_truth("tests/llm/measure_paged.py", __doc__, "paged", MODELS, MODES, run, {"block": BLOCK})
 
 if __name__ == "__main__":
     main()
