@@ -305,6 +305,14 @@ int memest_max_concurrency(const MemestModel *model, const char *path, const Mem
     return 0;
 }
 
+double me_concurrency_decode_bound(const MemestConcurrency *c, double bandwidth)
+{
+    /* every weight and each sequence's len tokens of cache read once a step
+     * (the paged kernel stops at context_len) */
+    double bytes = (double)c->weights + (double)c->seqs * (double)c->settings.len * (double)c->block_bytes / (double)c->block_tokens;
+    return c->seqs > 0 && bandwidth > 0 && bytes > 0 ? (double)c->seqs * bandwidth / bytes : 0;
+}
+
 void memest_note_concurrency(MemestAnalysis *a, const MemestConcurrency *c)
 {
     a->concurrency = *c;

@@ -86,6 +86,8 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
 bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes);
 /* The paged cache's blocks (vLLM's: each spans every layer) and bytes a
  * block; false unless the model's cache is paged. */
+/* Decode tokens/s of the concurrency answer, bound by bandwidth (bytes/s). */
+double me_concurrency_decode_bound(const MemestConcurrency *c, double bandwidth);
 bool me_llm_kv_blocks(const MemestModel *m, uint64_t *blocks, uint64_t *block_tokens, uint64_t *block_bytes);
 
 /* The memory timeline of one set of settings: training runs step 1 and

@@ -214,6 +214,8 @@ def case_concurrency(model):
             check(not c["capped_by_max_num_seqs"], f"{tag}: capped")
             check(c["needed"] <= c["budget"] < c["needed_next"] and c["confirmed"],
                   f"{tag}: timelines {c['needed']} / {c['needed_next']} vs budget {c['budget']}")
+        tps = c["seqs"] * 3350e9 / (c["weights"] + c["seqs"] * length * per_token)  # h100-sxm: 3350 GB/s
+        check(abs(c.get("decode_bandwidth_bound_tokens_per_second", 0) - tps) <= 1e-6 * tps, f"{tag}: decode bound {c}")
         # the profile's activation peak is the prefill timeline's, paged, 256 x tokens/256
         p = memest_json(cfg, *GPU, *extra, "--kv-cache", "paged", "--batch", "256", "--seq", str(c["profile_tokens"]))
         if p:

@@ -270,6 +270,8 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             add_u64(o, "needed", c->needed);
             add_u64(o, "needed_next", c->needed_next);
             cJSON_AddNumberToObject(o, "simulations", c->simulations);
+            double tps = me_concurrency_decode_bound(c, m->gpu.bandwidth);
+            if (tps > 0) cJSON_AddNumberToObject(o, "decode_bandwidth_bound_tokens_per_second", tps);
         }
     }
     /* Constant nodes are data, not rows; their outputs are named here. */

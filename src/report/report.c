@@ -471,6 +471,10 @@ static void print_device(const MemestAnalysis *m, FILE *f)
         else
             fprintf(f, "    decode step of %lld sequences needs %.2f MiB, of %lld %.2f MiB: %s\n", (long long)c->seqs, mib(c->needed),
                     (long long)c->seqs + 1, mib(c->needed_next), c->confirmed ? "confirmed" : "NOT confirmed by the timelines");
+        double tps = me_concurrency_decode_bound(c, m->gpu.bandwidth);
+        if (tps > 0)
+            fprintf(f, "    decode bound by bandwidth at %lld sequences (weights + their caches read once a step): %.1f tokens/s\n",
+                    (long long)c->seqs, tps);
     }
 }
 
