@@ -23,8 +23,8 @@ flash (fp16/bf16, no mask) allocates the output, stored [B,S,H,hd] in q's
 dtype, and softmax_lse [B,H,S] fp32; the memory-efficient kernel (fp32, or
 a mask) the output only in inference, and a padded copy of a mask whose
 last dim is not a multiple of 8 (attention.cpp preprocess_mask). The
-output is filled one query row and head at a time (per-row temporaries of
-a few KiB; no [S,T] tensor), and returned transposed [B,H,S,hd], so HF's
+output is filled one query row and KV-head group at a time (per-row
+temporaries of a few KiB; no [S,T] tensor), and returned transposed [B,H,S,hd], so HF's
 .contiguous() copies nothing. Baseline: parameters, buffers, inputs (ids,
 position ids, the mask when there is one, cache_position) and the cache
 alive before the region. "cache_bytes_end": the cache's tensors after.
@@ -50,7 +50,7 @@ MODES = ("prefill", "decode_dynamic", "decode_static")
 MODELS = ("llama_small", "llama_small_bf16")
 
 
-def sdpa_contract(q, k, v, mask):
+def sdpa_contract(q, k, v, mask, n_kv):
     """F.scaled_dot_product_attention as its CUDA kernels allocate: q
     [B,H,S,hd], k, v [B,H,T,hd] (repeat_kv'd); returns [B,H,S,hd], a
     transposed view of the [B,S,H,hd] output."""
@@ -64,17 +64,19 @@ def sdpa_contract(q, k, v, mask):
     lse = torch.empty(B, H, Sq if flash else 0, dtype=torch.float32)
     scale = 1.0 / math.sqrt(hd)
     causal = mask is None and Sq > 1
+    rep = H // n_kv
     for b in range(B):
-        for h in range(H):
+        for g in range(n_kv):  # repeat_kv's copies are equal within a group: read one
+            hs = slice(g * rep, (g + 1) * rep)
             for i in range(Sq):
                 n = i + 1 + (T - Sq) if causal else T
-                s = torch.mv(k[b, h, :n], q[b, h, i]).float() * scale
+                s = torch.mm(q[b, hs, i], k[b, g * rep, :n].t()).float() * scale  # [rep, n]
                 if mask is not None:
                     s = s + mask[b, 0, i, :n].float()
-                m = torch.logsumexp(s, 0)
-                out[b, i, h].copy_(torch.mv(v[b, h, :n].t(), torch.exp(s - m).to(q.dtype)))
+                m = torch.logsumexp(s, -1)
+                out[b, i, hs].copy_(torch.mm(torch.exp(s - m.unsqueeze(-1)).to(q.dtype), v[b, g * rep, :n]))
                 if flash:
-                    lse[b, h, i] = m
+                    lse[b, hs, i] = m
     del lse, pad
     return out.transpose(1, 2)
 
@@ -88,7 +90,7 @@ def sdpa_forward(self, hidden_states, attention_mask, position_embeddings, cache
     causal_mask = attention_mask
     if attention_mask is not None:
         causal_mask = causal_mask[:, :, :, : key_states.shape[-2]]
-    attn_output = sdpa_contract(query_states, key_states, value_states, causal_mask)
+    attn_output = sdpa_contract(query_states, key_states, value_states, causal_mask, self.kv)
     attn_output = attn_output.transpose(1, 2).contiguous()
     attn_output = attn_output.view(bsz, q_len, -1)
     return self.o_proj(attn_output)
