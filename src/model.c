@@ -226,6 +226,18 @@ static int bind(MemestModel *m, const MemestLoadSettings *s, bool first, MeDiag 
  * max = S+N (S without decode) whatever the step. */
 #define ME_LLM_DEFAULT_SEQ 2048
 
+/* The paged cache's dims: seq (the prompt, or 1 a decode step), each
+ * sequence's blocks for its S+N tokens and the pools' blocks for the batch */
+static int llm_paged_dims(const MemestModel *m, int64_t S, const MemestLoadSettings *ls, char buf[][64])
+{
+    int64_t N = m->llm_new_tokens, batch = ls->batch > 0 ? ls->batch : 1;
+    int64_t per = (S + N + ME_LLM_BLOCK - 1) / ME_LLM_BLOCK;
+    snprintf(buf[0], 64, "seq=%lld", (long long)(N ? 1 : S));
+    snprintf(buf[1], 64, "seq_blocks=%lld", (long long)per);
+    snprintf(buf[2], 64, "blocks=%lld", (long long)me_smul((uint64_t)batch, (uint64_t)per));
+    return 3;
+}
+
 /* The binding ls with the language model's dims for a prompt of S tokens
  * (the caller's own --dim strings first); S also becomes the prompt the
  * KV report counts. */
@@ -237,10 +249,13 @@ int me_llm_bind_seq(MemestModel *m, int64_t S, MemestLoadSettings *ls)
     if (m->llm_static) {
         snprintf(buf[n++], 64, "seq=%lld", (long long)(N ? 1 : S));
         snprintf(buf[n++], 64, "max=%lld", (long long)(S + N));
+    } else if (m->llm_paged) {
+        n = llm_paged_dims(m, S, ls, buf);
     } else if (N) {
         snprintf(buf[n++], 64, "seq=1");
         snprintf(buf[n++], 64, "past=%lld", (long long)(S + N - 1));
-        snprintf(buf[n++], 64, "total=%lld", (long long)(S + N));
+        if (m->llm_total) /* the mask's key length (sdpa and flash have no mask) */
+            snprintf(buf[n++], 64, "total=%lld", (long long)(S + N));
     } else {
         snprintf(buf[n++], 64, "seq=%lld", (long long)S);
     }
@@ -263,6 +278,8 @@ bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint
     int64_t batch = ids->known && ids->shape.rank == 2 ? ids->shape.d[0] : 1;
     *per_token = m->kv_per_token;
     *tokens = me_smul((uint64_t)batch, (uint64_t)m->kv_tokens);
+    if (m->llm_paged) /* whole blocks a sequence */
+        *tokens = me_smul((uint64_t)batch, me_smul((uint64_t)((m->kv_tokens + ME_LLM_BLOCK - 1) / ME_LLM_BLOCK), ME_LLM_BLOCK));
     *bytes = me_smul(*per_token, *tokens);
     return true;
 }
@@ -292,6 +309,16 @@ static uint64_t llm_weights_read(const MemestModel *m)
     return w;
 }
 
+bool me_llm_kv_blocks(const MemestModel *m, uint64_t *blocks, uint64_t *block_tokens, uint64_t *block_bytes)
+{
+    uint64_t per, n, kv;
+    if (!m || !m->llm_paged || !me_llm_kv(m, &per, &n, &kv)) return false;
+    *blocks = n / ME_LLM_BLOCK;
+    *block_tokens = ME_LLM_BLOCK;
+    *block_bytes = me_smul(per, ME_LLM_BLOCK);
+    return true;
+}
+
 bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, MeLlmRate *r)
 {
     memset(r, 0, sizeof(*r));
@@ -305,7 +332,10 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
      * token per sequence: bandwidth bounds it whatever the FLOP/s */
     if (m->llm_new_tokens && gpu && gpu->bandwidth > 0) {
         uint64_t w = llm_weights_read(m);
-        double bytes = (double)w + (double)kv;
+        /* the paged kernel reads each sequence's context_len tokens, not
+         * the unfilled end of its last block */
+        uint64_t read = m->llm_paged ? me_smul(per, me_smul((uint64_t)batch, (uint64_t)m->kv_tokens)) : kv;
+        double bytes = (double)w + (double)read;
         r->decode_bound_tokens_per_s = bytes > 0 ? (double)batch * gpu->bandwidth / bytes : 0;
     }
     return true;
@@ -324,6 +354,42 @@ static int llm_quant_options(const MeLlmConfig *c, const MemestLoadSettings *s, 
     /* --dtype converts plain float weights (model.half()): what the headers
      * store is then not what is resident; quantized ones keep their layout */
     if (s && s->dtype && c->quant == ME_LLM_Q_NONE && run->weights == ME_LLM_Q_NONE) run->weights_dtype = c->dtype;
+    return 0;
+}
+
+/* Whether an input of g has the symbolic dim name */
+static bool graph_has_dim(const MeGraph *g, const char *name)
+{
+    for (int k = 0; k < g->n_inputs; k++) {
+        const MeValue *v = &g->v[g->inputs[k]];
+        for (int i = 0; v->sym && i < v->shape.rank; i++)
+            if (v->sym[i] && !strcmp(v->sym[i], name)) return true;
+    }
+    return false;
+}
+
+/* --attn and --kv-cache paged into run: the paged cache is vLLM's, read by
+ * its flash kernel; HF refuses flash_attention_2 with a StaticCache
+ * (LlamaFlashAttention2.forward raises), and flash kernels run in
+ * fp16/bf16 only. */
+static int llm_attn(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun *run, const char *path, MeDiag *d)
+{
+    static const char *const names[] = { "eager", "eager", "sdpa", "flash" };
+    MemestAttn a = s ? s->attn : MEMEST_ATTN_DEFAULT;
+    if (s && s->kv_cache == MEMEST_KV_PAGED) {
+        run->cache = ME_LLM_CACHE_PAGED;
+        if (a != MEMEST_ATTN_DEFAULT && a != MEMEST_ATTN_FLASH)
+            return me_error(d, ME_EINVAL, "%s: --attn %s with --kv-cache paged: vLLM reads its paged cache with its flash kernel (--attn flash)", path, names[a]);
+        a = MEMEST_ATTN_FLASH;
+    }
+    if (a == MEMEST_ATTN_FLASH && run->cache == ME_LLM_CACHE_STATIC)
+        return me_error(d, ME_EINVAL, "%s: --attn flash with --kv-cache static: transformers' flash_attention_2 refuses a StaticCache", path);
+    /* vLLM serves fp32 with another backend (XFormers, FlexAttention) that
+     * keeps flash's footprint: only HF's flash_attention_2 refuses it */
+    MeDType dt = run->weights_dtype != ME_DT_UNDEF ? run->weights_dtype : c->dtype;
+    if (a == MEMEST_ATTN_FLASH && run->cache != ME_LLM_CACHE_PAGED && dt != ME_DT_F16 && dt != ME_DT_BF16)
+        return me_error(d, ME_EINVAL, "%s: --attn flash with %s weights: flash attention runs in float16/bfloat16 (give --dtype bf16)", path, me_dtype_name(dt));
+    run->attn = a == MEMEST_ATTN_SDPA ? ME_LLM_ATTN_SDPA : a == MEMEST_ATTN_FLASH ? ME_LLM_ATTN_FLASH : ME_LLM_ATTN_EAGER;
     return 0;
 }
 
@@ -349,6 +415,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     int t = s && s->dtype ? me_dtype_from_name(s->dtype) : -1;
     if (rc >= 0 && t > 0 && me_dtype_is_float((MeDType)t)) c.dtype = (MeDType)t;
     if (rc >= 0) rc = llm_quant_options(&c, s, &run, d);
+    if (rc >= 0) rc = llm_attn(&c, s, &run, path, d);
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
     if (rc >= 0) rc = me_llm_apply_weights(&m->g, &c, &run, d);
     if (rc >= 0) {
@@ -360,12 +427,20 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         m->kv_tokens = run.seq + run.new_tokens;
         m->llm_new_tokens = run.new_tokens;
         m->llm_static = run.cache == ME_LLM_CACHE_STATIC;
+        m->llm_paged = run.cache == ME_LLM_CACHE_PAGED;
+        m->llm_total = graph_has_dim(&m->g, "total");
         m->llm_max_pos = c.max_pos;
         if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.train
                               ? "graph: HF's training forward (use_cache=False, labels: the loss on logits[:, :-1])"
                               : run.new_tokens
                               ? "timeline: the last decode step (one new token per sequence, the cache at its longest)"
                               : "timeline: the prefill (the prompt in one forward)") < 0)
+            rc = ME_ENOMEM;
+        if (rc >= 0 && run.attn != ME_LLM_ATTN_EAGER &&
+            me_graph_add_note(&m->g, "llm_attn", ME_NOTE_ALWAYS, "%s",
+                              run.cache == ME_LLM_CACHE_PAGED ? "attention: vLLM's flash and paged kernels, as their CUDA code allocates (doc/llm.md)"
+                                                              : "attention: one fused kernel, as PyTorch 2.x's CUDA SDPA / flash-attn allocate (doc/llm.md); "
+                                                                "torch 1.13 has no SDPA") < 0)
             rc = ME_ENOMEM;
         if (rc >= 0 && !(s && s->seq))
             rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %lld tokens", (long long)run.seq);
@@ -389,8 +464,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
         int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
         rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
-    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->weights || s->kv_dtype))
-        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache, --weights and --kv-dtype apply to language models (a config.json or a model folder)", name);
+    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->attn || s->weights || s->kv_dtype))
+        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache, --attn, --weights and --kv-dtype apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
     if (rc >= 0 && llm) {
         m->llm_user_dims = m->bind.n_dims;

@@ -64,6 +64,8 @@ struct MemestModel {
     int64_t kv_tokens;
     int64_t llm_new_tokens, llm_max_pos;
     bool llm_static;
+    bool llm_paged;           /* vLLM's paged cache: blocks of ME_LLM_BLOCK tokens */
+    bool llm_total;           /* an input has the dim "total" (eager's mask) */
     int llm_user_dims;   /* bind.dims: the caller's first, then the model's (me_llm_bind_seq) */
 };
 
@@ -82,6 +84,11 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
 /* A language model's KV cache by the end of the step shown: bytes per
  * token, tokens over the batch, bytes in all. false for other models. */
 bool me_llm_kv(const MemestModel *m, uint64_t *per_token, uint64_t *tokens, uint64_t *bytes);
+/* The paged cache's blocks (vLLM's: each spans every layer) and bytes a
+ * block; false unless the model's cache is paged. */
+/* Decode tokens/s of the concurrency answer, bound by bandwidth (bytes/s). */
+double me_concurrency_decode_bound(const MemestConcurrency *c, double bandwidth);
+bool me_llm_kv_blocks(const MemestModel *m, uint64_t *blocks, uint64_t *block_tokens, uint64_t *block_bytes);
 
 /* The memory timeline of one set of settings: training runs step 1 and
  * step 2 (steady state). */
@@ -115,6 +122,8 @@ struct MemestAnalysis {
     MemestMaxBatch max_batch;
     bool has_max_seq;
     MemestMaxSeq max_seq;
+    bool has_concurrency;
+    MemestConcurrency concurrency;
 };
 
 /* Cost of one node under a convention (conventions.c). */

@@ -177,8 +177,8 @@ def case_errors():
     check(rc == 2 and "--seq" in err, f"--seq on a JSON layer graph: exit {rc}, {err!r}")
     rc, out, err = run(path("models", "resnet18.json"))
     check(rc == 0, f"memest's own JSON layer graph no longer loads: exit {rc}, {err[-300:]}")
-    rc, out, err = run(path("golden", "truth", "llm", "llama_small.config.json"), "--kv-cache", "paged")
-    check(rc == 2 and "--kv-cache" in err, f"--kv-cache paged: exit {rc}, {err!r}")
+    rc, out, err = run(path("golden", "truth", "llm", "llama_small.config.json"), "--kv-cache", "ring")
+    check(rc == 2 and "--kv-cache" in err, f"--kv-cache ring: exit {rc}, {err!r}")
 
 
 def case_folder():

@@ -73,7 +73,16 @@ typedef struct MemestModel MemestModel;
 typedef enum MemestKvCache {
     MEMEST_KV_DYNAMIC = 0, /* HF DynamicCache: torch.cat per layer per step */
     MEMEST_KV_STATIC,      /* HF StaticCache: [B,Hkv,max,hd] preallocated, index_copy_ */
+    MEMEST_KV_PAGED,       /* vLLM: [blocks,16,Hkv,hd] pools, ceil(len/16) blocks a sequence */
 } MemestKvCache;
+
+/* A language model's attention (doc/llm.md): HF's attn_implementation. */
+typedef enum MemestAttn {
+    MEMEST_ATTN_DEFAULT = 0, /* eager; flash with the paged cache (vLLM's) */
+    MEMEST_ATTN_EAGER,       /* matmul, softmax, matmul: the [B,H,S,T] scores */
+    MEMEST_ATTN_SDPA,        /* F.scaled_dot_product_attention (flash, or memory-efficient with a mask) */
+    MEMEST_ATTN_FLASH,       /* flash_attention_2: no repeat_kv, no mask; fp16/bf16 only */
+} MemestAttn;
 
 typedef struct MemestLoadSettings {
     /* Input shapes, "[name=]D0xD1x...[:dtype]". Without a name the spec
@@ -123,6 +132,8 @@ typedef struct MemestLoadSettings {
      * or config say) and the KV cache's storage dtype ("fp16", "bf16",
      * "fp8"; NULL: the compute dtype). doc/llm.md. */
     const char *weights, *kv_dtype;
+    /* Language models: the attention kernel (doc/llm.md) */
+    MemestAttn attn;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
@@ -497,6 +508,49 @@ MEMEST_API int memest_max_seq(MemestModel *model, const MemestMemorySettings *me
                               MemestMaxSeq *out, void (*progress)(void *opaque, int64_t seq, uint64_t needed),
                               void *opaque, char *err, size_t errlen);
 MEMEST_API void memest_note_max_seq(MemestAnalysis *analysis, const MemestMaxSeq *ms);
+
+/* vLLM-style concurrency (doc/llm.md "Serving"): how many sequences of
+ * len tokens vLLM's paged cache holds on a GPU, as vLLM sizes it
+ * (vllm/worker/worker.py determine_num_available_blocks): the budget
+ * gpu_memory_utilization x memory, minus the weights, the activation peak
+ * of its profile run (max_num_batched_tokens tokens split over
+ * max_num_seqs sequences, paged cache and flash attention, memest's
+ * timeline) and the CUDA context; blocks of 16 tokens from the rest; the
+ * answer min(max_num_seqs, blocks / ceil(len / 16)). Zeros take vLLM's
+ * defaults. */
+typedef struct MemestConcurrencySettings {
+    int64_t len;                    /* tokens a sequence holds (prompt and generated) */
+    double gpu_memory_utilization;  /* 0: 0.9 */
+    int64_t max_num_batched_tokens; /* 0: max(max_position_embeddings, 2048) */
+    int64_t max_num_seqs;           /* 0: 256 */
+} MemestConcurrencySettings;
+
+typedef struct MemestConcurrency {
+    MemestConcurrencySettings settings; /* with the defaults filled in */
+    int64_t seqs;                   /* the answer */
+    int64_t blocks;                 /* KV blocks the budget leaves (each spans every layer) */
+    int64_t blocks_per_seq;         /* ceil(len / 16) */
+    int64_t block_tokens;           /* 16 */
+    uint64_t block_bytes;
+    uint64_t budget, weights, activation_peak, context;
+    int64_t profile_seqs, profile_tokens; /* the profile run: sequences x tokens each */
+    int capped;                     /* 1: max_num_seqs decided, not the blocks */
+    /* decode-step timelines of seqs and seqs + 1 sequences of len tokens
+     * (needed_next 0 when capped), each with the activation reserve */
+    uint64_t needed, needed_next;
+    int confirmed;                  /* 1: needed fits the budget and needed_next does not */
+    int simulations;
+} MemestConcurrency;
+
+/* The concurrency answer for the language model at path (loaded with ls,
+ * which must not ask for a dynamic or static cache) on a GPU of
+ * gpu_memory bytes; mem's runtime must be cuda. model is that model as
+ * loaded (its max_position_embeddings). */
+MEMEST_API int memest_max_concurrency(const MemestModel *model, const char *path, const MemestLoadSettings *ls,
+                                      const MemestMemorySettings *mem, uint64_t gpu_memory,
+                                      const MemestConcurrencySettings *cs, MemestConcurrency *out,
+                                      char *err, size_t errlen);
+MEMEST_API void memest_note_concurrency(MemestAnalysis *analysis, const MemestConcurrency *c);
 
 /* --- reports (src/report/) --- */
 

@@ -71,6 +71,7 @@ typedef struct Cli {
     MemestLoadSettings ls;
     MemestAnalyzeSettings as;
     MemestMemorySettings ms;
+    MemestConcurrencySettings cs;
     MemestGpu *user_gpus; /* --gpu-file */
     int n_user_gpus;
     MemestGpu named, custom, profiled;
@@ -110,13 +111,25 @@ static int apply(Cli *c, int o, const char *val)
     case OPT_KV_CACHE:
         if (!strcmp(val, "dynamic")) c->ls.kv_cache = MEMEST_KV_DYNAMIC;
         else if (!strcmp(val, "static")) c->ls.kv_cache = MEMEST_KV_STATIC;
+        else if (!strcmp(val, "paged")) c->ls.kv_cache = MEMEST_KV_PAGED;
         else {
-            fprintf(stderr, "memest: --kv-cache '%s': expected dynamic or static\n", val);
+            fprintf(stderr, "memest: --kv-cache '%s': expected dynamic, static or paged\n", val);
             return -1;
         }
         break;
     case OPT_WEIGHTS: c->ls.weights = val; break; /* checked by the library, which names the model */
     case OPT_KV_DTYPE: c->ls.kv_dtype = val; break;
+    case OPT_ATTN: {
+        static const char *const kinds[] = { "eager", "sdpa", "flash", NULL };
+        int k = 0;
+        while (kinds[k] && strcmp(kinds[k], val)) k++;
+        if (!kinds[k]) {
+            fprintf(stderr, "memest: --attn '%s': expected eager, sdpa or flash\n", val);
+            return -1;
+        }
+        c->ls.attn = (MemestAttn)(MEMEST_ATTN_EAGER + k);
+        break;
+    }
     case OPT_FREEZE: c->freeze[c->n_freeze++] = val; break;
     case OPT_BATCH:
         if (parse_size(val, &c->ls.batch) < 0) {
@@ -242,6 +255,26 @@ static int apply(Cli *c, int o, const char *val)
     }
     case OPT_MAX_BATCH: break;
     case OPT_MAX_SEQ: break;
+    case OPT_MAX_CONCURRENCY:
+    case OPT_MAX_NUM_BATCHED_TOKENS: {
+        int64_t x;
+        if (parse_size(val, &x) < 0) {
+            fprintf(stderr, "memest: %s '%s': expected a whole number of tokens from 1 to 2^40\n", a, val);
+            return -1;
+        }
+        if (o == OPT_MAX_CONCURRENCY) c->cs.len = x;
+        else c->cs.max_num_batched_tokens = x;
+        break;
+    }
+    case OPT_GPU_MEMORY_UTILIZATION: {
+        char *e;
+        c->cs.gpu_memory_utilization = strtod(val, &e);
+        if (*e || !(c->cs.gpu_memory_utilization > 0 && c->cs.gpu_memory_utilization <= 1)) {
+            fprintf(stderr, "memest: %s '%s': expected a fraction above 0, at most 1\n", a, val);
+            return -1;
+        }
+        break;
+    }
     case OPT_GPUS: {
         int64_t g;
         if (parse_size(val, &g) < 0 || g > 65536) {
@@ -491,6 +524,14 @@ int main(int argc, char **argv)
         }
         if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
         memest_note_max_seq(an, &mq);
+    }
+    if (c.given & OPT_BIT(MAX_CONCURRENCY)) {
+        MemestConcurrency cc;
+        if (memest_max_concurrency(m, c.model, &c.ls, ms, gpu->memory, &c.cs, &cc, err, sizeof(err)) < 0) {
+            fprintf(stderr, "memest: --max-concurrency: %s\n", err);
+            goto end;
+        }
+        memest_note_concurrency(an, &cc);
     }
     if (memest_report(an, (MemestFormat)c.format, out) < 0 || fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "memest: could not write the report\n");

@@ -33,7 +33,12 @@
     X(NEW_TOKENS, "--new-tokens", "N", 0, 0,                                                                     \
       "language models: tokens generated after the prompt; the timeline\n"                                      \
       "is then the last decode step's (the cache at its longest)")                                               \
-    X(KV_CACHE, "--kv-cache", "KIND", 0, 0, "language models: dynamic (torch.cat) | static (preallocated)")     \
+    X(KV_CACHE, "--kv-cache", "KIND", 0, 0,                                                                      \
+      "language models: dynamic (torch.cat) | static (preallocated) |\n"                                        \
+      "paged (vLLM: blocks of 16 tokens, read by its flash kernel)")                                             \
+    X(ATTN, "--attn", "KIND", 0, 0,                                                                              \
+      "language models: eager | sdpa (F.scaled_dot_product_attention) |\n"                                      \
+      "flash (flash_attention_2); default eager, flash when paged")                                               \
     X(WEIGHTS, "--weights", "T", 0, 0,                                                                          \
       "language models: fp32 | fp16 | bf16 | int8 | int4 | nf4 | fp8:\n"                                          \
       "the weights as a loader makes them (default: as stored)")                                                 \
@@ -82,6 +87,13 @@
       "the largest batch that fits on the GPU")                                                                  \
     X(MAX_SEQ, "--max-seq", NULL, 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),                 \
       "language models: the longest prompt that fits on the GPU")                                                \
+    X(MAX_CONCURRENCY, "--max-concurrency", "LEN", 0, OPT_BIT(GPU) | OPT_BIT(GPU_MEM) | OPT_BIT(DEVICE_PROFILE),    \
+      "language models: the most sequences of LEN tokens vLLM serves at\n"                                      \
+      "once on the GPU (paged cache; doc/llm.md)")                                                               \
+    X(GPU_MEMORY_UTILIZATION, "--gpu-memory-utilization", "F", 0, OPT_BIT(MAX_CONCURRENCY),                      \
+      "vLLM's share of the GPU's memory (default 0.9)")                                                          \
+    X(MAX_NUM_BATCHED_TOKENS, "--max-num-batched-tokens", "N", 0, OPT_BIT(MAX_CONCURRENCY),                      \
+      "vLLM's profile run's tokens (default max(context, 2048))")                                                \
     X(GPUS, "--gpus", "N", 0, 0,                                                                                 \
       "data parallel on N GPUs; memory per GPU (inference:\n"                                                   \
       "with --shard zero3 only, the one that shards weights)")                                                   \
@@ -99,7 +111,8 @@
 #define MEMEST_OPTION_CONFLICTS(Y)                                                              \
     Y(TRAIN, GRAD, "a training step runs autograd already")                                    \
     Y(AMP, DTYPE, "autocast keeps fp32 weights, --dtype converts them")                        \
-    Y(GPU, DEVICE_PROFILE, "the profile is the GPU, measured")
+    Y(GPU, DEVICE_PROFILE, "the profile is the GPU, measured") \
+    Y(MAX_CONCURRENCY, TRAIN, "vLLM serves inference")
 
 typedef enum MeCliOpt {
 #define X(id, name, arg, many, needs, help) OPT_##id,

@@ -76,7 +76,9 @@ typedef struct MeLlmConfig {
 
 /* What the user asks of a language model (filled from the CLI/API). */
 typedef enum MeLlmCache { ME_LLM_CACHE_DYNAMIC = 0, ME_LLM_CACHE_STATIC, ME_LLM_CACHE_PAGED } MeLlmCache;
-typedef enum MeLlmAttn { ME_LLM_ATTN_EAGER = 0, ME_LLM_ATTN_SDPA } MeLlmAttn;
+typedef enum MeLlmAttn { ME_LLM_ATTN_EAGER = 0, ME_LLM_ATTN_SDPA, ME_LLM_ATTN_FLASH } MeLlmAttn;
+/* vLLM's block of the paged cache, in tokens (CacheConfig.block_size's default) */
+#define ME_LLM_BLOCK 16
 
 typedef struct MeLlmRun {
     int64_t batch, seq;       /* prefill: batch × seq tokens */

@@ -310,7 +310,11 @@ static int repeat_kv(Bld *b, int x)
 
 typedef struct Shared {
     int ids, mask, cos, sin, cache_pos;
+    int slots, tables; /* paged cache: slot_mapping, block_tables */
 } Shared;
+
+static int fused_attention(Bld *b, const char *mod, int q, int k, int v, const Shared *s);
+static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v);
 
 static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int *present_v)
 {
@@ -360,6 +364,9 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
         v = N(b, "ScatterND", pv, s->cache_pos, v);
         if (last(b)) last(b)->flags |= ME_N_INPLACE;
         *present_k = *present_v = -1;
+    } else if (run->cache == ME_LLM_CACHE_PAGED) {
+        paged_write(b, li, s, &k, &v);
+        *present_k = *present_v = -1;
     } else if (decode) {
         past_kv(b, c, li, "past", &pk, &pv);
         if (pk >= 0) b->g->v[pk].donated = true;
@@ -374,6 +381,11 @@ static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int
         *present_k = k;
         *present_v = v;
     }
+    /* vLLM's paged kernels read an fp8 cache in the kernel; HF's SDPA
+     * path, like eager, attends to a copy cast back */
+    bool paged = run->cache == ME_LLM_CACHE_PAGED;
+    if (run->attn != ME_LLM_ATTN_EAGER)
+        return fused_attention(b, mod, q, paged ? k : kv_read(b, k), paged ? v : kv_read(b, v), s);
     k = repeat_kv(b, kv_read(b, k));
     v = repeat_kv(b, kv_read(b, v));
     /* LlamaAttention.forward's locals query_states, key_states and
@@ -622,6 +634,11 @@ static int build_gpt(Bld *b)
     MeGraph *g = b->g;
     bool neox = !strcmp(c->family, "gpt_neox");
     const char *top = neox ? "gpt_neox" : "transformer";
+    /* the fused attention kernels and vLLM's paged cache are built in the
+     * Llama-style decoders' attention only */
+    if (run->attn != ME_LLM_ATTN_EAGER || run->cache == ME_LLM_CACHE_PAGED)
+        return me_error(b->d, ME_EINVAL, "%s: --attn sdpa|flash and --kv-cache paged are not built for %s yet (eager attention is)",
+                        c->path, neox ? "GPTNeoXForCausalLM" : "GPT2LMHeadModel");
     /* --kv-dtype's casts are built in the Llama-style decoders' attention only */
     if (run->kv_dtype != ME_DT_UNDEF && run->kv_dtype != b->dt)
         return me_error(b->d, ME_EINVAL, "%s: --kv-dtype: a cache stored in another dtype is not built for %s yet",
@@ -1007,6 +1024,99 @@ static int shift_logits(Bld *b, int logits)
     return N(b, "Reshape", sl, cints(b, flat, 2));
 }
 
+/* --attn sdpa and flash: one fused attention node (ScaledDotProductAttention,
+ * src/ops/attention.c holds what each kernel allocates) in place of
+ * eager's matmul, softmax and matmul.
+ * - sdpa, LlamaSdpaAttention (v4.44): repeat_kv copies as in eager; the
+ *   mask is None unless a StaticCache is used (_update_causal_mask's
+ *   _ignore_causal_mask_sdpa), so the CUDA dispatch
+ *   (sdp_utils.cpp select_sdp_backend) takes flash in fp16/bf16 and the
+ *   memory-efficient kernel with the mask or in fp32;
+ * - flash, LlamaFlashAttention2 and vLLM's FlashAttention backend: k and v
+ *   keep their Hkv heads (the kernel reads GQA natively), no mask; with
+ *   the paged cache a decode step reads the block pools through the block
+ *   table (vLLM's paged kernel: no gather copy of the cache).
+ * The output is stored [B,S,H,hd], so HF's transpose(1,2).contiguous()
+ * and view(B,S,-1) copy nothing. */
+static int fused_attention(Bld *b, const char *mod, int q, int k, int v, const Shared *s)
+{
+    const MeLlmConfig *c = b->c;
+    const MeLlmRun *run = b->run;
+    bool paged_decode = run->cache == ME_LLM_CACHE_PAGED && run->new_tokens > 0;
+    const char *kern = "flash";
+    if (run->attn == ME_LLM_ATTN_SDPA) {
+        k = repeat_kv(b, k);
+        v = repeat_kv(b, v);
+        if (s->mask >= 0 || b->dt == ME_DT_F32) kern = "efficient";
+    }
+    if (paged_decode) kern = "paged";
+    local(b, q);
+    local(b, k);
+    local(b, v);
+    int outs[3] = { -1, -1, -1 };
+    int ins[4] = { q, k, v, paged_decode ? s->tables : s->mask };
+    int n_in = paged_decode || s->mask >= 0 ? 4 : 3;
+    node_n(b, "ScaledDotProductAttention", ins, n_in, 3, outs);
+    attr_s(b, "kernel", kern);
+    attr_i(b, "is_causal", s->mask < 0 && run->new_tokens == 0 && run->cache != ME_LLM_CACHE_STATIC);
+    int64_t rs[3] = { 0, 0, -1 };
+    int o = N(b, "Reshape", outs[0], cints(b, rs, 3));
+    char sub[300];
+    snprintf(sub, sizeof(sub), "%s.o_proj", mod);
+    return linear(b, sub, o, c->heads * c->head_dim, c->hidden, c->o_bias);
+}
+
+/* Whether HF's sdpa path builds the 4-d mask: _ignore_causal_mask_sdpa
+ * drops it unless the cache is static or, with a sliding window
+ * (Mistral, Qwen2 with use_sliding_window), the keys reach the window */
+static bool sdpa_mask(const MeLlmConfig *c, const MeLlmRun *run)
+{
+    return run->cache == ME_LLM_CACHE_STATIC || (c->sliding_window > 0 && run->seq + run->new_tokens >= c->sliding_window);
+}
+
+/* vLLM's paged cache (vllm/attention/backends/flash_attn.py
+ * get_kv_cache_shape: (2, num_blocks, block_size, num_kv_heads,
+ * head_size)): per layer one tensor [2, blocks, 16, Hkv, hd], keys and
+ * values, allocated before the step (an input, persistent); "blocks" =
+ * ceil(len/16) a sequence; slot_mapping [B,S] names each new token's slot
+ * and block_tables [B, blocks a sequence] (int32) each sequence's blocks. */
+static void paged_inputs(Bld *b, Shared *s)
+{
+    const char *sym_sl[2] = { "batch", "seq" }, *sym_bt[2] = { "batch", "seq_blocks" };
+    s->slots = input(b, "slot_mapping", 2, NULL, sym_sl, ME_DT_I64);
+    s->tables = input(b, "block_tables", 2, NULL, sym_bt, ME_DT_I32);
+}
+
+/* reshape_and_cache_flash writes the step's keys and values into their
+ * slots in place; a decode step's attention then reads the pool */
+static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v)
+{
+    const MeLlmConfig *c = b->c;
+    const char *sym[5] = { NULL, "blocks", NULL, NULL, NULL };
+    int64_t dims[5] = { 2, 0, ME_LLM_BLOCK, c->kv_heads, c->head_dim };
+    char name[128];
+    snprintf(name, sizeof(name), "kv_cache.%d", li);
+    /* the cache's dtype (--kv-dtype, vLLM's kv_cache_dtype) or the weights' */
+    int pool = input(b, name, 5, dims, sym, b->run->kv_dtype != ME_DT_UNDEF ? b->run->kv_dtype : b->dt);
+    pool = N(b, "ScatterND", pool, s->slots, *k);
+    if (last(b)) last(b)->flags |= ME_N_INPLACE;
+    pool = N(b, "ScatterND", pool, s->slots, *v);
+    if (last(b)) last(b)->flags |= ME_N_INPLACE;
+    if (b->run->new_tokens > 0) *k = *v = pool;
+}
+
+/* vLLM's LogitsProcessor computes logits for the sampled tokens only (the
+ * last of each sequence: _prune_hidden_states' index_select, a copy) and
+ * its Sampler takes them in float32 */
+static int last_tokens(Bld *b, int h)
+{
+    b->mod = "logits_processor";
+    int64_t at = -1;
+    int y = N(b, "Gather", h, cints(b, &at, 1));
+    attr_i(b, "axis", 1);
+    return y;
+}
+
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d)
 {
     Bld b = { .g = g, .d = d, .c = c, .run = run, .dt = c->dtype, .mod = "model" };
@@ -1027,7 +1137,10 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     const char *tot = static_cache ? "max" : decode ? "total" : "seq";
     const char *sym_mask[4] = { "batch", NULL, "seq", tot };
     int64_t md[4] = { 0, 1, 0, 0 };
-    s.mask = input(&b, "causal_mask", 4, md, sym_mask, b.dt);
+    s.mask = -1;
+    if (run->attn == ME_LLM_ATTN_EAGER || (run->attn == ME_LLM_ATTN_SDPA && sdpa_mask(c, run)))
+        s.mask = input(&b, "causal_mask", 4, md, sym_mask, b.dt);
+    if (run->cache == ME_LLM_CACHE_PAGED) paged_inputs(&b, &s);
     if (static_cache) {
         /* HF's cache_position is 1-d [S]; [1, S] here (the same bytes) so
          * that --batch binds no dim of it */
@@ -1103,6 +1216,7 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         h = N(&b, "Add", h, m);
     }
     h = rmsnorm(&b, "model.norm", h);
+    if (run->cache == ME_LLM_CACHE_PAGED) h = last_tokens(&b, h);
     int lm_w = c->tied ? emb : pw(&b, "lm_head", "weight", 2, ed);
     b.mod = "lm_head";
     int logits = N(&b, "Linear", h, lm_w);

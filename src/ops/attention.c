@@ -6,6 +6,8 @@
  *         + N·L·S·E (attention · v) + N·L·E·E (output projection)
  *   FLOPs = 2·MACs + 3E·… bias adds (N·L·E + 2·N·S·E + N·L·E)
  *         + N·h·L·S·6 (scale, softmax's 5) */
+#include <string.h>
+
 #include "ops.h"
 
 static int infer_mha(MeCtx *c)
@@ -57,4 +59,87 @@ const MeOpDesc me_op_mha = {
     .name = "MultiheadAttention", .since = 1, .min_in = 5, .max_in = 7, .min_out = 1, .max_out = 2,
     .roles = "xxxw", .cls = ME_C_ATTENTION, .infer = infer_mha, .cost = cost_mha,
     .autograd = ME_AG_OPERANDS, .saved_extra = mha_saved_extra, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
+};
+
+/* ScaledDotProductAttention: one fused attention kernel of PyTorch 2.x or
+ * vLLM, as language models (llm_build.c) call it. Inputs query [B,H,S,hd],
+ * key and value [B,Hkv,T,hd] (the "paged" kernel: the layer's pool
+ * [2,blocks,16,Hkv,hd] as both, keys and values, and block_tables [B,
+ * blocks a sequence] after them), then
+ * for "efficient" the additive mask [B,1,S,T]. Attribute "kernel" names
+ * the kernel F.scaled_dot_product_attention's CUDA dispatch picks
+ * (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp select_sdp_backend:
+ * flash without a mask in fp16/bf16, memory-efficient with one), or
+ * vLLM's paged kernel. What each allocates is its memory facts, here:
+ *   out 0  the output, allocated [B,S,H,hd] in q's dtype: flash_api.cpp
+ *          mha_fwd's out = empty_like(q.transpose(1,2)), the efficient
+ *          kernel's res [B,M,H,K]; SDPA returns it transposed, so the
+ *          caller's transpose(1,2).contiguous() copies nothing;
+ *   out 1  logsumexp, fp32: flash's softmax_lse [B,H,S] always; the
+ *          efficient kernel's [B,H,ceil(S/32)*32] only when a gradient will
+ *          need it (_efficient_attention_forward, compute_logsumexp), so
+ *          [B,H,0] in inference; dropped by SDPA's caller at once;
+ *   out 2  the efficient kernel's padded mask: preprocess_mask
+ *          (attention.cpp, PyTorch 2.2+) pads a mask whose strides are not
+ *          multiples of 8 elements to the next multiple (pad_bias: a new
+ *          [B,1,S,T+8-T%8] tensor), freed on return; [0] otherwise.
+ * No [B,H,S,T] score tensor exists in any of them: that is the point.
+ * MACs: q·kᵀ and p·v, B·H·S·T·hd each (T: the block table's reach for the
+ * paged kernel, blocks × 16, the longest a sequence may be). */
+static int64_t sdpa_kernel(const MeNode *n)
+{
+    const char *k = me_attr_s(n, "kernel", "flash");
+    return !strcmp(k, "paged") ? 2 : !strcmp(k, "efficient") ? 1 : 0;
+}
+
+static int infer_sdpa(MeCtx *c)
+{
+    const MeShape *q = me_in_shape(c, 0), *k = me_in_shape(c, 1), *v = me_in_shape(c, 2);
+    int64_t kern = sdpa_kernel(c->n);
+    int kr = kern == 2 ? 5 : 4;
+    if (q->rank != 4 || k->rank != kr || v->rank != kr) return me_fail(c, "query must be 4-d, key and value %d-d", kr);
+    int64_t B = q->d[0], H = q->d[1], S = q->d[2], hd = q->d[3];
+    int64_t hkv = k->d[kern == 2 ? 3 : 1], kd = k->d[kr - 1];
+    if (kd != hd || v->d[kr - 1] != hd || hkv < 1 || H % hkv) return me_fail(c, "query [.,%lld,.,%lld] and key heads/head size [%lld,%lld] disagree", (long long)H, (long long)hd, (long long)hkv, (long long)kd);
+    if (kern == 2 && (c->n->n_in < 4 || me_in_shape(c, 3)->rank != 2)) return me_fail(c, "the paged kernel needs block_tables [B, blocks]");
+    MeShape o = { .rank = 4, .d = { B, S, H, hd } };
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    MeShape lse = { .rank = 3, .d = { B, H, kern == 1 ? 0 : S } };
+    if (rc >= 0 && c->n->n_out > 1) rc = me_set_out(c, 1, ME_DT_F32, &lse);
+    if (rc >= 0 && c->n->n_out > 2) {
+        MeShape pad = { .rank = 1, .d = { 0 } };
+        const MeShape *m = kern == 1 && c->n->n_in > 3 ? me_in_shape(c, 3) : NULL;
+        if (m && m->rank == 4 && m->d[3] % 8) {
+            pad = *m;
+            pad.d[3] = m->d[3] + 8 - m->d[3] % 8;
+        }
+        rc = me_set_out(c, 2, m ? me_in(c, 3)->dtype : me_in(c, 0)->dtype, &pad);
+    }
+    return rc;
+}
+
+static void cost_sdpa(const MeCtx *c, MeOpCost *o)
+{
+    const MeShape *q = me_in_shape(c, 0), *k = me_in_shape(c, 1);
+    uint64_t T = (uint64_t)k->d[2];
+    if (sdpa_kernel(c->n) == 2) T = me_smul((uint64_t)me_in_shape(c, 3)->d[1], 16);
+    uint64_t bhs = me_smul(me_smul((uint64_t)q->d[0], (uint64_t)q->d[1]), (uint64_t)q->d[2]);
+    o->macs = me_smul(2, me_smul(me_smul(bhs, T), (uint64_t)q->d[3]));
+    /* scale and softmax (5 a score), as MultiheadAttention counts them */
+    o->flops = me_sadd(me_smul(2, o->macs), me_smul(6, me_smul(bhs, T)));
+}
+
+/* backward keeps q, k, v (OPERANDS), the output and logsumexp */
+static uint64_t sdpa_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeShape *q = me_in_shape(c, 0);
+    uint64_t bhs = me_smul(me_smul((uint64_t)q->d[0], (uint64_t)q->d[1]), (uint64_t)q->d[2]);
+    return me_sadd(me_smul(me_smul(bhs, (uint64_t)q->d[3]), (uint64_t)me_dtype_size(me_in(c, 0)->dtype)), me_smul(4, bhs));
+}
+
+const MeOpDesc me_op_sdpa = {
+    .name = "ScaledDotProductAttention", .since = 1, .min_in = 3, .max_in = 4, .min_out = 1, .max_out = 3,
+    .roles = "xxxx", .cls = ME_C_ATTENTION, .infer = infer_sdpa, .cost = cost_sdpa,
+    .autograd = ME_AG_OPERANDS, .saved_extra = sdpa_saved_extra, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
 };

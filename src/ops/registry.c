@@ -24,7 +24,7 @@
     X(me_op_pad) X(me_op_pow) X(me_op_rnn) X(me_op_range) X(me_op_reciprocal) X(me_op_reduce_l2) \
     X(me_op_reduce_max) X(me_op_reduce_mean) X(me_op_reduce_min) X(me_op_reduce_prod) \
     X(me_op_reduce_sum) X(me_op_reduce_sum_square) X(me_op_relu) X(me_op_reshape) X(me_op_resize) \
-    X(me_op_round) X(me_op_scatter_elements) X(me_op_scatter_nd) X(me_op_selu) X(me_op_shape) \
+    X(me_op_round) X(me_op_sdpa) X(me_op_scatter_elements) X(me_op_scatter_nd) X(me_op_selu) X(me_op_shape) \
     X(me_op_silu) X(me_op_sigmoid) X(me_op_sign) X(me_op_sin) X(me_op_size) X(me_op_slice) \
     X(me_op_softmax) X(me_op_softplus) X(me_op_softsign) X(me_op_space_to_depth) X(me_op_split) \
     X(me_op_sqrt) X(me_op_squeeze) X(me_op_sub) X(me_op_sum) X(me_op_tanh) X(me_op_tile) \

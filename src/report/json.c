@@ -164,6 +164,12 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         add_u64(kv, "bytes_per_token", kv_tok);
         add_u64(kv, "tokens", kv_n);
         add_u64(kv, "bytes", kv_b);
+        uint64_t nb, bt, bb;
+        if (me_llm_kv_blocks(m->model, &nb, &bt, &bb)) {
+            add_u64(kv, "block_tokens", bt);
+            add_u64(kv, "blocks", nb);
+            add_u64(kv, "block_bytes", bb);
+        }
     }
     if (m->has_memory) {
         const MemestMemorySettings *ms = &m->memory.settings;
@@ -251,6 +257,32 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
                          m->max_batch.simulations);
         if (m->has_max_seq)
             add_capacity(dev, "max_seq", "seq", m->max_seq.seq, m->max_seq.needed, m->max_seq.needed_next, m->max_seq.simulations);
+        if (m->has_concurrency) { /* doc/llm.md "Serving" */
+            const MemestConcurrency *c = &m->concurrency;
+            cJSON *o = cJSON_AddObjectToObject(dev, "max_concurrency");
+            cJSON_AddNumberToObject(o, "len", (double)c->settings.len);
+            cJSON_AddNumberToObject(o, "seqs", (double)c->seqs);
+            cJSON_AddBoolToObject(o, "capped_by_max_num_seqs", c->capped);
+            cJSON_AddBoolToObject(o, "confirmed", c->confirmed);
+            cJSON_AddNumberToObject(o, "gpu_memory_utilization", c->settings.gpu_memory_utilization);
+            cJSON_AddNumberToObject(o, "max_num_batched_tokens", (double)c->settings.max_num_batched_tokens);
+            cJSON_AddNumberToObject(o, "max_num_seqs", (double)c->settings.max_num_seqs);
+            cJSON_AddNumberToObject(o, "profile_seqs", (double)c->profile_seqs);
+            cJSON_AddNumberToObject(o, "profile_tokens", (double)c->profile_tokens);
+            add_u64(o, "budget", c->budget);
+            add_u64(o, "weights", c->weights);
+            add_u64(o, "activation_peak", c->activation_peak);
+            add_u64(o, "cuda_context", c->context);
+            add_u64(o, "block_bytes", c->block_bytes);
+            cJSON_AddNumberToObject(o, "block_tokens", (double)c->block_tokens);
+            cJSON_AddNumberToObject(o, "blocks", (double)c->blocks);
+            cJSON_AddNumberToObject(o, "blocks_per_seq", (double)c->blocks_per_seq);
+            add_u64(o, "needed", c->needed);
+            add_u64(o, "needed_next", c->needed_next);
+            cJSON_AddNumberToObject(o, "simulations", c->simulations);
+            double tps = me_concurrency_decode_bound(c, m->gpu.bandwidth);
+            if (tps > 0) cJSON_AddNumberToObject(o, "decode_bandwidth_bound_tokens_per_second", tps);
+        }
     }
     /* Constant nodes are data, not rows; their outputs are named here. */
     cJSON *consts = cJSON_AddArrayToObject(root, "constants");

@@ -460,6 +460,28 @@ static void print_device(const MemestAnalysis *m, FILE *f)
         else
             fprintf(f, "  longest prompt that fits: none (1 token needs %.2f MiB)\n", mib(q->needed_next));
     }
+    if (m->has_concurrency) {
+        const MemestConcurrency *c = &m->concurrency;
+        const MemestConcurrencySettings *s = &c->settings;
+        fprintf(f, "  vLLM-style concurrency, sequences of %lld tokens (paged cache, blocks of %lld tokens, %llu bytes a block):\n",
+                (long long)s->len, (long long)c->block_tokens, (unsigned long long)c->block_bytes);
+        fprintf(f, "    budget %.2f x memory = %.2f MiB; weights %.2f MiB, activation peak of the profile run (%lld sequences x %lld tokens) "
+                   "%.2f MiB, CUDA context %.2f MiB\n",
+                s->gpu_memory_utilization, mib(c->budget), mib(c->weights), (long long)c->profile_seqs, (long long)c->profile_tokens,
+                mib(c->activation_peak), mib(c->context));
+        fprintf(f, "    KV blocks: %lld, %lld a sequence; concurrent sequences: %lld%s\n", (long long)c->blocks, (long long)c->blocks_per_seq,
+                (long long)c->seqs, c->capped ? " (max_num_seqs caps it; the blocks hold more)" : "");
+        if (c->capped)
+            fprintf(f, "    decode step of %lld sequences needs %.2f MiB (%s the budget)\n", (long long)c->seqs, mib(c->needed),
+                    c->needed <= c->budget ? "fits" : "does NOT fit");
+        else
+            fprintf(f, "    decode step of %lld sequences needs %.2f MiB, of %lld %.2f MiB: %s\n", (long long)c->seqs, mib(c->needed),
+                    (long long)c->seqs + 1, mib(c->needed_next), c->confirmed ? "confirmed" : "NOT confirmed by the timelines");
+        double tps = me_concurrency_decode_bound(c, m->gpu.bandwidth);
+        if (tps > 0)
+            fprintf(f, "    decode bound by bandwidth at %lld sequences (weights + their caches read once a step): %.1f tokens/s\n",
+                    (long long)c->seqs, tps);
+    }
 }
 
 /* A line under construction: rows are built in memory and written with
@@ -589,6 +611,10 @@ static int report_table(const MemestAnalysis *m, FILE *f)
         thousands(kv_b, a, sizeof(a));
         fprintf(f, "KV cache: %llu bytes per token, %s bytes for %llu tokens (%.2f MiB)\n", (unsigned long long)kv_tok, a,
                 (unsigned long long)kv_n, (double)kv_b / (1024.0 * 1024.0));
+        uint64_t nb, bt, bb;
+        if (me_llm_kv_blocks(m->model, &nb, &bt, &bb))
+            fprintf(f, "  paged: %llu blocks of %llu tokens, %llu bytes a block (every layer's keys and values)\n",
+                    (unsigned long long)nb, (unsigned long long)bt, (unsigned long long)bb);
     }
     thousands(t->macs, a, sizeof(a));
     scaled((double)t->macs, b, sizeof(b), "");

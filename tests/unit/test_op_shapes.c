@@ -204,6 +204,15 @@ static const Row rows[] = {
     { "Resize", 10, "[1,1,2,2] kf=[1.0,1.0,3.0,3.0]", "", "[1,1,6,6]" },
     { "Round", 0, "[2,3]", "", "[2,3]" },
     { "ScatterElements", 0, "[3,3] x:i64[2,3] [2,3]", "axis=0", "[3,3]" },
+    /* fused attention (PyTorch 2.x SDPA's CUDA kernels, vLLM's paged one):
+     * output stored [B,S,H,hd]; flash's softmax_lse [B,H,S] fp32; the
+     * memory-efficient kernel's logsumexp empty in inference and its mask
+     * padded to a multiple of 8 (attention.cpp preprocess_mask: 12 -> 16);
+     * the paged kernel reads the pool [2,blocks,16,Hkv,hd] */
+    { "ScaledDotProductAttention", 0, "[2,8,10,16] [2,2,10,16] [2,2,10,16]", "kernel=flash", "[2,10,8,16] [2,8,10] [0]" },
+    { "ScaledDotProductAttention", 0, "[2,8,10,16] [2,2,12,16] [2,2,12,16] [2,1,10,12]", "kernel=efficient",
+      "[2,10,8,16] [2,8,0] [2,1,10,16]" },
+    { "ScaledDotProductAttention", 0, "[3,8,1,16] [2,6,16,2,16] [2,6,16,2,16] x:i64[3,2]", "kernel=paged", "[3,1,8,16] [3,8,1] [0]" },
     { "ScatterND", 0, "[4,4,4] x:i64[2,1] [2,4,4]", "", "[4,4,4]" },
     { "Selu", 0, "[2,3]", "", "[2,3]" },
     { "Shape", 0, "[2,3,4,5]", "", "i64[4]" },
