@@ -175,7 +175,28 @@ def case_paged():
 # is one line here and one case name in tests/meson.build.
 SERVE_MODELS = {
     "llama-3-8b": (L3, [], 8030261248 * 2, 2),
+    # GPTQ int4 layout (--weights int4): the timeline's own weight bytes
+    # (tests/test_issue14_quant.py holds them to the header layout)
+    "mixtral-8x7b-int4": (path("models", "llm", "mixtral-8x7b", "config.json"), ["--weights", "int4"], None, 2),
 }
+
+
+def case_max_seq(model):
+    """--max-seq at batch 8: the answer's timeline fits, one token more does not."""
+    cfg, extra, _, _ = SERVE_MODELS[model]
+    o = memest_json(cfg, *GPU, *extra, "--batch", "8", "--max-seq")
+    if not o:
+        return
+    ms = o["device"]["max_seq"]
+    s = ms["seq"]
+    check(s > 0 and ms["needed"] <= o["device"]["memory"] < ms["needed_next"], f"{model} max-seq: {ms}")
+    at = memest_json(cfg, *GPU, *extra, "--batch", "8", "--seq", str(s))
+    above = memest_json(cfg, *GPU, *extra, "--batch", "8", "--seq", str(s + 1))
+    if at and above:
+        check(at["device"]["fits"] and at["device"]["needed"] == ms["needed"], f"{model} at {s}: {at['device']}")
+        check(not above["device"]["fits"] and above["device"]["needed"] == ms["needed_next"],
+              f"{model} at {s + 1}: {above['device']}")
+    print(f"{model}: --max-seq at batch 8 on h100-sxm: {s} tokens ({ms['needed']} bytes; {s + 1}: {ms['needed_next']})")
 
 
 def concurrency(cfg, extra, length, *more):
@@ -316,7 +337,9 @@ def case_errors():
         check(rc == 2 and msg in err, f"memest {' '.join(args)}: exit {rc}, want 2 saying '{msg}': {err[-300:]}")
 
 
-if CASE.startswith("concurrency-"):
+if CASE.startswith("maxseq-"):
+    case_max_seq(CASE[len("maxseq-"):])
+elif CASE.startswith("concurrency-"):
     case_concurrency(CASE[len("concurrency-"):])
 elif CASE.startswith("truth-"):
     kind, model = CASE[len("truth-"):].split("-", 1)
