@@ -112,10 +112,10 @@ static const char *leaf(const char *module)
 }
 
 /* A Linear PEFT can wrap: an nn.Linear's stored [out, in] (or folded
- * [in, out]) weight. QLoRA hook: a bitsandbytes Linear4bit (NF4 weights,
- * issue 14's quantized weights) is not float here; when the IR has it,
- * accept its packed weight here and let adapter() take `dt` from its
- * compute dtype (bnb_4bit_compute_dtype), not the storage dtype. */
+ * [in, out]) weight. QLoRA: a bitsandbytes Linear4bit's weight keeps the
+ * compute dtype in the IR (its packed bytes are MeValue.stored_bytes,
+ * src/load/llm_quant.c), so it is wrapped here and adapter() takes `dt`,
+ * the adapters' input cast, from bnb_4bit_compute_dtype. */
 static bool wrappable(const MeGraph *g, const MeNode *n)
 {
     if (!me_canon_is(g, n, "Linear") || n->n_in < 2 || n->in[1] < 0) return false;

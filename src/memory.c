@@ -492,6 +492,19 @@ static int64_t quant_temp(const Sim *m, const MeNode *n)
 
 static int64_t temp_backward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_bwd); }
 
+/* QLoRA's frozen 4-bit base in backward: MatMul4Bit.backward (bitsandbytes
+ * autograd/_functions.py, v0.43) makes grad_A = torch.matmul(grad_output,
+ * F.dequantize_4bit(B, ctx.state).to(grad_output.dtype).t()): the whole
+ * [out, in] weight dequantized again in the gradient's dtype while
+ * grad_A is made. Its forward saved no copy (ctx.tensors = (None, B)). */
+static int64_t quant_temp_backward(const Sim *m, const MeNode *n)
+{
+    if (n->desc->cls != ME_C_LINEAR || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || !m->rg[n->in[0]]) return 0;
+    const MeValue *x = &m->g->v[n->in[0]], *w = &m->g->v[n->in[1]];
+    if (w->wquant != ME_WQ_BNB4 || w->shape.rank != 2 || m->s->runtime == MEMEST_RUNTIME_CPU) return 0;
+    return sat_mul(sat_mul(w->shape.d[0], w->shape.d[1]), me_dtype_size(x->dtype));
+}
+
 static bool requires_grad_any_out(const Sim *m, const MeNode *n)
 {
     for (int k = 0; k < n->n_out; k++)
@@ -1100,7 +1113,7 @@ static void backward(Sim *m, int *param_grad_st)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
-            int64_t tmp = sat_add(temp_backward(m, n), gathered(m, n));
+            int64_t tmp = sat_add(sat_add(temp_backward(m, n), gathered(m, n)), quant_temp_backward(m, n));
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
                 bool dup = false;

@@ -346,7 +346,7 @@ bool me_llm_tokens(const MemestModel *m, const MemestGpu *gpu, double step_s, Me
 static int llm_quant_options(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun *run, MeDiag *d)
 {
     if (s && s->weights && me_llm_weights_from_name(s->weights, run) < 0)
-        return me_error(d, ME_EINVAL, "%s: --weights '%s': expected fp32, fp16, bf16, int8, int4, nf4 or fp8", c->path, s->weights);
+        return me_error(d, ME_EINVAL, "%s: --weights '%s': expected fp32, fp16, bf16, int8, int4, nf4, nf4-dq or fp8", c->path, s->weights);
     if (s && s->kv_dtype && me_llm_kv_dtype_from_name(s->kv_dtype, run) < 0)
         return me_error(d, ME_EINVAL, "%s: --kv-dtype '%s': expected fp16, bf16 or fp8", c->path, s->kv_dtype);
     if (s && s->dtype && run->weights_dtype != ME_DT_UNDEF && run->weights_dtype != c->dtype)
@@ -354,6 +354,12 @@ static int llm_quant_options(const MeLlmConfig *c, const MemestLoadSettings *s, 
     /* --dtype converts plain float weights (model.half()): what the headers
      * store is then not what is resident; quantized ones keep their layout */
     if (s && s->dtype && c->quant == ME_LLM_Q_NONE && run->weights == ME_LLM_Q_NONE) run->weights_dtype = c->dtype;
+    /* quantized weights hold no gradient (bnb's Params4bit/Int8Params and
+     * packed int4 are not trainable; HF's Trainer refuses "purely quantized
+     * models"): only adapters train on them (QLoRA) */
+    if (s && s->train && !s->lora && (run->weights != ME_LLM_Q_NONE || (c->quant != ME_LLM_Q_NONE && run->weights_dtype == ME_DT_UNDEF)))
+        return me_error(d, ME_EINVAL, "%s: --train on %s weights: quantized weights take no gradient; add --lora (QLoRA trains adapters on "
+                        "the frozen quantized base)", c->path, me_llm_quant_name(run->weights != ME_LLM_Q_NONE ? run->weights : c->quant));
     return 0;
 }
 

@@ -40,7 +40,7 @@
       "language models: eager | sdpa (F.scaled_dot_product_attention) |\n"                                      \
       "flash (flash_attention_2); default eager, flash when paged")                                               \
     X(WEIGHTS, "--weights", "T", 0, 0,                                                                          \
-      "language models: fp32 | fp16 | bf16 | int8 | int4 | nf4 | fp8:\n"                                          \
+      "language models: fp32 | fp16 | bf16 | int8 | int4 | nf4 | nf4-dq | fp8:\n"                               \
       "the weights as a loader makes them (default: as stored)")                                                 \
     X(KV_DTYPE, "--kv-dtype", "T", 0, 0, "language models: fp16 | bf16 | fp8, the KV cache's storage")         \
     X(CONVENTION, "--convention", "NAME", 0, 0, "default | torchstat | fvcore | ptflops | thop | deepspeed")     \

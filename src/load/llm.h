@@ -89,6 +89,7 @@ typedef struct MeLlmRun {
     MeLlmQuant weights;       /* --weights override; NONE keeps the checkpoint's */
     MeDType weights_dtype;    /* --weights fp32/fp16/bf16 */
     bool train;               /* the training forward: use_cache=False, labels, HF's shifted loss */
+    bool weights_dq;          /* --weights nf4-dq: bnb_4bit_use_double_quant (QLoRA's recipe) */
 } MeLlmRun;
 
 /* Whether path names something me_llm_read understands (a config.json,

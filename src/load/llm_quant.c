@@ -17,10 +17,12 @@ static const struct {
     const char *name;
     MeLlmQuant quant; /* NONE: plain floats in dtype */
     MeDType dtype;
+    bool dq; /* absmax double-quantized (bnb_4bit_use_double_quant=True) */
 } w_names[] = {
-    { "fp32", ME_LLM_Q_NONE, ME_DT_F32 }, { "fp16", ME_LLM_Q_NONE, ME_DT_F16 }, { "bf16", ME_LLM_Q_NONE, ME_DT_BF16 },
-    { "int8", ME_LLM_Q_INT8, ME_DT_UNDEF }, { "int4", ME_LLM_Q_GPTQ, ME_DT_UNDEF }, { "nf4", ME_LLM_Q_NF4, ME_DT_UNDEF },
-    { "fp8", ME_LLM_Q_FP8, ME_DT_UNDEF },
+    { "fp32", ME_LLM_Q_NONE, ME_DT_F32, false }, { "fp16", ME_LLM_Q_NONE, ME_DT_F16, false }, { "bf16", ME_LLM_Q_NONE, ME_DT_BF16, false },
+    { "int8", ME_LLM_Q_INT8, ME_DT_UNDEF, false }, { "int4", ME_LLM_Q_GPTQ, ME_DT_UNDEF, false }, { "nf4", ME_LLM_Q_NF4, ME_DT_UNDEF, false },
+    { "fp8", ME_LLM_Q_FP8, ME_DT_UNDEF, false },
+    { "nf4-dq", ME_LLM_Q_NF4, ME_DT_UNDEF, true },
 };
 
 int me_llm_weights_from_name(const char *s, MeLlmRun *run)
@@ -29,6 +31,7 @@ int me_llm_weights_from_name(const char *s, MeLlmRun *run)
         if (!strcmp(s, w_names[i].name)) {
             run->weights = w_names[i].quant;
             run->weights_dtype = w_names[i].dtype;
+            run->weights_dq = w_names[i].dq;
             return 0;
         }
     return -1;
@@ -76,6 +79,22 @@ static const char *const q_note[] = {
  *     [in/8, out] + qzeros int32 [in/128, out/8] + scales fp16 [in/128,
  *     out] + g_idx int32 [in];
  *   fp8 (e4m3 [out, in] + one fp32 per-tensor scale). */
+static uint64_t layout_bytes(MeLlmQuant q, uint64_t out, uint64_t in);
+
+/* nf4-dq, bnb_4bit_use_double_quant=True (QLoRA's recipe): quantize_4bit
+ * with compress_statistics=True (bitsandbytes/functional.py, v0.43):
+ * offset = absmax.mean(); quantize_blockwise(absmax - offset, blocksize=256)
+ * makes the absmax uint8 [nb] with a second-level fp32 absmax
+ * [ceil(nb/256)]; QuantState keeps those, the fp32 offset (one element)
+ * and the 16-float NF4 code. state2's code is the process-wide cached
+ * dynamic map (name2qmap["dynamic"], 256 fp32, one per device): not per
+ * weight, not counted. nb = ceil(out*in/64). */
+static uint64_t nf4_dq_bytes(uint64_t out, uint64_t in)
+{
+    uint64_t n = me_smul(out, in), nb = (n + 63) / 64;
+    return me_sadd(me_sadd((n + 1) / 2, nb), me_sadd(me_smul(4, (nb + 255) / 256), 4 + 64));
+}
+
 static uint64_t layout_bytes(MeLlmQuant q, uint64_t out, uint64_t in)
 {
     uint64_t n = me_smul(out, in), groups = (in + 127) / 128;
@@ -106,7 +125,10 @@ static int head_node(const MeGraph *g)
 {
     if (!g->n_outputs) return -1;
     int p = producer(g, g->outputs[0]);
-    if (p >= 0 && !strcmp(g->n[p].op, "Cast") && g->n[p].in[0] >= 0) p = producer(g, g->n[p].in[0]);
+    /* the training forward's logits.float(), [..., :-1, :] and view(-1, V)
+     * (--train) lie between the head and output 0, as a Cast alone does */
+    for (int steps = 0; p >= 0 && strcmp(g->n[p].op, "Linear") && g->n[p].n_in && g->n[p].in[0] >= 0 && steps < 8; steps++)
+        p = producer(g, g->n[p].in[0]);
     return p;
 }
 
@@ -114,7 +136,7 @@ static int head_node(const MeGraph *g)
  * any weight another op reads too: a tied embedding) in the loader's
  * layout; embeddings (Gather, not nn.Linear: no quantizer replaces
  * them), norms and biases stay in the compute dtype. */
-static int apply_layout(MeGraph *g, const MeLlmConfig *c, MeLlmQuant q, MeDiag *d)
+static int apply_layout(MeGraph *g, const MeLlmConfig *c, MeLlmQuant q, bool dq, MeDiag *d)
 {
     int head = head_node(g), n = 0;
     for (int ni = 0; ni < g->nn; ni++) {
@@ -122,7 +144,8 @@ static int apply_layout(MeGraph *g, const MeLlmConfig *c, MeLlmQuant q, MeDiag *
         if (ni == head || strcmp(nd->op, "Linear") || nd->n_in < 2 || nd->in[1] < 0) continue;
         MeValue *w = &g->v[nd->in[1]];
         if (w->kind != ME_V_INIT || w->shape.rank != 2) continue;
-        w->stored_bytes = layout_bytes(q, (uint64_t)w->shape.d[0], (uint64_t)w->shape.d[1]);
+        w->stored_bytes = dq ? nf4_dq_bytes((uint64_t)w->shape.d[0], (uint64_t)w->shape.d[1])
+                             : layout_bytes(q, (uint64_t)w->shape.d[0], (uint64_t)w->shape.d[1]);
         w->wquant = (uint8_t)q_kernel[q];
         n++;
     }
@@ -189,7 +212,7 @@ int me_llm_apply_weights(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, 
         if (c->quant != ME_LLM_Q_NONE)
             return me_error(d, ME_EINVAL, "%s: --weights %s: the checkpoint is already quantized (%s); --weights binds nothing",
                             c->path, me_llm_quant_name(run->weights), me_llm_quant_name(c->quant));
-        rc = apply_layout(g, c, run->weights, d);
+        rc = apply_layout(g, c, run->weights, run->weights_dq, d);
         used = q_kernel[run->weights];
     } else if (run->weights_dtype == ME_DT_UNDEF && c->n_tensors) {
         if (c->quant == ME_LLM_Q_GGUF) return 0; /* llama.cpp's names and kernels: not a PyTorch graph */
@@ -197,8 +220,10 @@ int me_llm_apply_weights(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, 
         used = q_kernel[c->quant];
     }
     if (rc >= 0 && used != ME_WQ_NONE)
-        rc = me_graph_add_note(g, "quant_kernel", ME_NOTE_ALWAYS, "weights %s; assumed kernel: %s",
-                               me_llm_quant_name(run->weights != ME_LLM_Q_NONE ? run->weights : c->quant), q_note[used]);
+        rc = me_graph_add_note(g, "quant_kernel", ME_NOTE_ALWAYS, "weights %s%s; assumed kernel: %s",
+                               me_llm_quant_name(run->weights != ME_LLM_Q_NONE ? run->weights : c->quant),
+                               run->weights_dq ? " with double-quantized absmax (uint8 in blocks of 256, fp32 second-level absmax)" : "",
+                               q_note[used]);
     MeDType dt = run->weights_dtype != ME_DT_UNDEF ? run->weights_dtype : c->dtype;
     if (rc >= 0 && run->kv_dtype != ME_DT_UNDEF && run->kv_dtype != dt)
         rc = me_graph_add_note(g, "kv_dtype", ME_NOTE_ALWAYS,
