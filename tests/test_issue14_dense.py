@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import check, failures, path, run  # noqa: E402
+from harness import check, failures, path, run, run_json, write_json  # noqa: E402
 
 CASE = sys.argv[3]
 TMP = tempfile.mkdtemp(prefix="memest-i14-dense-")
@@ -33,16 +33,10 @@ TOL = 0.02
 
 
 def write_config(name, cfg):
-    p = os.path.join(TMP, name)
-    with open(p, "w") as f:
-        json.dump(cfg, f)
-    return p
+    return write_json(TMP, name, cfg)
 
 
-def memest_json(*args):
-    rc, out, err = run(*args, "--format", "json")
-    check(rc == 0, f"memest {' '.join(args)}: exit {rc}: {err[-300:]}")
-    return json.loads(out) if rc == 0 else None
+memest_json = run_json
 
 
 def case_truth(model):

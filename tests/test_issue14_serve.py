@@ -35,7 +35,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import check, failures, path, run  # noqa: E402
+from harness import check, failures, path, run, run_json, write_json  # noqa: E402
 
 CASE = sys.argv[3]
 L3 = path("models", "llm", "llama-3-8b", "config.json")
@@ -46,10 +46,7 @@ PER_TOKEN = 2 * LAYERS * HKV * HD * 2  # bf16: 131,072
 GPU = ["--gpu", "h100-sxm"]
 
 
-def memest_json(*args):
-    rc, out, err = run(*args, "--format", "json")
-    check(rc == 0, f"memest {' '.join(args)}: exit {rc}: {err[-300:]}")
-    return json.loads(out) if rc == 0 else None
+memest_json = run_json
 
 
 def rows(o, op):
