@@ -1216,6 +1216,13 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         h = N(&b, "Add", h, m);
     }
     h = rmsnorm(&b, "model.norm", h);
+    if (!run->train && run->cache != ME_LLM_CACHE_PAGED && b.dt != ME_DT_F32) {
+        /* LlamaForCausalLM.forward binds outputs (and hidden_states =
+         * outputs[0]) to its end: the final norm's output is alive through
+         * logits.float(), placed in "model" beside that cast */
+        b.mod = "model";
+        local(&b, N(&b, "Identity", h));
+    }
     if (run->cache == ME_LLM_CACHE_PAGED) h = last_tokens(&b, h);
     int lm_w = c->tied ? emb : pw(&b, "lm_head", "weight", 2, ed);
     b.mod = "lm_head";
