@@ -186,6 +186,7 @@ typedef struct MeScope {
     int children;
     bool uncalled;  /* a container its parent iterates (nn.ModuleList): never called, it holds no arguments */
     bool ckpt_unit; /* what --checkpoint layers wraps in torch.utils.checkpoint (an HF decoder layer) */
+    bool ckpt_core; /* what --checkpoint selective wraps: a layer's core attention (Megatron-LM) */
 } MeScope;
 
 /* A declared shape, dims < 0 named in the value's sym (resolved from the

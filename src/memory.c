@@ -536,6 +536,11 @@ static void keep_storage(Sim *m, int ni, int id)
 
 static void keep_for_backward(Sim *m, int ni, int vi)
 {
+    /* Megatron's sequence-parallel linear saves the shard it gathered
+     * from and gathers again in backward (ops/comm.c) */
+    int p = vi >= 0 ? m->g->v[vi].producer : -1;
+    if (p >= 0 && m->g->n[p].desc && (m->g->n[p].desc->flags & ME_OPF_REGATHER) && me_attr_i(&m->g->n[p], "regather", 0) && m->g->n[p].in[0] >= 0)
+        vi = m->g->n[p].in[0];
     if (vi < 0 || m->vst[vi] < 0) return;
     int id = m->vst[vi];
     for (int e = m->saved.saved_head[ni]; e >= 0; e = m->saved.links[e].next)
@@ -1254,13 +1259,15 @@ static int plan_segments(Sim *m)
             m->ckpt.nseg++;
             start = cuts[k];
         }
-    } else if (want == MEMEST_CHECKPOINT_LAYERS) {
+    } else if (want == MEMEST_CHECKPOINT_LAYERS || want == MEMEST_CHECKPOINT_SELECTIVE) {
         /* each checkpoint unit (a scope the loader marked: an HF decoder
-         * layer) is one torch.utils.checkpoint call, the last one too */
+         * layer, or for selective recompute a layer's core attention) is
+         * one torch.utils.checkpoint call, the last one too */
+        bool core = want == MEMEST_CHECKPOINT_SELECTIVE;
         int prev = -1;
         for (int r = 0; r < n; r++) {
             int ni = g->order[rt[r]], u = g->n[ni].scope;
-            while (u >= 0 && !g->scopes[u].ckpt_unit) u = g->scopes[u].parent;
+            while (u >= 0 && !(core ? g->scopes[u].ckpt_core : g->scopes[u].ckpt_unit)) u = g->scopes[u].parent;
             if (u >= 0 && u != prev) m->ckpt.seg_first[m->ckpt.nseg++] = rt[r];
             if (u >= 0) {
                 m->ckpt.seg[ni] = m->ckpt.nseg - 1;
@@ -1453,6 +1460,13 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         rc = ME_EINVAL;
         goto end;
     }
+    if (s->mode == MEMEST_RUN_TRAIN && s->checkpoint == MEMEST_CHECKPOINT_SELECTIVE && !m.ckpt.nseg) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: --checkpoint selective: the model marks no core attention to recompute (built for "
+                     "GPT-2/GPT-NeoX configs' eager attention under --train)", g->path);
+        rc = ME_EINVAL;
+        goto end;
+    }
     if (s->mode != MEMEST_RUN_TRAIN)
         for (int i = 0; i < g->nn; i++) m.ckpt.seg[i] = -1;
 
@@ -1559,6 +1573,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     forward(&m);
     drop_autocast_cache(&m);
     if (prev_graph >= 0) st_free(&m, prev_graph);
+    if (train && stats.total > (int64_t)out->baseline) out->forward_end = (uint64_t)stats.total - out->baseline;
     if (train && !m.failed && g->n_outputs) {
         int ov = g->outputs[0];
         int64_t ob = vb(&m, &g->v[ov]);

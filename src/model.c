@@ -407,11 +407,14 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         return me_error(d, ME_EINVAL, "%s: --seq %lld / --new-tokens %lld out of range", path, (long long)s->seq, (long long)s->new_tokens);
     if (s && s->train && (s->new_tokens || s->kv_cache))
         return me_error(d, ME_EINVAL, "%s: --train runs HF's training forward (use_cache=False): --new-tokens and --kv-cache bind nothing there", path);
+    if (s && (s->tp < 0 || s->tp > 4096 || (s->sp && s->tp < 2)))
+        return me_error(d, ME_EINVAL, "%s: %s", path, s->sp && s->tp < 2 ? "--sp (sequence parallelism) needs --tp of 2 or more"
+                                                                            : "--tp out of range (1 to 4096)");
     int rc = me_llm_read(path, &c, d);
     MeLlmRun run = { .batch = s && s->batch ? s->batch : 1, .seq = s && s->seq ? s->seq : ME_LLM_DEFAULT_SEQ,
                      .new_tokens = s ? s->new_tokens : 0,
                      .cache = s && s->kv_cache == MEMEST_KV_STATIC ? ME_LLM_CACHE_STATIC : ME_LLM_CACHE_DYNAMIC,
-                     .train = s && s->train };
+                     .train = s && s->train, .tp = s ? s->tp : 0, .sp = s && s->sp };
     /* no --seq: 2048 tokens, or the model's whole context when shorter
      * (GPT-2's 1024 learned positions cannot take more) */
     if (rc >= 0 && !(s && s->seq) && c.max_pos > run.new_tokens && c.max_pos - run.new_tokens < run.seq)
@@ -470,8 +473,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
         int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
         rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
-    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->attn || s->weights || s->kv_dtype))
-        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache, --attn, --weights and --kv-dtype apply to language models (a config.json or a model folder)", name);
+    if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->attn || s->weights || s->kv_dtype || s->tp > 1 || s->sp))
+        rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache, --attn, --weights, --kv-dtype, --tp and --sp apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
     if (rc >= 0 && llm) {
         m->llm_user_dims = m->bind.n_dims;

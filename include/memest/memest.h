@@ -134,6 +134,11 @@ typedef struct MemestLoadSettings {
     const char *weights, *kv_dtype;
     /* Language models: the attention kernel (doc/llm.md) */
     MemestAttn attn;
+    /* Language models under train: Megatron-LM tensor parallelism over tp
+     * GPUs (0 or 1: none); the graph, parameters and memory are one
+     * rank's (doc/memory.md, "Tensor and sequence parallelism"). sp:
+     * sequence parallelism too (needs tp > 1). */
+    int tp, sp;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
@@ -326,6 +331,10 @@ typedef struct MemestMemorySettings {
  * language model's decoder layers, HF gradient_checkpointing_enable) its
  * own segment, the last one included. */
 #define MEMEST_CHECKPOINT_LAYERS (-2)
+/* Megatron-LM's selective recompute: each layer's core attention (scores,
+ * softmax, dropout, attention over v) recomputed in backward, its inputs
+ * kept (the model marks it: GPT-2/NeoX configs under train). */
+#define MEMEST_CHECKPOINT_SELECTIVE (-3)
 
 /* Inference under no_grad on CUDA; for training set mode and optimizer. */
 MEMEST_API void memest_memory_default_settings(MemestMemorySettings *s);
@@ -354,6 +363,11 @@ typedef struct MemestMemory {
     int events;             /* allocations and frees simulated */
     int segments;           /* checkpointed segments */
     uint64_t recompute_macs;/* MACs run again in backward by checkpointing */
+    /* training: bytes alive when the forward returns, before the loss,
+     * beyond the baseline: what autograd saved, the checkpoints' inputs
+     * and the outputs (Korthikanti et al.'s "activation memory" plus the
+     * outputs; doc/memory.md) */
+    uint64_t forward_end;
 } MemestMemory;
 
 /* Simulates one step (see MemestMemorySettings) of the model as bound now

@@ -208,8 +208,9 @@ static int apply(Cli *c, int o, const char *val)
         int64_t segs = 0;
         if (!strcmp(val, "sqrt")) c->ms.checkpoint = -1;
         else if (!strcmp(val, "layers")) c->ms.checkpoint = MEMEST_CHECKPOINT_LAYERS;
+        else if (!strcmp(val, "selective")) c->ms.checkpoint = MEMEST_CHECKPOINT_SELECTIVE;
         else if (parse_size(val, &segs) < 0 || segs < 2 || segs > 1000000) {
-            fprintf(stderr, "memest: --checkpoint '%s': expected sqrt, layers or a number of segments >= 2\n", val);
+            fprintf(stderr, "memest: --checkpoint '%s': expected sqrt, layers, selective or a number of segments >= 2\n", val);
             return -1;
         } else c->ms.checkpoint = (int)segs;
         break;
@@ -296,6 +297,16 @@ static int apply(Cli *c, int o, const char *val)
         c->ms.shard = k;
         break;
     }
+    case OPT_TP: {
+        int64_t t;
+        if (parse_size(val, &t) < 0 || t > 4096) {
+            fprintf(stderr, "memest: --tp '%s': expected a number of GPUs from 1 to 4096\n", val);
+            return -1;
+        }
+        c->ls.tp = (int)t;
+        break;
+    }
+    case OPT_SP: c->ls.sp = 1; break;
     case OPT_PLOT: c->plot = val; break;
     case OPT_NETRON: c->netron = val; break;
     case OPT_CHECK: c->check = val; break;

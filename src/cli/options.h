@@ -60,11 +60,12 @@
       "cross-entropy | mse | mean | sum | none (default cross-entropy;\n"                                        \
       "none: out.backward(grad) with a ones-like grad)")                                                        \
     X(RUNTIME, "--runtime", "NAME", 0, 0, "cuda | cpu: what PyTorch allocates inside ops (default cuda)")        \
-    X(CHECKPOINT, "--checkpoint", "sqrt|N|layers", 0, OPT_BIT(TRAIN),                                            \
-      "activation checkpointing in N segments (sqrt: sqrt of the chain's\n"                                     \
-      "layers, the places a single tensor crosses; layers: each decoder\n"                                       \
-      "layer of a language model, as HF gradient_checkpointing_enable);\n"                                       \
-      "without it, JSON layers flagged \"checkpoint\" form the segments")                                       \
+    X(CHECKPOINT, "--checkpoint", "HOW", 0, OPT_BIT(TRAIN),                                                      \
+      "activation checkpointing: N (>= 2 segments), sqrt (sqrt of the\n"                                      \
+      "chain's layers, the places a single tensor crosses), layers (each\n"                                    \
+      "decoder layer of a language model, HF gradient_checkpointing_enable)\n"                                 \
+      "or selective (each layer's core attention, Megatron-LM; GPT-2/NeoX);\n"                                 \
+      "without it, JSON layers flagged \"checkpoint\" form the segments")                                      \
     /* autograd alone (--grad) saves more for inputs that require grad */                                       \
     X(INPUT_GRAD, "--input-grad", NULL, 0, OPT_BIT(TRAIN) | OPT_BIT(GRAD), "graph inputs require grad")         \
     X(AMP, "--amp", "fp16|bf16", 0, 0, "torch.autocast (fp32 weights, low-precision activations)")             \
@@ -98,6 +99,10 @@
       "data parallel on N GPUs; memory per GPU (inference:\n"                                                   \
       "with --shard zero3 only, the one that shards weights)")                                                   \
     X(SHARD, "--shard", "S", 0, OPT_BIT(GPUS), "ddp | zero1 | zero2 | zero3 (fsdp): what the GPUs shard")       \
+    X(TP, "--tp", "T", 0, OPT_BIT(TRAIN),                                                                         \
+      "language models: Megatron-LM tensor parallelism over T GPUs; the\n"                                      \
+      "graph, parameters and memory are one rank's (--gpus: data parallel)")                                     \
+    X(SP, "--sp", NULL, 0, OPT_BIT(TP), "with --tp: sequence parallelism (norms, dropouts on seq/T)")             \
     X(PLOT, "--plot", "FILE.svg", 0, 0, "memory timeline")                                                       \
     X(NETRON, "--netron", "FILE", 0, 0, "Netron metrics attachment")                                             \
     X(CHECK, "--check", "GOLDEN", 0, 0, "CI golden check (exit 1 if moved)")                                     \

@@ -55,6 +55,9 @@ typedef struct MeLlmConfig {
     MeLlmNorm norm;
     double norm_eps;
     MeLlmAct act;
+    /* dropout probabilities the training forward applies (GPT-2:
+     * attn/resid/embd_pdrop; NeoX: attention/hidden_dropout); 0: none */
+    double attn_drop, resid_drop, embd_drop;
     /* Mixture of experts; experts == 0 for a dense model */
     int64_t experts, experts_per_tok, expert_intermediate;
     int64_t shared_experts, shared_intermediate; /* always-on experts (Qwen-MoE, DeepSeek) */
@@ -90,6 +93,8 @@ typedef struct MeLlmRun {
     MeDType weights_dtype;    /* --weights fp32/fp16/bf16 */
     bool train;               /* the training forward: use_cache=False, labels, HF's shifted loss */
     bool weights_dq;          /* --weights nf4-dq: bnb_4bit_use_double_quant (QLoRA's recipe) */
+    int64_t tp;               /* Megatron tensor parallelism: the graph is one of tp ranks' (0, 1: none) */
+    bool sp;                  /* with tp: sequence parallelism (norms, dropouts, residuals on seq/tp) */
 } MeLlmRun;
 
 /* Whether path names something me_llm_read understands (a config.json,

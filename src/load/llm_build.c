@@ -232,6 +232,50 @@ static int linear(Bld *b, const char *mod, int x, int64_t fin, int64_t fout, boo
     return y;
 }
 
+/* Megatron-LM's tensor parallelism (megatron/core/tensor_parallel/
+ * layers.py, mappings.py; ops/comm.c): the graph is one rank's. In front
+ * of a column-parallel projection (q/k/v, the MLP's up, the head) the
+ * input is whole: copy_to_tensor_model_parallel_region (identity forward)
+ * or, under sequence parallelism, the all-gather of the sequence shards
+ * that the linear's autograd function keeps as its saved input. */
+static int tp_enter(Bld *b, const char *mod, int x)
+{
+    if (b->run->tp < 2 || !b->run->sp) return x;
+    const char *save = b->mod;
+    b->mod = mod;
+    int y = N(b, "AllGather", x);
+    attr_i(b, "axis", 1);
+    attr_i(b, "ranks", b->run->tp);
+    attr_i(b, "regather", 1);
+    b->mod = save;
+    return y;
+}
+
+/* After a row-parallel projection (o_proj/c_proj, down) the partial sums
+ * are all-reduced in place, or reduce-scattered to the sequence shards. */
+static int tp_exit(Bld *b, const char *mod, int x)
+{
+    if (b->run->tp < 2) return x;
+    const char *save = b->mod;
+    b->mod = mod;
+    int y = N(b, b->run->sp ? "ReduceScatter" : "AllReduce", x);
+    attr_i(b, "axis", 1);
+    attr_i(b, "ranks", b->run->tp);
+    b->mod = save;
+    return y;
+}
+
+/* nn.Dropout in the training forward (identity in eval: not built) */
+static int dropout(Bld *b, const char *mod, int x, double p)
+{
+    if (!b->run->train || p <= 0) return x;
+    const char *save = b->mod;
+    b->mod = mod;
+    int y = N(b, "Dropout", x, cscalar(b, p, ME_DT_F32));
+    b->mod = save;
+    return y;
+}
+
 /* LlamaRMSNorm: hidden_states.to(float32); variance = pow(2).mean(-1,
  * keepdim); hidden_states * rsqrt(variance + eps); weight * hs.to(input
  * dtype): separate ops, each its own tensor. rsqrt is Sqrt + Reciprocal
@@ -533,14 +577,18 @@ static const char *path(Bld *b, const char *mod, const char *leaf)
  * scale here), where(bias[:, :, T-S:T, :T], scores, finfo.min) with the
  * layer's causal buffer (a view), + attention_mask, softmax, .to(dtype)
  * (a no-op in the weights' dtype), dropout (eval: identity), matmul with v.
- * attn_weights is returned to forward and bound there: held to its end. */
+ * attn_weights is returned to forward and bound there: held to its end.
+ * _attn is its own frame (module path "<attn>._attn") for NeoX and in
+ * training: what --checkpoint selective recomputes (Megatron-LM's
+ * core attention: scores, softmax, dropout, attention over v). */
 static int gpt_attn(Bld *b, int q, int k, int v, int bias, int mask, bool neox)
 {
     const MeLlmConfig *c = b->c;
     /* NeoX's _attn binds the pre-softmax attn_scores, which stays alive
-     * until _attn returns (after the matmul with v): its own frame here */
+     * until _attn returns (after the matmul with v) */
     const char *fwd = b->mod;
-    if (neox) b->mod = path(b, fwd, "_attn");
+    bool frame = neox || b->run->train;
+    if (frame) b->mod = path(b, fwd, "_attn");
     int64_t perm[4] = { 0, 1, 3, 2 };
     int kt = N(b, "Transpose", k);
     attr_ints(b, "perm", perm, 4);
@@ -557,9 +605,10 @@ static int gpt_attn(Bld *b, int q, int k, int v, int bias, int mask, bool neox)
     sc = N(b, "Softmax", sc);
     attr_i(b, "axis", -1);
     if (b->dt != ME_DT_F32 && neox) sc = cast(b, sc, b->dt); /* attn_weights.to(value.dtype) */
-    if (!neox) local(b, sc);
+    sc = dropout(b, path(b, b->mod, neox ? "attention_dropout" : "attn_dropout"), sc, c->attn_drop);
+    if (!frame) local(b, sc);
     int o = N(b, "MatMul", sc, v);
-    if (neox) {
+    if (frame) {
         b->mod = fwd;
         hold(b, sc); /* attn_weights, returned and bound in forward */
     }
@@ -627,6 +676,8 @@ static int neox_rotary(Bld *b, int x, int cos, int sin, int64_t rd)
     return N(b, "Add", xc, N(b, "Mul", sin, rh));
 }
 
+static int shift_logits(Bld *b, const char *mod, int logits);
+
 static int build_gpt(Bld *b)
 {
     const MeLlmConfig *c = b->c;
@@ -643,16 +694,12 @@ static int build_gpt(Bld *b)
     if (run->kv_dtype != ME_DT_UNDEF && run->kv_dtype != b->dt)
         return me_error(b->d, ME_EINVAL, "%s: --kv-dtype: a cache stored in another dtype is not built for %s yet",
                         c->path, neox ? "GPTNeoXForCausalLM" : "GPT2LMHeadModel");
-    /* the training forward (labels, shifted logits) is built for the
-     * Llama-style decoders only (build_llama's shift_logits) */
-    if (run->train)
-        return me_error(b->d, ME_EINVAL, "%s: --train: the training forward of %s is not built yet (the Llama-style "
-                        "families are)", c->path, neox ? "GPTNeoXForCausalLM" : "GPT2LMHeadModel");
     if (run->cache == ME_LLM_CACHE_STATIC)
         return me_error(b->d, ME_EINVAL, "%s: --kv-cache static: transformers v4.44's %s keeps its cache as tuples of "
                         "tensors (torch.cat per step); it has no StaticCache", c->path, neox ? "GPTNeoXModel" : "GPT2Model");
     bool decode = run->new_tokens > 0;
-    int64_t D = c->hidden, H = c->heads, hd = c->head_dim, P = c->max_pos;
+    /* A: this rank's attention width (all of it without --tp) */
+    int64_t D = c->hidden, H = c->heads, hd = c->head_dim, P = c->max_pos, A = H * hd;
     /* GPT-2's wpe has P rows; NeoX would grow its causal and rotary
      * buffers past P (_init_bias, _set_cos_sin_cache), not built here */
     if (run->seq + run->new_tokens > P)
@@ -680,6 +727,13 @@ static int build_gpt(Bld *b)
     b->mod = path(b, top, neox ? "embed_in" : "wte");
     int h = N(b, "Gather", wte, ids);
     attr_i(b, "axis", 0);
+    if (h >= 0) g->v[h].requires_grad = true; /* enable_input_require_grads, as build_llama's */
+    /* VocabParallelEmbedding: each rank's rows, the rest zeros, summed */
+    if (run->tp > 1) {
+        h = N(b, "AllReduce", h);
+        attr_i(b, "axis", 1);
+        attr_i(b, "ranks", run->tp);
+    }
     /* inputs_embeds (and GPT-2's position_embeds) stay bound in the
      * model's forward until it returns */
     b->mod = top;
@@ -699,32 +753,42 @@ static int build_gpt(Bld *b)
         b->mod = "transformer.drop";
         h = N(b, "Add", h, pe);
     }
+    /* sequence parallelism: each rank keeps its part of the sequence from
+     * here (Megatron's scatter_to_sequence_parallel_region, a contiguous
+     * split: a new tensor of seq/tp) */
+    if (run->tp > 1 && run->sp) {
+        h = N(b, "ReduceScatter", h);
+        attr_i(b, "axis", 1);
+        attr_i(b, "ranks", run->tp);
+    }
+    h = dropout(b, path(b, top, neox ? "emb_dropout" : "drop"), h, c->embd_drop);
     int *pk = me_calloc((size_t)(2 * c->layers), sizeof(int));
     if (!pk) return ME_ENOMEM;
     for (int li = 0; li < c->layers && b->rc >= 0; li++) {
         char lm[96], am[128];
         snprintf(lm, sizeof(lm), "%s.%s.%d", top, neox ? "layers" : "h", li);
         snprintf(am, sizeof(am), "%s.%s", lm, neox ? "attention" : "attn");
-        const char *L = me_graph_strdup(g, lm), *A = me_graph_strdup(g, am);
-        if (!L || !A) { b->rc = ME_ENOMEM; break; }
+        const char *L = me_graph_strdup(g, lm), *Am = me_graph_strdup(g, am);
+        if (!L || !Am) { b->rc = ME_ENOMEM; break; }
         /* the layer's buffers: bias, tril(ones(P, P, bool)) [1,1,P,P];
          * masked_bias, a 0-d float; NeoX's rotary_emb: inv_freq and the
          * cos/sin tables [P, rd] in float32 */
         int64_t bd[4] = { 1, 1, P, P };
-        int bias = buffer(b, A, "bias", 4, bd, ME_DT_BOOL);
-        buffer(b, A, "masked_bias", 0, bd, ME_DT_F32);
+        int bias = buffer(b, Am, "bias", 4, bd, ME_DT_BOOL);
+        buffer(b, Am, "masked_bias", 0, bd, ME_DT_F32);
         int cosb = -1, sinb = -1;
         if (neox) {
             char rm[160];
-            snprintf(rm, sizeof(rm), "%s.rotary_emb", A);
+            snprintf(rm, sizeof(rm), "%s.rotary_emb", Am);
             int64_t half = rd / 2, cd[2] = { P, rd };
             buffer(b, rm, "inv_freq", 1, &half, ME_DT_F32);
             cosb = buffer(b, rm, "cos_cached", 2, cd, ME_DT_F32);
             sinb = buffer(b, rm, "sin_cached", 2, cd, ME_DT_F32);
         }
         int x = layernorm(b, path(b, lm, neox ? "input_layernorm" : "ln_1"), h);
-        int qkv = linear(b, path(b, A, neox ? "query_key_value" : "c_attn"), x, D, 3 * D, c->qkv_bias);
-        b->mod = A;
+        const char *qm = path(b, Am, neox ? "query_key_value" : "c_attn");
+        int qkv = linear(b, qm, tp_enter(b, qm, x), D, 3 * A, c->qkv_bias);
+        b->mod = Am;
         int q, k, v;
         if (neox) {
             /* qkv.view(B, S, H, 3 hd); q, k, v = [..., :hd], [..., hd:2hd],
@@ -751,9 +815,9 @@ static int build_gpt(Bld *b)
             attr_i(b, "axis", -1);
         } else {
             /* c_attn(x).split(D, dim=2) (views), _split_heads: view, permute */
-            q = heads_view(b, slicec(b, qkv, 0, D, 2), H);
-            k = heads_view(b, slicec(b, qkv, D, 2 * D, 2), H);
-            v = heads_view(b, slicec(b, qkv, 2 * D, 3 * D, 2), H);
+            q = heads_view(b, slicec(b, qkv, 0, A, 2), H);
+            k = heads_view(b, slicec(b, qkv, A, 2 * A, 2), H);
+            v = heads_view(b, slicec(b, qkv, 2 * A, 3 * A, 2), H);
         }
         local(b, q);
         if (decode) {
@@ -773,9 +837,11 @@ static int build_gpt(Bld *b)
         pk[2 * li] = k;
         pk[2 * li + 1] = v;
         int o = merge_heads(b, gpt_attn(b, q, k, v, bias, mask, neox));
-        int ao = linear(b, path(b, A, neox ? "dense" : "c_proj"), o, D, D, c->o_bias);
-        /* resid_dropout / post_attention_dropout: identity in eval; the
+        const char *pm = path(b, Am, neox ? "dense" : "c_proj");
+        int ao = tp_exit(b, pm, linear(b, pm, o, A, D, c->o_bias));
+        /* resid_dropout / post_attention_dropout (identity in eval); the
          * attention's outputs tuple keeps attn_output to the layer's end */
+        ao = dropout(b, neox ? path(b, lm, "post_attention_dropout") : path(b, Am, "resid_dropout"), ao, c->resid_drop);
         b->mod = L;
         ao = hold(b, ao);
         int m;
@@ -787,10 +853,13 @@ static int build_gpt(Bld *b)
             x = layernorm(b, path(b, lm, neox ? "post_attention_layernorm" : "ln_2"), ao);
         }
         const char *M = path(b, lm, "mlp");
-        int u = linear(b, path(b, M, neox ? "dense_h_to_4h" : "c_fc"), x, D, c->intermediate, c->mlp_bias);
+        const char *um = path(b, M, neox ? "dense_h_to_4h" : "c_fc"), *dm = path(b, M, neox ? "dense_4h_to_h" : "c_proj");
+        int u = linear(b, um, tp_enter(b, um, x), D, c->intermediate, c->mlp_bias);
         b->mod = path(b, M, "act");
         u = gpt_act(b, u);
-        m = linear(b, path(b, M, neox ? "dense_4h_to_h" : "c_proj"), u, c->intermediate, D, c->mlp_bias);
+        m = tp_exit(b, dm, linear(b, dm, u, c->intermediate, D, c->mlp_bias));
+        /* GPT2MLP's dropout / NeoX's post_mlp_dropout */
+        m = dropout(b, neox ? path(b, lm, "post_mlp_dropout") : path(b, M, "dropout"), m, c->resid_drop);
         b->mod = L;
         if (neox && c->parallel_residual) h = N(b, "Add", N(b, "Add", m, ao), h);
         else h = neox ? N(b, "Add", m, ao) : N(b, "Add", ao, m);
@@ -799,9 +868,20 @@ static int build_gpt(Bld *b)
     const char *head = neox ? "embed_out" : "lm_head";
     int lw = c->tied ? wte : pw(b, head, "weight", 2, ed);
     b->mod = head;
-    int logits = N(b, "Linear", h, lw); /* no .float() in GPT2LMHeadModel / GPTNeoXForCausalLM v4.44 */
+    int logits = N(b, "Linear", tp_enter(b, head, h), lw); /* no .float() in GPT2LMHeadModel / GPTNeoXForCausalLM v4.44 */
+    int full = logits;
+    /* with labels: lm_logits[..., :-1, :].contiguous(), then
+     * CrossEntropyLoss on .view(-1, vocab), as LlamaForCausalLM */
+    if (run->train) logits = shift_logits(b, top, logits);
     if (b->rc >= 0) b->rc = me_graph_add_output(g, logits);
-    for (int i = 0; i < 2 * c->layers && b->rc >= 0; i++)
+    if (run->train && b->rc >= 0) {
+        /* lm_logits and shift_logits are locals of the forward that
+         * computes the loss: alive through it, dead after */
+        b->rc = me_graph_add_output(g, full);
+        if (b->rc >= 0) b->rc = me_graph_add_output(g, h); /* hidden_states = transformer_outputs[0] */
+        if (b->rc >= 0) g->v[logits].donated = g->v[full].donated = g->v[h].donated = true;
+    }
+    for (int i = 0; i < 2 * c->layers && b->rc >= 0 && !run->train; i++)
         if (pk[i] >= 0) b->rc = me_graph_add_output(g, pk[i]);
     me_free(pk);
     /* transformer.h / gpt_neox.layers: an nn.ModuleList iterated, never called */
@@ -810,6 +890,14 @@ static int build_gpt(Bld *b)
     if (b->rc >= 0 && me_graph_scopes(g) < 0) b->rc = ME_ENOMEM;
     for (int i = 0; b->rc >= 0 && i < g->nscopes; i++)
         if (!strcmp(g->scopes[i].name, list)) g->scopes[i].uncalled = true;
+    /* GPT2Model / GPTNeoXModel checkpoint each block (layer) under
+     * gradient_checkpointing; --checkpoint selective each _attn frame */
+    for (int i = 0; b->rc >= 0 && i < g->nscopes; i++) {
+        int p = g->scopes[i].parent;
+        if (p >= 0 && g->scopes[p].uncalled && !strcmp(g->scopes[p].name, list)) g->scopes[i].ckpt_unit = true;
+        size_t n = strlen(g->scopes[i].name);
+        if (run->train && n > 6 && !strcmp(g->scopes[i].name + n - 6, "._attn")) g->scopes[i].ckpt_core = true;
+    }
     if (b->rc == ME_ENOMEM && !b->d->msg[0]) me_error(b->d, ME_ENOMEM, "%s: out of memory building the layer graph", c->path);
     return b->rc;
 }
@@ -1016,10 +1104,10 @@ static int moe(Bld *b, int li, int x, int *router)
  * sequence: logits[:, :-1] is contiguous already and both are views).
  * shift_labels (labels[..., 1:].contiguous(), int64) is the loss's
  * target the timeline adds, one int64 per row. */
-static int shift_logits(Bld *b, int logits)
+static int shift_logits(Bld *b, const char *mod, int logits)
 {
     int64_t zero = 0, end = -1, ax = 1, flat[2] = { -1, b->c->vocab };
-    b->mod = "model";
+    b->mod = mod;
     int sl = N(b, "Slice", logits, cints(b, &zero, 1), cints(b, &end, 1), cints(b, &ax, 1));
     return N(b, "Reshape", sl, cints(b, flat, 2));
 }
@@ -1117,8 +1205,44 @@ static int last_tokens(Bld *b, int h)
     return y;
 }
 
+/* One rank's share of c under Megatron-LM's tensor parallelism: heads,
+ * key/value heads and the MLP's width divided by tp (column-parallel
+ * projections keep out/tp outputs, row-parallel in/tp inputs), the
+ * vocabulary padded as Megatron's _vocab_size_with_padding pads it (to a
+ * multiple of make_vocab_size_divisible_by 128 × tp) and divided;
+ * norms, positions and hidden size whole. */
+static int tp_shard(const MeLlmConfig *c, const MeLlmRun *run, MeLlmConfig *out, MeDiag *d)
+{
+    int64_t t = run->tp;
+    *out = *c;
+    if (!run->train)
+        return me_error(d, ME_EINVAL, "%s: --tp models Megatron-LM's training step; tensor-parallel inference is not built", c->path);
+    if (c->experts)
+        return me_error(d, ME_EINVAL, "%s: --tp: tensor parallelism of mixture-of-experts layers is not built", c->path);
+    if (c->n_tensors || run->weights != ME_LLM_Q_NONE)
+        return me_error(d, ME_EINVAL, "%s: --tp: one rank's shard of stored or quantized weights is not built (give the config.json alone)", c->path);
+    const char *what = c->heads % t ? "attention heads" : c->kv_heads % t ? "key/value heads" : c->intermediate % t ? "intermediate size" : NULL;
+    if (what)
+        return me_error(d, ME_EINVAL, "%s: --tp %lld does not divide the %s (%lld)", c->path, (long long)t, what,
+                        (long long)(c->heads % t ? c->heads : c->kv_heads % t ? c->kv_heads : c->intermediate));
+    int64_t mult = 128 * t;
+    out->heads /= t;
+    out->kv_heads /= t;
+    out->intermediate /= t;
+    out->vocab = (c->vocab + mult - 1) / mult * mult / t;
+    out->n_tensors = 0;
+    out->tensors = NULL;
+    return 0;
+}
+
 int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *d)
 {
+    MeLlmConfig shard;
+    if (run->tp > 1) {
+        int rc = tp_shard(c, run, &shard, d);
+        if (rc < 0) return rc;
+        c = &shard;
+    }
     Bld b = { .g = g, .d = d, .c = c, .run = run, .dt = c->dtype, .mod = "model" };
     if (run->weights_dtype != ME_DT_UNDEF) b.dt = run->weights_dtype;
     g->opset = 17;
@@ -1153,6 +1277,14 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     b.mod = "model.embed_tokens";
     int h = N(&b, "Gather", emb, s.ids);
     attr_i(&b, "axis", 0);
+    /* VocabParallelEmbedding: each rank's rows, the rest zeros, summed
+     * (reduce-scattered to the sequence shards under sequence
+     * parallelism: Megatron's reduce_scatter_embeddings) */
+    if (run->tp > 1) {
+        h = N(&b, run->sp ? "ReduceScatter" : "AllReduce", h);
+        attr_i(&b, "axis", 1);
+        attr_i(&b, "ranks", run->tp);
+    }
     /* gradient_checkpointing_enable on a PEFT model calls
      * enable_input_require_grads: a hook on the embedding's output
      * requires_grad_(True), so that the reentrant checkpoints' outputs
@@ -1204,13 +1336,17 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         snprintf(lm, sizeof(lm), "model.layers.%d", li);
         snprintf(mod, sizeof(mod), "%s.input_layernorm", lm);
         int x = rmsnorm(&b, mod, h);
-        int a = attention(&b, li, x, &s, &pk[2 * li], &pk[2 * li + 1]);
+        snprintf(mod, sizeof(mod), "%s.self_attn", lm);
+        int a = attention(&b, li, tp_enter(&b, me_graph_strdup(g, mod), x), &s, &pk[2 * li], &pk[2 * li + 1]);
+        a = tp_exit(&b, me_graph_strdup(g, mod), a);
         b.mod = me_graph_strdup(g, lm);
         h = N(&b, "Add", h, a);
         snprintf(mod, sizeof(mod), "%s.post_attention_layernorm", lm);
         x = rmsnorm(&b, mod, h);
         int router = -1;
-        int m = me_llm_moe_layer(c, li) ? moe(&b, li, x, &router) : mlp(&b, li, x);
+        snprintf(mod, sizeof(mod), "%s.mlp", lm);
+        const char *mm = me_graph_strdup(g, mod);
+        int m = me_llm_moe_layer(c, li) ? moe(&b, li, x, &router) : tp_exit(&b, mm, mlp(&b, li, tp_enter(&b, mm, x)));
         b.mod = me_graph_strdup(g, lm);
         if (router >= 0) local(&b, N(&b, "Identity", router)); /* the layer's local router_logits */
         h = N(&b, "Add", h, m);
@@ -1226,14 +1362,14 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     if (run->cache == ME_LLM_CACHE_PAGED) h = last_tokens(&b, h);
     int lm_w = c->tied ? emb : pw(&b, "lm_head", "weight", 2, ed);
     b.mod = "lm_head";
-    int logits = N(&b, "Linear", h, lm_w);
+    int logits = N(&b, "Linear", tp_enter(&b, "lm_head", h), lm_w);
     /* LlamaForCausalLM: logits = logits.float() */
     if (b.dt != ME_DT_F32) {
         b.mod = "model";
         logits = cast(&b, logits, ME_DT_F32);
     }
     int full = logits;
-    if (run->train) logits = shift_logits(&b, logits);
+    if (run->train) logits = shift_logits(&b, "model", logits);
     if (b.rc >= 0) b.rc = me_graph_add_output(g, logits);
     if (run->train && b.rc >= 0) {
         /* logits, shift_logits and the final norm's output (outputs[0],

@@ -152,7 +152,11 @@ static int read_gpt(RCtx *r, MeLlmConfig *c, const FamilyDefaults *f)
             (rc = get_i(r, "n_inner", 4 * c->hidden, 1, ME_MAX_DIM, &c->intermediate)) < 0 ||
             (rc = get_i(r, "n_positions", f->max_pos, 1, ME_MAX_DIM, &c->max_pos)) < 0 ||
             (rc = get_f(r, "layer_norm_epsilon", f->eps, 0, 1, &c->norm_eps)) < 0 ||
-            (rc = get_b(r, "tie_word_embeddings", f->tied, &c->tied)) < 0)
+            (rc = get_b(r, "tie_word_embeddings", f->tied, &c->tied)) < 0 ||
+            /* GPT2Config's defaults */
+            (rc = get_f(r, "attn_pdrop", 0.1, 0, 1, &c->attn_drop)) < 0 ||
+            (rc = get_f(r, "resid_pdrop", 0.1, 0, 1, &c->resid_drop)) < 0 ||
+            (rc = get_f(r, "embd_pdrop", 0.1, 0, 1, &c->embd_drop)) < 0)
             return rc;
         /* GPT2Attention's other paths: not built here */
         if ((rc = refuse_b(r, "scale_attn_weights", true)) < 0 || (rc = refuse_b(r, "scale_attn_by_inverse_layer_idx", false)) < 0 ||
@@ -172,8 +176,13 @@ static int read_gpt(RCtx *r, MeLlmConfig *c, const FamilyDefaults *f)
             (rc = get_f(r, "rotary_pct", 0.25, 0, 1, &c->rotary_fraction)) < 0 ||
             (rc = get_b(r, "use_parallel_residual", true, &c->parallel_residual)) < 0 ||
             (rc = get_b(r, "attention_bias", true, &c->qkv_bias)) < 0 ||
-            (rc = get_b(r, "tie_word_embeddings", f->tied, &c->tied)) < 0)
+            (rc = get_b(r, "tie_word_embeddings", f->tied, &c->tied)) < 0 ||
+            /* GPTNeoXConfig's defaults: no dropout; hidden_dropout is the
+             * embedding's and both residual branches' */
+            (rc = get_f(r, "attention_dropout", 0.0, 0, 1, &c->attn_drop)) < 0 ||
+            (rc = get_f(r, "hidden_dropout", 0.0, 0, 1, &c->resid_drop)) < 0)
             return rc;
+        c->embd_drop = c->resid_drop;
         const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
         if (rs && !cJSON_IsNull(rs))
             return me_error(r->d, ME_EINVAL, "%s: \"rope_scaling\": scaled rotary caches are not modeled", r->path);

@@ -124,6 +124,8 @@ enum {
                                  * not allow a view */
     ME_OPF_SAME_TYPE_ALIAS = 1 << 4, /* Tensor.to(dtype): self, no copy, when the dtype does not
                                       * change (ATen's to_will_alias) */
+    ME_OPF_REGATHER = 1 << 5, /* AllGather: with attribute regather, what a consumer saves of the
+                               * result is the input shard (comm.c) */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by

@@ -8,7 +8,7 @@
 #include "ops.h"
 
 #define OPS(X) \
-    X(me_op_abs) X(me_op_adaptive_avg_pool) X(me_op_add) X(me_op_and) X(me_op_argmax) \
+    X(me_op_abs) X(me_op_adaptive_avg_pool) X(me_op_add) X(me_op_all_gather) X(me_op_all_reduce) X(me_op_and) X(me_op_argmax) \
     X(me_op_argmin) X(me_op_average_pool) X(me_op_batch_norm) X(me_op_cast) X(me_op_ceil) \
     X(me_op_celu) X(me_op_clip_1) X(me_op_clip) X(me_op_concat) X(me_op_constant) X(me_op_constant_of_shape) \
     X(me_op_conv) X(me_op_conv_transpose) X(me_op_cos) X(me_op_cumsum) X(me_op_depth_to_space) \
@@ -23,7 +23,7 @@
     X(me_op_mod) X(me_op_mul) X(me_op_mha) X(me_op_neg) X(me_op_not) X(me_op_or) X(me_op_prelu) \
     X(me_op_pad) X(me_op_pow) X(me_op_rnn) X(me_op_range) X(me_op_reciprocal) X(me_op_reduce_l2) \
     X(me_op_reduce_max) X(me_op_reduce_mean) X(me_op_reduce_min) X(me_op_reduce_prod) \
-    X(me_op_reduce_sum) X(me_op_reduce_sum_square) X(me_op_relu) X(me_op_reshape) X(me_op_resize) \
+    X(me_op_reduce_scatter) X(me_op_reduce_sum) X(me_op_reduce_sum_square) X(me_op_relu) X(me_op_reshape) X(me_op_resize) \
     X(me_op_round) X(me_op_sdpa) X(me_op_scatter_elements) X(me_op_scatter_nd) X(me_op_selu) X(me_op_shape) \
     X(me_op_silu) X(me_op_sigmoid) X(me_op_sign) X(me_op_sin) X(me_op_size) X(me_op_slice) \
     X(me_op_softmax) X(me_op_softplus) X(me_op_softsign) X(me_op_space_to_depth) X(me_op_split) \

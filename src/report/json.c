@@ -216,6 +216,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddStringToObject(o, "peak_phase", me_phase_name(r->peak_phase));
             cJSON_AddNumberToObject(o, "checkpoint_segments", r->segments);
             add_u64(o, "recompute_macs", r->recompute_macs);
+            if (ms->mode == MEMEST_RUN_TRAIN) add_u64(o, "forward_end", r->forward_end);
             cJSON *cat = cJSON_AddObjectToObject(o, "at_peak");
             for (int c = 0; c < MEMEST_MEM_COUNT; c++)
                 if (c != MEMEST_MEM_OPTIMIZER_PAGED || me_optimizer_paged(ms->optimizer)) /* only paged optimizers have the line */

@@ -352,7 +352,8 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
             char rm[40];
             thousands(r->recompute_macs, rm, sizeof(rm));
             fprintf(f, "    checkpointing: %d checkpointed segment(s) (%s), %s MACs recomputed in backward\n", r->segments,
-                    s->checkpoint == MEMEST_CHECKPOINT_LAYERS ? "one per layer" : "the last runs normally", rm);
+                    s->checkpoint == MEMEST_CHECKPOINT_LAYERS ? "one per layer"
+                    : s->checkpoint == MEMEST_CHECKPOINT_SELECTIVE ? "each layer's core attention" : "the last runs normally", rm);
         }
         fprintf(f, "    at the peak (MiB):");
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)

@@ -39,6 +39,10 @@ static const Row rows[] = {
     { "AdaptiveAvgPool", 0, "[2,64,7,9]", "output_size=[1,1]", "[2,64,1,1]" },
     /* multidirectional (numpy) broadcast: (2,1,4) with (3,1) is (2,3,4) */
     { "Add", 0, "[2,1,4] [3,1]", "", "[2,3,4]" },
+    /* Megatron's collectives (ops/comm.c): all-gather joins the ranks'
+     * sequence shards, reduce-scatter splits the sum, all-reduce keeps it */
+    { "AllGather", 0, "[2,16,8]", "axis=1 ranks=4", "[2,64,8]" },
+    { "AllReduce", 0, "[2,16,8]", "axis=1 ranks=4", "[2,16,8]" },
     { "And", 0, "x:bool[4,1] x:bool[1,5]", "", "bool[4,5]" },
     { "ArgMax", 0, "[3,4,5]", "axis=1", "i64[3,1,5]" },
     { "ArgMin", 0, "[3,4,5]", "axis=-1 keepdims=0", "i64[3,4]" },
@@ -187,6 +191,8 @@ static const Row rows[] = {
     { "ReduceMin", 18, "[3,4,5] k=[-1,0]", "keepdims=0", "[4]" },
     { "ReduceProd", 0, "[3,4,5]", "keepdims=0", "[]" },
     { "ReduceProd", 18, "[3,4,5] k=[2]", "", "[3,4,1]" },
+    { "ReduceScatter", 0, "[2,16,8]", "axis=1 ranks=4", "[2,4,8]" },
+    { "ReduceScatter", 0, "[2,16,8]", "axis=-1 ranks=2", "[2,16,4]" },
     { "ReduceSum", 0, "[3,4,5] k=[1]", "", "[3,1,5]" },
     { "ReduceSum", 0, "[3,4,5] k=[]", "noop_with_empty_axes=1", "[3,4,5]" },
     { "ReduceSum", 11, "[3,4,5]", "axes=[0] keepdims=0", "[4,5]" },
