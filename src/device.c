@@ -15,24 +15,29 @@
 #define GBS 1e9
 #define TF 1e12
 
+/* link_bandwidth: one direction between two GPUs of a node, from the
+ * vendors' sheets: NVLink's total over two (H100/H200 SXM 900 GB/s,
+ * A100 600, V100 300, B200 1800, the RTX bridges 100/112.5), MI300X's
+ * Infinity Fabric 896 GB/s peer over two, else the card's PCIe x16 link
+ * (3.0: 16, 4.0: 32, 5.0: 64 GB/s) */
 static const MemestGpu builtin[] = {
-    { "gtx1070", 8192 * MIB, 256 * GBS, 6.5 * TF, 0, 15 },
-    { "rtx2080ti", 11264 * MIB, 616 * GBS, 13.4 * TF, 53.8 * TF, 68 },
-    { "rtx3090", 24576 * MIB, 936 * GBS, 35.6 * TF, 71 * TF, 82 },
-    { "rtx4090", 24564 * MIB, 1008 * GBS, 82.6 * TF, 165 * TF, 128 },
-    { "t4", 15360 * MIB, 320 * GBS, 8.1 * TF, 65 * TF, 40 },
-    { "v100-16gb", 16384 * MIB, 900 * GBS, 15.7 * TF, 125 * TF, 80 },
-    { "v100-32gb", 32768 * MIB, 900 * GBS, 15.7 * TF, 125 * TF, 80 },
-    { "a10", 23028 * MIB, 600 * GBS, 31.2 * TF, 125 * TF, 72 },
-    { "a100-40gb", 40960 * MIB, 1555 * GBS, 19.5 * TF, 312 * TF, 108 },
-    { "a100-80gb", 81920 * MIB, 2039 * GBS, 19.5 * TF, 312 * TF, 108 },
-    { "l4", 23034 * MIB, 300 * GBS, 30.3 * TF, 121 * TF, 58 },
-    { "l40s", 46068 * MIB, 864 * GBS, 91.6 * TF, 362 * TF, 142 },
-    { "h100-sxm", 81559 * MIB, 3350 * GBS, 67 * TF, 989 * TF, 132 },
-    { "h100-pcie", 81559 * MIB, 2000 * GBS, 51 * TF, 756 * TF, 114 },
-    { "h200", 143771 * MIB, 4800 * GBS, 67 * TF, 989 * TF, 132 },
-    { "b200", 183359 * MIB, 8000 * GBS, 80 * TF, 2250 * TF, 148 },
-    { "mi300x", 196608 * MIB, 5300 * GBS, 81.7 * TF, 1307 * TF, 304 },
+    { "gtx1070", 8192 * MIB, 256 * GBS, 6.5 * TF, 0, 15, 16 * GBS },
+    { "rtx2080ti", 11264 * MIB, 616 * GBS, 13.4 * TF, 53.8 * TF, 68, 50 * GBS },
+    { "rtx3090", 24576 * MIB, 936 * GBS, 35.6 * TF, 71 * TF, 82, 56.25 * GBS },
+    { "rtx4090", 24564 * MIB, 1008 * GBS, 82.6 * TF, 165 * TF, 128, 32 * GBS },
+    { "t4", 15360 * MIB, 320 * GBS, 8.1 * TF, 65 * TF, 40, 16 * GBS },
+    { "v100-16gb", 16384 * MIB, 900 * GBS, 15.7 * TF, 125 * TF, 80, 150 * GBS },
+    { "v100-32gb", 32768 * MIB, 900 * GBS, 15.7 * TF, 125 * TF, 80, 150 * GBS },
+    { "a10", 23028 * MIB, 600 * GBS, 31.2 * TF, 125 * TF, 72, 32 * GBS },
+    { "a100-40gb", 40960 * MIB, 1555 * GBS, 19.5 * TF, 312 * TF, 108, 300 * GBS },
+    { "a100-80gb", 81920 * MIB, 2039 * GBS, 19.5 * TF, 312 * TF, 108, 300 * GBS },
+    { "l4", 23034 * MIB, 300 * GBS, 30.3 * TF, 121 * TF, 58, 32 * GBS },
+    { "l40s", 46068 * MIB, 864 * GBS, 91.6 * TF, 362 * TF, 142, 32 * GBS },
+    { "h100-sxm", 81559 * MIB, 3350 * GBS, 67 * TF, 989 * TF, 132, 450 * GBS },
+    { "h100-pcie", 81559 * MIB, 2000 * GBS, 51 * TF, 756 * TF, 114, 64 * GBS },
+    { "h200", 143771 * MIB, 4800 * GBS, 67 * TF, 989 * TF, 132, 450 * GBS },
+    { "b200", 183359 * MIB, 8000 * GBS, 80 * TF, 2250 * TF, 148, 900 * GBS },
+    { "mi300x", 196608 * MIB, 5300 * GBS, 81.7 * TF, 1307 * TF, 304, 448 * GBS },
 };
 #define N_BUILTIN ((int)(sizeof(builtin) / sizeof(builtin[0])))
 
@@ -152,6 +157,8 @@ int memest_gpu_load_file(const char *path, MemestGpu **gpus, int *count, char *e
         g->fp32_flops = f32->valuedouble * TF;
         g->fp16_flops = cJSON_IsNumber(f16) ? f16->valuedouble * TF : 0;
         g->sms = cJSON_IsNumber(sms) ? (int)sms->valuedouble : 0;
+        const cJSON *link = cJSON_GetObjectItemCaseSensitive(e, "link_gbs"); /* optional: --plan's collectives */
+        g->link_bandwidth = cJSON_IsNumber(link) && link->valuedouble > 0 ? link->valuedouble * GBS : 0;
     }
     me_free(*gpus);
     *gpus = list;

@@ -451,6 +451,13 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
                                                               : "attention: one fused kernel, as PyTorch 2.x's CUDA SDPA / flash-attn allocate (doc/llm.md); "
                                                                 "torch 1.13 has no SDPA") < 0)
             rc = ME_ENOMEM;
+        if (rc >= 0 && run.tp > 1 &&
+            me_graph_add_note(&m->g, "tensor_parallel", ME_NOTE_ALWAYS,
+                              "--tp %lld%s: one rank of Megatron-LM's tensor parallelism (heads, the MLP's width and the "
+                              "vocabulary padded to a multiple of %lld split; norms and positions whole): parameters, rows "
+                              "and memory are one GPU's; NCCL's buffers are not counted", (long long)run.tp,
+                              run.sp ? " --sp (sequence parallelism)" : "", (long long)(128 * run.tp)) < 0)
+            rc = ME_ENOMEM;
         if (rc >= 0 && !(s && s->seq))
             rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %lld tokens", (long long)run.seq);
     }
@@ -686,6 +693,7 @@ void memest_analysis_free(MemestAnalysis **pa)
     me_free(a->rows);
     me_free(a->time_s);
     me_memory_result_free(&a->memory);
+    memest_plan_free(&a->plan);
     me_free(a);
     *pa = NULL;
 }

@@ -124,6 +124,8 @@ struct MemestAnalysis {
     MemestMaxSeq max_seq;
     bool has_concurrency;
     MemestConcurrency concurrency;
+    bool has_plan;
+    MemestPlan plan;     /* rows owned */
 };
 
 /* Cost of one node under a convention (conventions.c). */
@@ -140,6 +142,10 @@ void me_memory_result_free(MeMemResult *r);
 uint64_t me_memory_needed(const MeMemResult *r);
 /* Whether gpu has the bandwidth and FLOP/s a roofline needs (device.c). */
 bool me_roofline_known(const MemestGpu *gpu);
+/* --plan's rows (plan.c): a checkpointing choice's name; the options that
+ * run a row in memest and in Megatron-LM */
+const char *me_plan_ckpt_name(int checkpoint);
+void me_plan_flags(const MemestPlanRow *r, char *memest, size_t n1, char *megatron, size_t n2);
 /* Whether a's figures still describe its model's binding; else a message. */
 int me_analysis_current(const MemestAnalysis *a);
 /* Forgets what an earlier shape inference folded (contents computed from

@@ -424,6 +424,8 @@ typedef struct MemestGpu {
     double fp32_flops;     /* FLOP/s, dense */
     double fp16_flops;     /* FLOP/s, dense tensor cores (fp16/bf16); 0: none */
     int sms;               /* streaming multiprocessors (CUs), for the context estimate */
+    double link_bandwidth; /* bytes/s one way between two GPUs of a node (NVLink, else
+                            * PCIe), for --plan's collectives; 0: unknown */
 } MemestGpu;
 
 /* The built-in table (REFERENCE.md's GPUs), constant. */
@@ -565,6 +567,49 @@ MEMEST_API int memest_max_concurrency(const MemestModel *model, const char *path
                                       const MemestConcurrencySettings *cs, MemestConcurrency *out,
                                       char *err, size_t errlen);
 MEMEST_API void memest_note_concurrency(MemestAnalysis *analysis, const MemestConcurrency *c);
+
+/* Training plans for a language model on gpus GPUs (doc/memory.md,
+ * "Plans"): every tensor-parallel size T (Megatron-LM, with sequence
+ * parallelism when T > 1; T up to 8, one node's NVLink) x data-parallel
+ * size D = gpus / T x ZeRO stage (with D > 1) x activation checkpointing
+ * (none, per layer, selective where the model marks core attention),
+ * each one rank's full timeline (its per-GPU need, as --max-batch
+ * counts it) and a step time: the per-rank roofline plus the collectives
+ * at the GPU's link bandwidth, not overlapped. The Pareto set of need vs
+ * step time per token trained (tokens/s: a step of D data-parallel ranks
+ * trains D micro-batches) among the plans that fit is marked. */
+typedef struct MemestPlanRow {
+    int tp, sp, dp;       /* tensor- (sp: sequence-) and data-parallel sizes; tp x dp = gpus */
+    int shard;            /* MemestShard of the data-parallel group */
+    int checkpoint;       /* 0, MEMEST_CHECKPOINT_LAYERS or MEMEST_CHECKPOINT_SELECTIVE */
+    uint64_t needed;      /* per GPU: the allocated peak plus the CUDA context, the larger step */
+    uint64_t peak_reserved; /* per GPU: the caching allocator's reserved peak */
+    int fits, pareto;
+    double compute_s, tp_comm_s, dp_comm_s, step_s;
+    double tokens_per_s;  /* the whole job: micro-batch x seq x dp per step */
+} MemestPlanRow;
+
+typedef struct MemestPlan {
+    int gpus;
+    MemestGpu gpu;
+    int64_t micro_batch, seq;
+    MemestPlanRow *rows;  /* owned: memest_plan_free */
+    int n_rows, n_fit, n_pareto;
+    int simulations;      /* timelines run: one per row */
+    char skipped[512];    /* tensor-parallel sizes the model does not split, and why ("" none) */
+    int fewest;           /* 1: asked with gpus 0, gpus is the fewest for which a plan fits (or
+                           * 4096 and none fits) */
+} MemestPlan;
+
+/* The plans for the language model at path (ls: its load settings, whose
+ * tp/sp must be unset; mem: the training settings, whose checkpoint, gpus
+ * and shard the plans set) on gpus GPUs of kind gpu; gpus 0: on the
+ * fewest GPUs (1 to 8, then whole nodes of 8) for which one fits. */
+MEMEST_API int memest_plan(const char *path, const MemestLoadSettings *ls, const MemestMemorySettings *mem,
+                           const MemestGpu *gpu, int gpus, MemestPlan *out, char *err, size_t errlen);
+MEMEST_API void memest_plan_free(MemestPlan *plan);
+/* Keeps a copy of the plans with the analysis so its reports show them. */
+MEMEST_API int memest_note_plan(MemestAnalysis *analysis, const MemestPlan *plan);
 
 /* --- reports (src/report/) --- */
 

@@ -58,7 +58,8 @@ class MemorySettings(ctypes.Structure):
 
 class Gpu(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 32), ("memory", c_u64), ("bandwidth", ctypes.c_double),
-                ("fp32_flops", ctypes.c_double), ("fp16_flops", ctypes.c_double), ("sms", c_int)]
+                ("fp32_flops", ctypes.c_double), ("fp16_flops", ctypes.c_double), ("sms", c_int),
+                ("link_bandwidth", ctypes.c_double)]
 
 
 class MaxBatch(ctypes.Structure):

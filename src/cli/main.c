@@ -72,6 +72,8 @@ typedef struct Cli {
     MemestAnalyzeSettings as;
     MemestMemorySettings ms;
     MemestConcurrencySettings cs;
+    MemestMemorySettings plan_ms; /* --plan: the training settings with --gpus the job's GPUs */
+    int plan_gpus;
     MemestGpu *user_gpus; /* --gpu-file */
     int n_user_gpus;
     MemestGpu named, custom, profiled;
@@ -307,6 +309,7 @@ static int apply(Cli *c, int o, const char *val)
         break;
     }
     case OPT_SP: c->ls.sp = 1; break;
+    case OPT_PLAN: break; /* run after the report's analysis */
     case OPT_PLOT: c->plot = val; break;
     case OPT_NETRON: c->netron = val; break;
     case OPT_CHECK: c->check = val; break;
@@ -483,6 +486,13 @@ int main(int argc, char **argv)
         if (!ms->cublas_workspace && (!strncmp(gpu->name, "h100", 4) || !strncmp(gpu->name, "h200", 4) || !strncmp(gpu->name, "b200", 4)))
             ms->cublas_workspace = UINT64_C(32) << 20;
     }
+    if (c.given & OPT_BIT(PLAN)) {
+        /* --gpus counts the plans' GPUs; the report itself is one GPU's */
+        c.plan_ms = *ms;
+        c.plan_gpus = ms->gpus;
+        ms->gpus = 1;
+        ms->shard = MEMEST_SHARD_DDP;
+    }
     if (memest_model_load(&m, c.model, &c.ls, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);
         goto end;
@@ -535,6 +545,24 @@ int main(int argc, char **argv)
         }
         if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
         memest_note_max_seq(an, &mq);
+    }
+    if (c.given & OPT_BIT(PLAN)) {
+        MemestPlan plan;
+        if (!gpu) {
+            fprintf(stderr, "memest: --plan needs --gpu (the GPU's speeds and links)\n");
+            goto end;
+        }
+        if (memest_plan(c.model, &c.ls, &c.plan_ms, gpu, c.plan_gpus, &plan, err, sizeof(err)) < 0) {
+            fprintf(stderr, "memest: --plan: %s\n", err);
+            goto end;
+        }
+        if (plan.skipped[0]) fprintf(stderr, "memest: --plan: not planned: %s\n", plan.skipped);
+        int nr = memest_note_plan(an, &plan);
+        memest_plan_free(&plan);
+        if (nr < 0) {
+            fprintf(stderr, "memest: --plan: out of memory\n");
+            goto end;
+        }
     }
     if (c.given & OPT_BIT(MAX_CONCURRENCY)) {
         MemestConcurrency cc;

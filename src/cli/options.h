@@ -103,6 +103,11 @@
       "language models: Megatron-LM tensor parallelism over T GPUs; the\n"                                      \
       "graph, parameters and memory are one rank's (--gpus: data parallel)")                                     \
     X(SP, "--sp", NULL, 0, OPT_BIT(TP), "with --tp: sequence parallelism (norms, dropouts on seq/T)")             \
+    X(PLAN, "--plan", NULL, 0, OPT_BIT(GPU),                                                                       \
+      "language models under --train: the plans for --gpus N GPUs of --gpu\n"                                    \
+      "(tensor parallel x data parallel x ZeRO x checkpointing), each one\n"                                     \
+      "rank's timeline, and the Pareto set of memory vs step time; without\n"                                    \
+      "--gpus, on the fewest GPUs for which one fits")                                                            \
     X(PLOT, "--plot", "FILE.svg", 0, 0, "memory timeline")                                                       \
     X(NETRON, "--netron", "FILE", 0, 0, "Netron metrics attachment")                                             \
     X(CHECK, "--check", "GOLDEN", 0, 0, "CI golden check (exit 1 if moved)")                                     \
@@ -117,7 +122,12 @@
     Y(TRAIN, GRAD, "a training step runs autograd already")                                    \
     Y(AMP, DTYPE, "autocast keeps fp32 weights, --dtype converts them")                        \
     Y(GPU, DEVICE_PROFILE, "the profile is the GPU, measured") \
-    Y(MAX_CONCURRENCY, TRAIN, "vLLM serves inference")
+    Y(MAX_CONCURRENCY, TRAIN, "vLLM serves inference") \
+    Y(PLAN, TP, "the plans choose the tensor parallelism") \
+    Y(PLAN, SHARD, "the plans choose the ZeRO stage") \
+    Y(PLAN, CHECKPOINT, "the plans choose the checkpointing") \
+    Y(PLAN, MAX_BATCH, "the plans keep --batch as the micro-batch") \
+    Y(PLAN, MAX_SEQ, "the plans keep --seq")
 
 typedef enum MeCliOpt {
 #define X(id, name, arg, many, needs, help) OPT_##id,

@@ -284,6 +284,43 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             double tps = me_concurrency_decode_bound(c, m->gpu.bandwidth);
             if (tps > 0) cJSON_AddNumberToObject(o, "decode_bandwidth_bound_tokens_per_second", tps);
         }
+        if (m->has_plan) { /* doc/memory.md "Plans" */
+            const MemestPlan *p = &m->plan;
+            cJSON *o = cJSON_AddObjectToObject(dev, "plan");
+            cJSON_AddNumberToObject(o, "gpus", p->gpus);
+            cJSON_AddNumberToObject(o, "link_bandwidth", p->gpu.link_bandwidth);
+            cJSON_AddNumberToObject(o, "micro_batch", (double)p->micro_batch);
+            cJSON_AddNumberToObject(o, "seq", (double)p->seq);
+            cJSON_AddNumberToObject(o, "simulations", p->simulations);
+            cJSON_AddNumberToObject(o, "fit", p->n_fit);
+            if (p->fewest) cJSON_AddBoolToObject(o, "fewest_gpus", true);
+            if (p->skipped[0]) cJSON_AddStringToObject(o, "not_planned", p->skipped);
+            cJSON *rows = cJSON_AddArrayToObject(o, "rows");
+            for (int i = 0; i < p->n_rows; i++) {
+                const MemestPlanRow *r = &p->rows[i];
+                cJSON *x = cJSON_CreateObject();
+                cJSON_AddItemToArray(rows, x);
+                cJSON_AddNumberToObject(x, "tp", r->tp);
+                cJSON_AddBoolToObject(x, "sp", r->sp);
+                cJSON_AddNumberToObject(x, "pp", 1);
+                cJSON_AddNumberToObject(x, "dp", r->dp);
+                cJSON_AddNumberToObject(x, "zero_stage", r->dp > 1 ? r->shard : 0);
+                cJSON_AddStringToObject(x, "checkpoint", me_plan_ckpt_name(r->checkpoint));
+                add_u64(x, "needed", r->needed);
+                add_u64(x, "peak_reserved", r->peak_reserved);
+                cJSON_AddBoolToObject(x, "fits", r->fits);
+                cJSON_AddBoolToObject(x, "pareto", r->pareto);
+                cJSON_AddNumberToObject(x, "compute_seconds", r->compute_s);
+                cJSON_AddNumberToObject(x, "tp_comm_seconds", r->tp_comm_s);
+                cJSON_AddNumberToObject(x, "dp_comm_seconds", r->dp_comm_s);
+                cJSON_AddNumberToObject(x, "step_seconds", r->step_s);
+                cJSON_AddNumberToObject(x, "tokens_per_second", r->tokens_per_s);
+                char a[160], b[256];
+                me_plan_flags(r, a, sizeof(a), b, sizeof(b));
+                cJSON_AddStringToObject(x, "memest_options", a);
+                cJSON_AddStringToObject(x, "megatron_args", b);
+            }
+        }
     }
     /* Constant nodes are data, not rows; their outputs are named here. */
     cJSON *consts = cJSON_AddArrayToObject(root, "constants");

@@ -483,6 +483,40 @@ static void print_device(const MemestAnalysis *m, FILE *f)
             fprintf(f, "    decode bound by bandwidth at %lld sequences (weights + their caches read once a step): %.1f tokens/s\n",
                     (long long)c->seqs, tps);
     }
+    if (m->has_plan) {
+        const MemestPlan *p = &m->plan;
+        fprintf(f, "  training plans on %d x %s (links %.0f GB/s one way), micro-batch %lld x %lld tokens: %d timelines, one per plan; "
+                   "%d fit\n", p->gpus, p->gpu.name, p->gpu.link_bandwidth / 1e9, (long long)p->micro_batch, (long long)p->seq,
+                p->simulations, p->n_fit);
+        if (p->fewest)
+            fprintf(f, "    %s\n", p->n_fit ? "the fewest GPUs for which a plan fits (1 to 8, then whole nodes of 8)"
+                                            : "no plan fits on up to 4096 GPUs");
+        if (p->skipped[0]) fprintf(f, "    not planned: %s\n", p->skipped);
+        const MemestPlanRow *least = NULL;
+        for (int i = 0; i < p->n_rows; i++)
+            if (!least || p->rows[i].needed < least->needed) least = &p->rows[i];
+        if (p->n_pareto) {
+            fprintf(f, "    Pareto set (no other plan that fits needs less memory and trains more tokens/s):\n");
+            fprintf(f, "    %4s %4s %4s %5s %-10s %12s %9s %9s %9s %9s %11s  %s\n", "tp", "sp", "dp", "zero", "checkpoint", "need(MiB)",
+                    "step(s)", "compute", "tp comm", "dp comm", "tokens/s", "memest options");
+            for (int i = 0; i < p->n_rows; i++) {
+                const MemestPlanRow *r = &p->rows[i];
+                if (!r->pareto) continue;
+                char a[160], b[256];
+                me_plan_flags(r, a, sizeof(a), b, sizeof(b));
+                fprintf(f, "    %4d %4s %4d %5d %-10s %12.2f %9.3f %9.3f %9.3f %9.3f %11.0f  %s\n", r->tp, r->sp ? "on" : "-", r->dp,
+                        r->dp > 1 ? r->shard : 0, me_plan_ckpt_name(r->checkpoint), mib(r->needed), r->step_s, r->compute_s,
+                        r->tp_comm_s, r->dp_comm_s, r->tokens_per_s, a);
+            }
+        } else if (least) {
+            char a[160], b[256];
+            me_plan_flags(least, a, sizeof(a), b, sizeof(b));
+            fprintf(f, "    none fits: the least memory is %.2f MiB a GPU (%s), over the GPU's %.2f MiB\n", mib(least->needed), a,
+                    mib(p->gpu.memory));
+        }
+        fprintf(f, "    step time: the rank's roofline plus the collectives at the link bandwidth, not overlapped (doc/memory.md, "
+                   "\"Plans\"); every plan in the JSON report (device.plan.rows)\n");
+    }
 }
 
 /* A line under construction: rows are built in memory and written with
