@@ -185,6 +185,8 @@ typedef struct MeScope {
     int depth;      /* 0 for an outermost scope */
     int children;
     bool uncalled;  /* a container its parent iterates (nn.ModuleList): never called, it holds no arguments */
+    bool unseen_names; /* uncalled, its frame's Python names not in the graph (an export): its loop's
+                        * result and the values it stores are taken as kept (memory.c loop_frame) */
     bool ckpt_unit; /* what --checkpoint layers wraps in torch.utils.checkpoint (an HF decoder layer) */
     bool ckpt_core; /* what --checkpoint selective wraps: a layer's core attention (Megatron-LM) */
 } MeScope;

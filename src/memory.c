@@ -15,6 +15,7 @@
  * and the end of the step free the rest. Runtime profiles add what one
  * backend allocates inside ops (doc/memory.md). */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "allocator.h"
@@ -29,6 +30,102 @@ typedef struct Storage {
     bool alive, persistent;
 } Storage;
 
+/* What the loops of a forward show: `for blk in self.h: x = blk(x)`
+ * iterates a ModuleList (an uncalled scope) in its parent's frame. */
+typedef struct Loops {
+    const int *last; /* scope -> last position of its ops and its children's */
+    int *first;      /* scope -> first such position, -1 for none */
+    int *exit;       /* uncalled scope -> its one element whose values are read outside it, -1 none, -2 several */
+    int *next;       /* element (child of an uncalled scope) -> first position of the element run after it, -1 none */
+} Loops;
+
+/* The frame that keeps a value made inside a loop bound until it returns,
+ * or -2 (CPython frees a frame's names and the containers they hold when
+ * it returns). Reader at position oi in scope to, c = common(from, to),
+ * u the outermost uncalled scope below c on the producer's side and e its
+ * element that made the value; c must be the frame iterating u.
+ * - The loop's result: `for blk in self.h: x = blk(x)` then
+ *   `self.ln_f(x)`: x still holds the last block's output after the loop.
+ *   The reader runs after u's last op and in no loop body below c, and
+ *   only e's values leave u (a body that reads every element's output,
+ *   `x = dec(torch.cat([up(x), skip]))`, makes a temporary of the last
+ *   one too).
+ * - A value kept across iterations: read after the next element of u has
+ *   run (the UNet's `skips.append(h)` read by a later `torch.cat`), so the
+ *   frame stored it, in a name the loop does not re-bind or a container.
+ * A re-binding or `del` would free either sooner; no export shows one
+ * (the language-model builder states HF's names itself: not for its
+ * lists). -1: the outermost frame. */
+static int loop_frame(const MeGraph *g, const Loops *lp, int from, int to, int c, int oi)
+{
+    int u = -1, e = -1;
+    for (int s = from; s >= 0 && s != c; s = g->scopes[s].parent) {
+        int q = g->scopes[s].parent;
+        if (q >= 0 && q != c && g->scopes[q].uncalled) {
+            u = q; /* the outermost */
+            e = s;
+        }
+    }
+    if (u < 0 || !g->scopes[u].unseen_names) return -2; /* a builder that states the frame's names */
+    int p = g->scopes[u].parent;
+    while (p >= 0 && p != c && g->scopes[p].uncalled) p = g->scopes[p].parent;
+    if (p != c) return -2;
+    if (lp->next[e] >= 0 && lp->next[e] < oi) return c;
+    for (int s = to; s >= 0 && s != c; s = g->scopes[s].parent)
+        if (g->scopes[s].uncalled) return -2;
+    return lp->last[u] < oi && lp->exit[u] >= 0 ? c : -2;
+}
+
+/* (list, first position, element) triples by list, then position */
+static int by_parent_first(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Loops.first, exit and next (last is filled). */
+static int loop_info(const MeGraph *g, Loops *lp)
+{
+    for (int s = 0; s < g->nscopes; s++) lp->first[s] = lp->exit[s] = lp->next[s] = -1;
+    for (int oi = g->nn - 1; oi >= 0; oi--) lp->first[g->n[g->order[oi]].scope] = oi;
+    for (int s = g->nscopes - 1; s >= 0; s--) {
+        int q = g->scopes[s].parent;
+        if (q >= 0 && lp->first[s] >= 0 && (lp->first[q] < 0 || lp->first[s] < lp->first[q])) lp->first[q] = lp->first[s];
+    }
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            if (v < 0 || g->v[v].producer < 0) continue;
+            int from = g->n[g->v[v].producer].scope;
+            int c = me_scope_common(g, from, n->scope), dc = c >= 0 ? g->scopes[c].depth : -1;
+            for (int e = from, u = e >= 0 ? g->scopes[e].parent : -1; u >= 0 && g->scopes[u].depth > dc;
+                 e = u, u = g->scopes[u].parent)
+                if (g->scopes[u].uncalled) lp->exit[u] = lp->exit[u] == -1 || lp->exit[u] == e ? e : -2;
+        }
+    }
+    /* the elements of each list in the order they ran */
+    int ne = 0;
+    for (int s = 0; s < g->nscopes; s++)
+        ne += g->scopes[s].parent >= 0 && g->scopes[g->scopes[s].parent].uncalled && lp->first[s] >= 0;
+    if (!ne) return 0;
+    int *el = me_malloc(sizeof(int) * 3 * (size_t)ne);
+    if (!el) return ME_ENOMEM;
+    int k = 0;
+    for (int s = 0; s < g->nscopes; s++)
+        if (g->scopes[s].parent >= 0 && g->scopes[g->scopes[s].parent].uncalled && lp->first[s] >= 0) {
+            el[3 * k] = g->scopes[s].parent;
+            el[3 * k + 1] = lp->first[s];
+            el[3 * k + 2] = s;
+            k++;
+        }
+    qsort(el, (size_t)ne, sizeof(int) * 3, by_parent_first);
+    for (int i = 0; i + 1 < ne; i++)
+        if (el[3 * i] == el[3 * i + 3]) lp->next[el[3 * i + 2]] = el[3 * i + 4];
+    me_free(el);
+    return 0;
+}
+
 /* Python keeps a module's arguments alive until the call returns: in
  * `x = self.layer1(x)` the caller's x stays bound while layer1 runs, however
  * early its last reader inside. A value read inside module scope A (the
@@ -39,13 +136,19 @@ int me_scope_holds(const MeGraph *g, int *hold_end)
 {
     if (me_graph_scopes((MeGraph *)g) < 0) return ME_ENOMEM;
     /* last position of every scope: of its own ops, then of its children's */
-    int *last = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1));
+    int *last = me_malloc(sizeof(int) * 4 * (size_t)(g->nscopes + 1));
     if (!last) return ME_ENOMEM;
+    Loops lp = { .last = last, .first = last + g->nscopes + 1, .exit = last + 2 * (g->nscopes + 1),
+                 .next = last + 3 * (g->nscopes + 1) };
     for (int s = 0; s < g->nscopes; s++) last[s] = -1;
     for (int oi = 0; oi < g->nn; oi++) last[g->n[g->order[oi]].scope] = oi;
     for (int s = g->nscopes - 1; s >= 0; s--) {
         int p = g->scopes[s].parent;
         if (p >= 0 && last[s] > last[p]) last[p] = last[s];
+    }
+    if (loop_info(g, &lp) < 0) {
+        me_free(last);
+        return ME_ENOMEM;
     }
     for (int i = 0; i < g->nv; i++) hold_end[i] = -1;
     /* a name bound in the forward (HF attention's query_states,
@@ -59,6 +162,11 @@ int me_scope_holds(const MeGraph *g, int *hold_end)
             if (v < 0 || g->v[v].producer < 0) continue;
             int from = g->n[g->v[v].producer].scope, to = n->scope;
             int c = me_scope_common(g, from, to), a;
+            int lf = loop_frame(g, &lp, from, to, c, oi);
+            if (lf != -2) {
+                int e = lf >= 0 ? last[lf] : g->nn - 1;
+                if (e > hold_end[v]) hold_end[v] = e;
+            }
             if (c == to) continue; /* read in the producer's scope or an enclosing one */
             if (c == from) {
                 /* made by a functional op in a container's own forward and read

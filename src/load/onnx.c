@@ -1296,6 +1296,44 @@ static int mark_functional(MeGraph *g)
     return 0;
 }
 
+/* torch.onnx names a scope for each module call only: a called container
+ * shows as its own segment before its child's ("/layer1/layer1.0/conv1"),
+ * a ModuleList its parent iterates never does ("/h.0/attn": `for blk in
+ * self.h: x = blk(x)`). A dotted segment not led by its container's own
+ * segment so names an uncalled container, every '.'-prefix of it (module
+ * names hold no '.', torch's add_module refuses one). */
+static int mark_uncalled(MeGraph *g)
+{
+    MeStrMap map = { 0 };
+    int rc = 0;
+    for (int s = 0; s < g->nscopes && rc >= 0; s++) rc = me_strmap_put(&map, g->scopes[s].name, s);
+    for (int i = 0; i < g->nn && rc >= 0; i++) {
+        const char *name = g->n[i].name, *mod = g->n[i].module;
+        if (!name || name[0] != '/' || !mod || mod == name) continue;
+        /* mod is name's segments joined, the led ones stripped (module_name):
+         * walk both, o the length of mod written so far */
+        const char *seg = name + 1, *prev = NULL;
+        size_t prev_len = 0, o = 0;
+        for (const char *slash; (slash = strchr(seg, '/')); seg = slash + 1) {
+            size_t sl = (size_t)(slash - seg);
+            if (!sl) continue;
+            bool led = prev && sl > prev_len + 1 && !strncmp(seg, prev, prev_len) && seg[prev_len] == '.';
+            const char *add = led ? seg + prev_len + 1 : seg;
+            size_t add_len = led ? sl - prev_len - 1 : sl, base = o ? o + 1 : 0;
+            for (size_t k = 0; k < add_len && !led; k++) {
+                if (add[k] != '.') continue;
+                int s = me_strmap_get_n(&map, mod, base + k);
+                if (s >= 0) g->scopes[s].uncalled = g->scopes[s].unseen_names = true;
+            }
+            o = base + add_len;
+            prev = seg;
+            prev_len = sl;
+        }
+    }
+    me_strmap_free(&map);
+    return rc < 0 ? ME_ENOMEM : 0;
+}
+
 /* ModelProto: opset, local functions, then the graph. */
 static int load_model(OCtx *o, const char *path)
 {
@@ -1397,7 +1435,8 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     int rc = load_model(&o, path);
     free_functions(&o);
     me_free(o.gen);
-    return rc < 0 ? rc : mark_functional(g);
+    if (rc >= 0) rc = mark_functional(g);
+    return rc < 0 ? rc : mark_uncalled(g);
 }
 
 void me_onnx_detach(MeGraph *g)
