@@ -1315,6 +1315,19 @@ static MeOptParam opt_param(const Sim *m, const MeValue *v)
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev);
 
+/* What one micro-batch holds for its backward when its forward returns
+ * (MemestMemory.forward_end, the pipeline's in-flight unit): the bytes
+ * alive above the baseline, and the graph inputs that require grad (a
+ * pipeline stage's received hidden states, kept in Megatron's
+ * input_tensors until that micro-batch's backward). */
+static uint64_t forward_held(const Sim *m, const MeTlStats *stats)
+{
+    int64_t held = stats->total - (int64_t)m->out->baseline;
+    for (int i = 0; i < m->g->nv; i++)
+        if (m->g->v[i].kind == ME_V_INPUT && m->rg[i] && m->vst[i] >= 0) held = sat_add(held, m->st[m->vst[i]].bytes);
+    return held > 0 ? (uint64_t)held : 0;
+}
+
 /* The optimizer's state, persistent from now on: one storage through the
  * allocator, one in unified memory (paged) when there is some. The first
  * storage (the update reads it), -1 when none, -2 when out of memory. */
@@ -1559,6 +1572,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     forward(&m);
     drop_autocast_cache(&m);
     if (prev_graph >= 0) st_free(&m, prev_graph);
+    if (s->mode == MEMEST_RUN_TRAIN) out->forward_end = forward_held(&m, &stats);
     if (train && !m.failed && g->n_outputs) {
         int ov = g->outputs[0];
         int64_t ob = vb(&m, &g->v[ov]);
@@ -1657,6 +1671,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             m.vgrad[ov] = g2;
             bind(&m, ov, g2, true);
             backward(&m, pgrad);
+            out->grads_end = (uint64_t)stats.live[MEMEST_MEM_GRADIENTS];
             if (loss == MEMEST_LOSS_NONE) {
                 m.st[g2].holds--;
                 st_release(&m, g2);
@@ -1664,6 +1679,10 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         } else if (kept >= 0) {
             st_free(&m, kept);
         }
+        /* the step's peak before the update (pipeline: micro-batches are
+         * in flight through forward and backward, not the optimizer's) */
+        out->backward_peak = alloc ? me_allocator_stats(alloc)->peak_allocated : out->peak;
+        out->backward_peak_grads = out->at_peak[MEMEST_MEM_GRADIENTS];
         m.phase = MEMEST_PHASE_OPTIMIZER;
         m.node = -1;
         if (s->step < 2 && !od->at_init) {

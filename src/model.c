@@ -399,6 +399,29 @@ static int llm_attn(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun 
     return 0;
 }
 
+/* --pp: stage pp_stage of pp_stages, Megatron's even split of the layers
+ * (its TransformerBlock asserts num_layers % pipeline size == 0). */
+static int llm_pipeline(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun *run, const char *path, MeDiag *d)
+{
+    int p = s ? s->pp_stages : 0;
+    if (p < 2) {
+        if (s && (p < 0 || s->pp_stage))
+            return me_error(d, ME_EINVAL, "%s: pipeline stage %d of %d stages: no such stage", path, s->pp_stage, p);
+        return 0;
+    }
+    if (!s->train) return me_error(d, ME_EINVAL, "%s: --pp %d: pipeline parallelism splits a training step (give --train)", path, p);
+    if (p > MEMEST_PP_MAX || c->layers % p)
+        return me_error(d, ME_EINVAL, "%s: --pp %d does not divide the %lld decoder layers (Megatron-LM splits them evenly)", path, p,
+                        (long long)c->layers);
+    if (c->norm == ME_LLM_LAYERNORM)
+        return me_error(d, ME_EINVAL, "%s: --pp: the training forward of %s is not built", path, c->family);
+    if (s->pp_stage < 0 || s->pp_stage >= p)
+        return me_error(d, ME_EINVAL, "%s: pipeline stage %d of %d stages: no such stage", path, s->pp_stage, p);
+    run->pp_stages = p;
+    run->pp_stage = s->pp_stage;
+    return 0;
+}
+
 /* Reads a config.json (or a model folder's) and builds its layer graph. */
 static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
 {
@@ -422,6 +445,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     if (rc >= 0 && t > 0 && me_dtype_is_float((MeDType)t)) c.dtype = (MeDType)t;
     if (rc >= 0) rc = llm_quant_options(&c, s, &run, d);
     if (rc >= 0) rc = llm_attn(&c, s, &run, path, d);
+    if (rc >= 0) rc = llm_pipeline(&c, s, &run, path, d);
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
     if (rc >= 0) rc = me_llm_apply_weights(&m->g, &c, &run, d);
     if (rc >= 0) {
@@ -470,6 +494,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
         int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
         rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
+    if (rc >= 0 && !llm && s && s->pp_stages > 1)
+        rc = me_error(&d, ME_EINVAL, "%s: --pp splits a language model's decoder layers (a config.json or a model folder)", name);
     if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->attn || s->weights || s->kv_dtype))
         rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache, --attn, --weights and --kv-dtype apply to language models (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);

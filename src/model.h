@@ -124,6 +124,8 @@ struct MemestAnalysis {
     MemestMaxSeq max_seq;
     bool has_concurrency;
     MemestConcurrency concurrency;
+    bool has_pipeline;   /* memest_note_pipeline: the analysis is the worst stage's */
+    MemestPipeline pipeline;
 };
 
 /* Cost of one node under a convention (conventions.c). */

@@ -134,6 +134,13 @@ typedef struct MemestLoadSettings {
     const char *weights, *kv_dtype;
     /* Language models: the attention kernel (doc/llm.md) */
     MemestAttn attn;
+    /* Language models under train, pipeline parallelism (doc/memory.md,
+     * "Pipeline parallelism"): builds stage pp_stage (0-based) of pp_stages
+     * (0 or 1: no pipeline), Megatron-LM's even split of the decoder
+     * layers; the first stage also the embedding, the last the final
+     * norm, head and loss. A stage count that does not divide the layers
+     * is an error naming both. memest_pipeline runs every stage. */
+    int pp_stages, pp_stage;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
@@ -320,7 +327,15 @@ typedef struct MemestMemorySettings {
     int gpus;              /* data-parallel ranks (0 or 1: one GPU) */
     int shard;             /* MemestShard, with gpus > 1 */
     MemestOptimizerImpl optimizer_impl; /* training: the update's implementation (default single) */
+    int offload;           /* MemestOffload: ZeRO-Offload (training with --gpus/--shard; doc/memory.md) */
 } MemestMemorySettings;
+
+/* MemestMemorySettings.offload: DeepSpeed's zero_optimization
+ * offload_optimizer / offload_param (device "cpu"). The fp32 master weights
+ * and the optimizer state live on the host (MemestMemory.host), the
+ * gradients go there a bucket at a time; PARAMS (ZeRO-3 only) keeps the
+ * parameters there too, a layer gathered while it runs. */
+typedef enum MemestOffload { MEMEST_OFFLOAD_NONE = 0, MEMEST_OFFLOAD_OPTIMIZER, MEMEST_OFFLOAD_PARAMS } MemestOffload;
 
 /* MemestMemorySettings.checkpoint: each of the model's checkpoint units (a
  * language model's decoder layers, HF gradient_checkpointing_enable) its
@@ -354,6 +369,11 @@ typedef struct MemestMemory {
     int events;             /* allocations and frees simulated */
     int segments;           /* checkpointed segments */
     uint64_t recompute_macs;/* MACs run again in backward by checkpointing */
+    uint64_t forward_end;   /* training: bytes alive when forward returns, above the baseline (what a micro-batch holds for its backward) */
+    uint64_t grads_end;     /* training: gradient bytes alive when backward returns */
+    uint64_t backward_peak; /* training: peak (as peak_allocated) through forward, loss and backward, before the update */
+    uint64_t backward_peak_grads; /* gradient bytes alive at that peak */
+    uint64_t host;          /* offload: bytes on the host (fp32 master weights, optimizer state, gradients), never on the GPU */
 } MemestMemory;
 
 /* Simulates one step (see MemestMemorySettings) of the model as bound now
@@ -551,6 +571,48 @@ MEMEST_API int memest_max_concurrency(const MemestModel *model, const char *path
                                       const MemestConcurrencySettings *cs, MemestConcurrency *out,
                                       char *err, size_t errlen);
 MEMEST_API void memest_note_concurrency(MemestAnalysis *analysis, const MemestConcurrency *c);
+
+/* Pipeline parallelism, Megatron-LM's non-interleaved 1F1B schedule
+ * (doc/memory.md, "Pipeline parallelism"): stage s runs min(P - s - 1, M)
+ * warm-up forwards, so it holds the saved tensors of in_flight =
+ * min(P - s, M) micro-batches at once. A stage's figure is its own
+ * one-micro-batch timeline (its weights, gradients, optimizer state and
+ * activations; data parallelism applies within the stage) where, through
+ * forward and backward, (in_flight - 1) x what one micro-batch leaves
+ * alive at the end of its forward is added, and with M > 1 the stage's
+ * gradients not yet alive there (earlier micro-batches made them). */
+#define MEMEST_PP_MAX 256
+typedef struct MemestPipelineStage {
+    int first_layer, layers;  /* the decoder layers it runs */
+    int in_flight;            /* micro-batches whose forward it holds at once */
+    uint64_t weights;         /* parameters and buffers (bytes, this GPU's share) */
+    uint64_t peak;            /* one micro-batch's needed figure, its optimizer step included (memest_memory_needed) */
+    uint64_t backward_peak;   /* the same through forward and backward only (MemestMemory.backward_peak, + context) */
+    uint64_t held;            /* one micro-batch's bytes alive at the end of forward (MemestMemory.forward_end) */
+    uint64_t grads_extra;     /* gradients alive at the end of backward but not at backward_peak (M > 1) */
+    uint64_t needed;          /* max(peak, backward_peak + (in_flight - 1) x held + grads_extra) */
+    double compute_s;         /* roofline forward + backward (+ recompute) of one micro-batch, 0 without a GPU */
+    double optimizer_s;       /* roofline optimizer step */
+} MemestPipelineStage;
+
+typedef struct MemestPipeline {
+    int stages, micro_batches;
+    int worst;                /* the stage with the largest needed figure */
+    MemestPipelineStage stage[MEMEST_PP_MAX];
+    double bubble;            /* (P - 1) / M */
+    double step_s;            /* (M + P - 1) x the slowest stage's compute_s + its optimizer_s; 0 without a GPU */
+} MemestPipeline;
+
+/* Loads every stage of the language model at path (ls with pp_stages set;
+ * ls->pp_stage is ignored), simulates each under ms (training; a stage
+ * other than the last ends in the hidden states: backward from a gradient
+ * of their shape, MEMEST_LOSS_NONE, as the next stage sends it) on gpu
+ * (NULL: no step time) and fills out. micro_batches 0: pp_stages. */
+MEMEST_API int memest_pipeline(const char *path, const MemestLoadSettings *ls, const MemestMemorySettings *ms,
+                               int micro_batches, const MemestGpu *gpu, MemestPipeline *out, char *err, size_t errlen);
+/* Adds the pipeline to the analysis' report (the analysis should be the
+ * worst stage's); memest_memory_needed then answers its needed figure. */
+MEMEST_API void memest_note_pipeline(MemestAnalysis *analysis, const MemestPipeline *p);
 
 /* --- reports (src/report/) --- */
 

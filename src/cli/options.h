@@ -105,14 +105,21 @@
     X(UPDATE_GOLDEN, "--update-golden", "FILE", 0, 0, "write the golden --check reads")                         \
     X(OUTPUT, "-o", "FILE", 0, 0, "write the report to FILE")                                                    \
     X(VERSION, "--version", NULL, 0, 0, "the version, and exit")                                                 \
-    X(HELP, "--help", NULL, 0, 0, "this text, and exit (also -h)")
+    X(HELP, "--help", NULL, 0, 0, "this text, and exit (also -h)")                                             \
+    X(PP, "--pp", "P", 0, OPT_BIT(TRAIN),                                                                        \
+      "language models: pipeline parallelism over P stages (Megatron-LM's\n"                                   \
+      "1F1B, the layers split evenly); memory of the worst stage per GPU")                                     \
+    X(MICRO_BATCHES, "--micro-batches", "M", 0, OPT_BIT(PP), "micro-batches of --batch each a step (default P)")
 
 /* Options that must not be given together, and why (both are named). */
 #define MEMEST_OPTION_CONFLICTS(Y)                                                              \
     Y(TRAIN, GRAD, "a training step runs autograd already")                                    \
     Y(AMP, DTYPE, "autocast keeps fp32 weights, --dtype converts them")                        \
     Y(GPU, DEVICE_PROFILE, "the profile is the GPU, measured") \
-    Y(MAX_CONCURRENCY, TRAIN, "vLLM serves inference")
+    Y(MAX_CONCURRENCY, TRAIN, "vLLM serves inference")                                        \
+    Y(PP, MAX_BATCH, "the search runs one model, not every stage")                             \
+    Y(PP, MAX_SEQ, "the search runs one model, not every stage")                               \
+    Y(PP, FREEZE, "each stage is loaded again: freeze with --lora")
 
 typedef enum MeCliOpt {
 #define X(id, name, arg, many, needs, help) OPT_##id,

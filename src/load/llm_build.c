@@ -314,6 +314,9 @@ typedef struct Shared {
 } Shared;
 
 static int fused_attention(Bld *b, const char *mod, int q, int k, int v, const Shared *s);
+static bool pp_range(Bld *b, int *lo, int *hi);
+static int pp_recv(Bld *b);
+static int pp_send(Bld *b, int h, int *pk);
 static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v);
 
 static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int *present_v)
@@ -1108,6 +1111,51 @@ static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v)
 /* vLLM's LogitsProcessor computes logits for the sampled tokens only (the
  * last of each sequence: _prune_hidden_states' index_select, a copy) and
  * its Sampler takes them in float32 */
+/* Pipeline stage run->pp_stage of pp_stages: Megatron-LM's even split of
+ * the decoder layers (get_num_layers_to_build: num_layers /
+ * pipeline_model_parallel_size each), [*lo, *hi). True on the first stage,
+ * which keeps the embedding; the last keeps the final norm and head. */
+static bool pp_range(Bld *b, int *lo, int *hi)
+{
+    const MeLlmRun *run = b->run;
+    if (run->pp_stages < 2) return true;
+    int per = (int)(b->c->layers / run->pp_stages);
+    *lo = run->pp_stage * per;
+    *hi = *lo + per;
+    return run->pp_stage == 0;
+}
+
+/* A later stage's input: the hidden states the previous stage sends,
+ * [batch, seq, hidden] in the compute dtype; Megatron's recv_forward makes
+ * them requires_grad so that backward sends their gradient back. */
+static int pp_recv(Bld *b)
+{
+    const char *sym[3] = { "batch", "seq", NULL };
+    int64_t d[3] = { 0, 0, b->c->hidden };
+    int h = input(b, "hidden_states", 3, d, sym, b->dt);
+    if (h >= 0) b->g->v[h].requires_grad = true;
+    return h;
+}
+
+/* A stage before the last ends in its hidden states, sent to the next
+ * stage (output 0: backward starts from a gradient of their shape, the one
+ * send_backward returns, MEMEST_LOSS_NONE); the scope marks as in
+ * me_llm_build's end. */
+static int pp_send(Bld *b, int h, int *pk)
+{
+    me_free(pk);
+    if (b->rc >= 0) b->rc = me_graph_add_output(b->g, h);
+    if (b->rc >= 0 && me_graph_scopes(b->g) < 0) b->rc = ME_ENOMEM;
+    for (int i = 0; b->rc >= 0 && i < b->g->nscopes; i++)
+        if (!strcmp(b->g->scopes[i].name, "model.layers")) b->g->scopes[i].uncalled = true;
+    for (int i = 0; b->rc >= 0 && i < b->g->nscopes; i++) {
+        int p = b->g->scopes[i].parent;
+        if (p >= 0 && b->g->scopes[p].uncalled && !strcmp(b->g->scopes[p].name, "model.layers")) b->g->scopes[i].ckpt_unit = true;
+    }
+    if (b->rc == ME_ENOMEM && !b->d->msg[0]) me_error(b->d, ME_ENOMEM, "%s: out of memory building the layer graph", b->c->path);
+    return b->rc;
+}
+
 static int last_tokens(Bld *b, int h)
 {
     b->mod = "logits_processor";
@@ -1128,7 +1176,9 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
      * the 4-d causal mask _update_causal_mask builds before layer 0 and
      * holds to the end of the forward, [B,1,S,T] in the weights' dtype */
     const char *sym_ids[2] = { "batch", "seq" };
-    s.ids = input(&b, "input_ids", 2, NULL, sym_ids, ME_DT_I64);
+    int lo = 0, hi = (int)c->layers;
+    bool pp_first = pp_range(&b, &lo, &hi), pp_last = hi == (int)c->layers;
+    s.ids = pp_first ? input(&b, "input_ids", 2, NULL, sym_ids, ME_DT_I64) : -1;
     int64_t one[2] = { 1, 0 };
     const char *sym_pos[2] = { NULL, "seq" };
     int pos = input(&b, "position_ids", 2, one, sym_pos, ME_DT_I64);
@@ -1149,10 +1199,10 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     }
     /* embed_tokens */
     int64_t ed[2] = { c->vocab, c->hidden };
-    int emb = pw(&b, "model.embed_tokens", "weight", 2, ed);
+    int emb = pp_first ? pw(&b, "model.embed_tokens", "weight", 2, ed) : -1;
     b.mod = "model.embed_tokens";
-    int h = N(&b, "Gather", emb, s.ids);
-    attr_i(&b, "axis", 0);
+    int h = pp_first ? N(&b, "Gather", emb, s.ids) : pp_recv(&b);
+    if (pp_first) attr_i(&b, "axis", 0);
     /* gradient_checkpointing_enable on a PEFT model calls
      * enable_input_require_grads: a hook on the embedding's output
      * requires_grad_(True), so that the reentrant checkpoints' outputs
@@ -1199,7 +1249,7 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     s.sin = N(&b, "Unsqueeze", sn, cints(&b, &one_ax, 1));
     int *pk = me_calloc((size_t)(2 * c->layers), sizeof(int));
     if (!pk) return ME_ENOMEM;
-    for (int li = 0; li < c->layers && b.rc >= 0; li++) {
+    for (int li = lo; li < hi && b.rc >= 0; li++) {
         char mod[128], lm[64];
         snprintf(lm, sizeof(lm), "model.layers.%d", li);
         snprintf(mod, sizeof(mod), "%s.input_layernorm", lm);
@@ -1215,6 +1265,7 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         if (router >= 0) local(&b, N(&b, "Identity", router)); /* the layer's local router_logits */
         h = N(&b, "Add", h, m);
     }
+    if (!pp_last) return pp_send(&b, h, pk);
     h = rmsnorm(&b, "model.norm", h);
     if (!run->train && run->cache != ME_LLM_CACHE_PAGED && b.dt != ME_DT_F32) {
         /* LlamaForCausalLM.forward binds outputs (and hidden_states =

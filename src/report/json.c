@@ -29,6 +29,37 @@ static void add_u64(cJSON *o, const char *k, uint64_t v)
     }
 }
 
+/* --pp (doc/memory.md "Pipeline parallelism"): each stage's figures; the
+ * steps above are the worst stage's one micro-batch */
+static void add_pipeline(cJSON *mem, const MemestPipeline *p)
+{
+    cJSON *o = cJSON_AddObjectToObject(mem, "pipeline");
+    cJSON_AddStringToObject(o, "schedule", "1F1B (Megatron-LM, non-interleaved)");
+    cJSON_AddNumberToObject(o, "stages", p->stages);
+    cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
+    cJSON_AddNumberToObject(o, "worst_stage", p->worst);
+    add_u64(o, "needed", p->stage[p->worst].needed);
+    cJSON_AddNumberToObject(o, "bubble", p->bubble);
+    if (p->step_s > 0) cJSON_AddNumberToObject(o, "step_seconds", p->step_s);
+    cJSON *a = cJSON_AddArrayToObject(o, "per_stage");
+    for (int s = 0; s < p->stages; s++) {
+        const MemestPipelineStage *st = &p->stage[s];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "stage", s);
+        cJSON_AddNumberToObject(x, "first_layer", st->first_layer);
+        cJSON_AddNumberToObject(x, "layers", st->layers);
+        cJSON_AddNumberToObject(x, "in_flight", st->in_flight);
+        add_u64(x, "weights", st->weights);
+        add_u64(x, "one_micro_batch", st->peak);
+        add_u64(x, "one_micro_batch_forward_backward", st->backward_peak);
+        add_u64(x, "held_per_micro_batch", st->held);
+        add_u64(x, "gradients_from_earlier_micro_batches", st->grads_extra);
+        add_u64(x, "needed", st->needed);
+        if (st->compute_s > 0) cJSON_AddNumberToObject(x, "compute_seconds", st->compute_s);
+        cJSON_AddItemToArray(a, x);
+    }
+}
+
 /* A capacity answer (--max-batch, --max-seq): the value, what it and the
  * next one need, the timelines run */
 static void add_capacity(cJSON *dev, const char *key, const char *what, int64_t x, uint64_t needed, uint64_t next, int sims)
@@ -222,6 +253,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
                     add_u64(cat, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c]);
             cJSON_AddItemToArray(steps, o);
         }
+        if (m->has_pipeline) add_pipeline(mem, &m->pipeline);
     }
     if (m->has_gpu) {
         cJSON *dev = cJSON_AddObjectToObject(root, "device");

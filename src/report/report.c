@@ -310,6 +310,24 @@ static const char *per_gpu(const MemestAnalysis *m, char *buf, size_t n)
     return buf;
 }
 
+/* --pp: the stages side by side; the figures above are the worst one's */
+static void print_pipeline(const MemestPipeline *p, FILE *f)
+{
+    fprintf(f, "  pipeline: %d stages, %d micro-batches, 1F1B (Megatron-LM); bubble (P-1)/M = %.3f; the figures above are\n"
+               "  stage %d's one micro-batch; per GPU it needs %.2f MiB (with the micro-batches it holds in flight):\n",
+            p->stages, p->micro_batches, p->bubble, p->worst, p->stage[p->worst].needed / 1048576.0);
+    for (int s = 0; s < p->stages; s++) {
+        const MemestPipelineStage *st = &p->stage[s];
+        fprintf(f, "    stage %d: layers %d-%d, %d in flight: %.2f MiB = max(one micro-batch's step %.2f, its forward+backward %.2f "
+                   "+ %d x %.2f held + %.2f earlier gradients) (weights %.2f MiB)%s\n",
+                s, st->first_layer, st->first_layer + st->layers - 1, st->in_flight, st->needed / 1048576.0, st->peak / 1048576.0,
+                st->backward_peak / 1048576.0, st->in_flight - 1, st->held / 1048576.0, st->grads_extra / 1048576.0,
+                st->weights / 1048576.0, s == p->worst ? "  <- worst" : "");
+    }
+    if (p->step_s > 0)
+        fprintf(f, "    step: (M + P - 1) x the slowest stage's forward+backward + its optimizer = %.3f ms (roofline)\n", p->step_s * 1e3);
+}
+
 static void print_memory(const MemestAnalysis *m, FILE *f)
 {
     if (!m->has_memory) return;
@@ -363,6 +381,7 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
                        "      short, then paged to host; counted above as resident device memory, which torch.cuda's counters do not see\n",
                     mib(r->at_peak[MEMEST_MEM_OPTIMIZER_PAGED]));
     }
+    if (m->has_pipeline) print_pipeline(&m->pipeline, f);
 }
 
 const char *me_roofline_missing(const MemestAnalysis *m)

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Issue 15, pipeline parallelism (--pp, --micro-batches: Megatron-LM's
+non-interleaved 1F1B). No multi-GPU truth exists here: these cases check
+structural facts the stage split and the schedule must satisfy, never a
+figure memest computed against itself.
+
+usage: test_issue15_pp.py MEMEST SOURCE_ROOT CASE
+  split      each stage's weights: the layers' split evenly, the embedding
+             on the first stage only, the head on the last only; summed over
+             the stages they are the whole model's exactly
+  inflight   stage s holds min(P - s, M) micro-batches
+             (forward_backward_pipelining_without_interleaving's
+             min(P - s - 1, M) warm-up forwards, plus the steady state's
+             one); the first stage P; the worst stage is the largest needed
+             figure and the device's needed figure is it
+  rule       needed = max(one micro-batch's step, its forward and backward
+             + (in_flight - 1) x held + earlier gradients); more micro-batches
+             never need less on the first stage; the last stage (in flight 1)
+             with M = 1 is its own one-micro-batch step
+  pp1        --pp 1 is the model without --pp, report for report
+  errors     --pp that does not divide the layers (names both), --pp
+             without --train, --micro-batches without --pp / with --pp 1,
+             --pp on an ONNX model: exit 2
+"""
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import check, failures, path, run, run_json, write_json  # noqa: E402
+
+CASE = sys.argv[3]
+TMP = tempfile.mkdtemp(prefix="memest-pp-")
+# four decoder layers, an untied head: every stage differs from its neighbours
+CFG = write_json(TMP, "config.json", {
+    "model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "intermediate_size": 688, "torch_dtype": "float32"})
+H, V, I, KV, L = 256, 1000, 688, 64, 4
+LAYER = 4 * (H * H + 2 * H * KV + H * H + 3 * H * I + 2 * H)  # q,k,v,o + gate/up/down + two norms, fp32
+EMB = 4 * V * H
+COMMON = [CFG, "--train", "--seq", "64", "--batch", "2", "--optimizer", "adamw"]
+
+
+def pipeline(*extra):
+    r = run_json(*COMMON, *extra)
+    return r and r["memory"].get("pipeline"), r
+
+
+def case_split():
+    whole = run_json(*COMMON)
+    for P in (2, 4):
+        p, _ = pipeline("--pp", str(P))
+        if not p:
+            check(False, f"--pp {P}: no pipeline in the report")
+            continue
+        st = p["per_stage"]
+        check(len(st) == P and all(s["layers"] == L // P and s["first_layer"] == i * L // P for i, s in enumerate(st)),
+              f"--pp {P}: layer split {[(s['first_layer'], s['layers']) for s in st]}")
+        for i, s in enumerate(st):
+            want = (L // P) * LAYER + (EMB if i == 0 else 0) + (EMB + 4 * H if i == P - 1 else 0)
+            check(s["weights"] == want, f"--pp {P} stage {i}: weights {s['weights']}, want {want}")
+        w = whole["memory"]["steps"][0]["at_peak"]["weights"]
+        check(sum(s["weights"] for s in st) == w, f"--pp {P}: stage weights sum {sum(s['weights'] for s in st)}, model {w}")
+
+
+def case_inflight():
+    for P, M in ((2, 2), (4, 4), (4, 2), (4, 8), (2, 1)):
+        p, r = pipeline("--pp", str(P), "--micro-batches", str(M), "--gpu", "h100")
+        if not p:
+            check(False, f"--pp {P} --micro-batches {M}: no pipeline")
+            continue
+        got = [s["in_flight"] for s in p["per_stage"]]
+        check(got == [min(P - s, M) for s in range(P)], f"--pp {P} M {M}: in flight {got}")
+        check(p["micro_batches"] == M and abs(p["bubble"] - (P - 1) / M) < 1e-12, f"--pp {P} M {M}: {p['micro_batches']} {p['bubble']}")
+        needs = [s["needed"] for s in p["per_stage"]]
+        check(needs[p["worst_stage"]] == max(needs) and p["needed"] == max(needs), f"--pp {P} M {M}: worst {p['worst_stage']} of {needs}")
+        check(r["device"]["needed"] == max(needs), f"--pp {P} M {M}: device needs {r['device']['needed']}, stages {needs}")
+    p, _ = pipeline("--pp", "4")
+    check(p and p["micro_batches"] == 4 and p["per_stage"][0]["in_flight"] == 4, "--pp 4: M defaults to P, first stage holds P")
+
+
+def case_rule():
+    for M in (1, 2, 4, 8):
+        p, _ = pipeline("--pp", "4", "--micro-batches", str(M))
+        if not p:
+            check(False, f"M {M}: no pipeline")
+            continue
+        for i, s in enumerate(p["per_stage"]):
+            fb = s["one_micro_batch_forward_backward"] + (s["in_flight"] - 1) * s["held_per_micro_batch"] + \
+                s["gradients_from_earlier_micro_batches"]
+            check(s["needed"] == max(s["one_micro_batch"], fb), f"M {M} stage {i}: {s}")
+            check(s["held_per_micro_batch"] > 0, f"M {M} stage {i}: nothing held at the end of forward")
+            check((s["gradients_from_earlier_micro_batches"] > 0) == (M > 1), f"M {M} stage {i}: earlier gradients {s}")
+        if M == 1:
+            last = p["per_stage"][-1]
+            check(last["in_flight"] == 1 and last["needed"] == last["one_micro_batch"], f"M 1: last stage {last}")
+        case_rule.prev = getattr(case_rule, "prev", 0)
+        check(p["per_stage"][0]["needed"] >= case_rule.prev, f"M {M}: first stage needs less than with fewer micro-batches")
+        case_rule.prev = p["per_stage"][0]["needed"]
+
+
+def case_pp1():
+    for extra in ([], ["--gpu", "h100"], ["--dtype", "bf16", "--checkpoint", "layers"]):
+        a = run(*COMMON, *extra, "--format", "json")
+        b = run(*COMMON, *extra, "--pp", "1", "--format", "json")
+        check(a[0] == 0 and a == b, f"--pp 1 {extra}: differs from no --pp")
+
+
+def case_errors():
+    onnx = path("golden", "truth", "sem", "lm_tiny.onnx")
+    for args, words in (([*COMMON, "--pp", "3"], ["--pp 3", "4 decoder layers"]),
+                        ([*COMMON, "--pp", "8"], ["--pp 8", "4 decoder layers"]),
+                        ([CFG, "--pp", "2"], ["--pp", "--train"]),
+                        ([*COMMON, "--micro-batches", "4"], ["--micro-batches", "--pp"]),
+                        ([*COMMON, "--pp", "1", "--micro-batches", "4"], ["--micro-batches", "--pp 2"]),
+                        ([*COMMON, "--pp", "0"], ["--pp"]),
+                        ([*COMMON, "--pp", "2", "--max-batch", "--gpu", "h100"], ["--pp", "--max-batch"])):
+        rc, out, err = run(*args)
+        check(rc == 2 and all(w in err for w in words), f"{args[1:]}: exit {rc}: {err.strip()[-300:]}")
+    if os.path.exists(onnx):
+        rc, out, err = run(onnx, "--train", "--pp", "2")
+        check(rc == 2 and "--pp" in err and "language model" in err, f"onnx --pp: exit {rc}: {err.strip()}")
+    else:
+        check(False, f"{onnx} missing")
+
+
+CASES = {"split": case_split, "inflight": case_inflight, "rule": case_rule, "pp1": case_pp1, "errors": case_errors}
+CASES[CASE]()
+print(f"{CASE}: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
