@@ -21,6 +21,8 @@ usage: test_issue15_pp.py MEMEST SOURCE_ROOT CASE
   errors     --pp that does not divide the layers (names both), --pp
              without --train, --micro-batches without --pp / with --pp 1,
              --pp on an ONNX model: exit 2
+  offload    --offload optimizer|params (ZeRO-Offload) against DeepSpeed's
+             published estimators (estimate_zero2/zero3_model_states_mem_needs)
 """
 import json
 import os
@@ -125,7 +127,101 @@ def case_errors():
         check(False, f"{onnx} missing")
 
 
-CASES = {"split": case_split, "inflight": case_inflight, "rule": case_rule, "pp1": case_pp1, "errors": case_errors}
+# DeepSpeed's published estimators (deepspeed/runtime/zero/stage_1_and_2.py
+# estimate_zero2_model_states_mem_needs, stage3.py
+# estimate_zero3_model_states_mem_needs; additional_buffer_factor 1.5, one
+# node), as DeepSpeed writes them
+def ds_zero2(total_params, num_gpus_per_node=1, num_nodes=1, cpu_offload=True, additional_buffer_factor=1.5):
+    total_gpus = num_nodes * num_gpus_per_node
+    if cpu_offload:
+        gpu_mem = 2 * total_params
+        cpu_mem = total_params * max(4 * total_gpus, 16) * additional_buffer_factor
+    else:
+        gpu_mem = 4 * total_params + int(16 * total_params / total_gpus)
+        cpu_mem = total_params * 4 * num_gpus_per_node * additional_buffer_factor
+    return int(cpu_mem), int(gpu_mem)
+
+
+def ds_zero3(total_params, largest_layer_params, num_gpus_per_node=1, num_nodes=1, cpu_offload=True, cpu_offload_params=True,
+             zero_init=True, additional_buffer_factor=1.5):
+    total_gpus = num_nodes * num_gpus_per_node
+    gpus_factor = 1 / num_nodes
+    largest_layer_memory = (4 * largest_layer_params)
+    if cpu_offload:
+        if cpu_offload_params:
+            gpu_mem = largest_layer_memory
+            if zero_init:
+                cpu_mem = total_params * 18 * gpus_factor * additional_buffer_factor
+            else:
+                cpu_mem = total_params * max(4 * num_gpus_per_node, 18 * gpus_factor) * additional_buffer_factor
+        else:
+            gpu_mem = largest_layer_memory + int(2 * total_params / total_gpus)
+            cpu_mem = total_params * max(4 * num_gpus_per_node, 16 * gpus_factor) * additional_buffer_factor
+    else:
+        gpu_mem = largest_layer_memory + int(18 * total_params / total_gpus)
+        cpu_mem = total_params * 4 * num_gpus_per_node * additional_buffer_factor
+    return int(cpu_mem), int(gpu_mem)
+
+
+BF16 = write_json(TMP, "bf16.json", {
+    "model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "intermediate_size": 688, "torch_dtype": "bfloat16"})
+PARAMS = L * (2 * H * H + 2 * H * KV + 3 * H * I + 2 * H) + 2 * V * H + H
+LARGEST = 2 * V * H  # the embedding (and the untied head), bf16: the GPU's temp_grad_buffer_for_gpu_offload
+# torch.optim.AdamW's state["step"], a 0-dim fp32 tensor for the rank's one
+# flat partition (DeepSpeed flattens the group: one step, not one per parameter)
+STEP = 4
+
+
+def offload(*extra):
+    r = run_json(BF16, "--train", "--seq", "64", "--batch", "2", "--optimizer", "adamw", *extra)
+    return r and r["memory"]["steps"][-1]
+
+
+def case_offload():
+    """the host line (per GPU, DeepSpeed partitions it over the ranks) is
+    16 bytes a parameter (fp32 master, fp32 gradient, Adam's two fp32
+    moments) and 18 with offload_param (+ the bf16 parameter); with the
+    pinned temp_grad_buffer_for_cpu_offload (the largest parameter) aside,
+    times the GPUs it is the estimator's cpu_mem / additional_buffer_factor
+    where max(4 x GPUs, 16) is 16; the GPU keeps the bf16 parameters
+    (gpu_mem = 2 x params; ZeRO-3: 2 x params / GPUs), no optimizer state"""
+    for gpus in (1, 4):
+        extra = ["--gpus", "4", "--shard", "zero2"] if gpus > 1 else []
+        s = offload(*extra, "--offload", "optimizer")
+        if not s:
+            continue
+        cpu, gpu = ds_zero2(PARAMS, num_gpus_per_node=gpus)
+        check((s["host"] - LARGEST - STEP) * gpus == cpu / 1.5, f"zero2 x{gpus}: host {s['host']} - {LARGEST}, estimator cpu {cpu}")
+        check(s["at_peak"]["weights"] == gpu, f"zero2 x{gpus}: GPU weights {s['at_peak']['weights']}, estimator {gpu}")
+        check(s["at_peak"]["optimizer"] == 0, f"zero2 x{gpus}: optimizer state on the GPU {s['at_peak']['optimizer']}")
+        bucket = 2 * min(PARAMS, 500000000)
+        check(s["at_peak"]["gradients"] in (LARGEST, LARGEST + bucket), f"zero2 x{gpus}: GPU gradients {s['at_peak']['gradients']}")
+    s = offload("--gpus", "4", "--shard", "zero3", "--offload", "params")
+    if s:
+        cpu, _ = ds_zero3(PARAMS, 0, num_gpus_per_node=4)
+        check((s["host"] - LARGEST - STEP) * 4 == cpu / 1.5, f"zero3 params: host {s['host']}, estimator cpu {cpu}")
+        check(s["baseline"] < LARGEST + 2 * PARAMS // 4, f"zero3 params: baseline {s['baseline']} keeps parameters on the GPU")
+    s = offload("--gpus", "4", "--shard", "zero3", "--offload", "optimizer")
+    if s:
+        cpu, gpu = ds_zero3(PARAMS, 0, num_gpus_per_node=4, cpu_offload_params=False)
+        check((s["host"] - LARGEST - STEP) * 4 == cpu / 1.5, f"zero3 optimizer: host {s['host']}, estimator cpu {cpu}")
+        check(s["at_peak"]["weights"] == gpu, f"zero3 optimizer: GPU weights {s['at_peak']['weights']}, estimator's shard {gpu}")
+    plain = offload()
+    off = offload("--offload", "optimizer")
+    if plain and off:
+        check("host" not in plain and off["peak"] < plain["peak"], f"offload: peak {off['peak']} vs {plain['peak']}")
+    for args, words in ((["--offload", "params"], ["--offload params", "zero3"]),
+                        (["--gpus", "2", "--shard", "ddp", "--offload", "optimizer"], ["--offload", "--shard"]),
+                        (["--offload", "cpu"], ["--offload 'cpu'"])):
+        rc, out, err = run(BF16, "--train", *args)
+        check(rc == 2 and all(w in err for w in words), f"{args}: exit {rc}: {err.strip()[-300:]}")
+    rc, out, err = run(BF16, "--offload", "optimizer")
+    check(rc == 2 and "--train" in err, f"--offload without --train: exit {rc}: {err.strip()[-200:]}")
+
+
+CASES = {"split": case_split, "inflight": case_inflight, "rule": case_rule, "pp1": case_pp1, "errors": case_errors,
+         "offload": case_offload}
 CASES[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -308,6 +308,13 @@ static int apply(Cli *c, int o, const char *val)
         else c->micro_batches = (int)n;
         break;
     }
+    case OPT_OFFLOAD:
+        if (strcmp(val, "optimizer") && strcmp(val, "params")) {
+            fprintf(stderr, "memest: --offload '%s': expected optimizer or params\n", val);
+            return -1;
+        }
+        c->ms.offload = !strcmp(val, "params") ? MEMEST_OFFLOAD_PARAMS : MEMEST_OFFLOAD_OPTIMIZER;
+        break;
     case OPT_PLOT: c->plot = val; break;
     case OPT_NETRON: c->netron = val; break;
     case OPT_CHECK: c->check = val; break;

@@ -109,7 +109,11 @@
     X(PP, "--pp", "P", 0, OPT_BIT(TRAIN),                                                                        \
       "language models: pipeline parallelism over P stages (Megatron-LM's\n"                                   \
       "1F1B, the layers split evenly); memory of the worst stage per GPU")                                     \
-    X(MICRO_BATCHES, "--micro-batches", "M", 0, OPT_BIT(PP), "micro-batches of --batch each a step (default P)")
+    X(MICRO_BATCHES, "--micro-batches", "M", 0, OPT_BIT(PP), "micro-batches of --batch each a step (default P)")   \
+    X(OFFLOAD, "--offload", "WHAT", 0, OPT_BIT(TRAIN),                                                            \
+      "optimizer | params: ZeRO-Offload (DeepSpeed, device cpu): fp32 master\n"                               \
+      "weights, optimizer state and gradients on the host (params: the\n"                                     \
+      "parameters too, --shard zero3); the host's bytes reported apart")
 
 /* Options that must not be given together, and why (both are named). */
 #define MEMEST_OPTION_CONFLICTS(Y)                                                              \

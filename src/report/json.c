@@ -227,6 +227,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddStringToObject(mem, "shard", me_shard_name(ms->shard));
             cJSON_AddStringToObject(mem, "per_gpu", "every figure in steps is what one of the GPUs holds");
         }
+        if (ms->offload) cJSON_AddStringToObject(mem, "offload", ms->offload == MEMEST_OFFLOAD_PARAMS ? "params" : "optimizer");
         if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);
         if (m->memory.assumed[0]) cJSON_AddStringToObject(mem, "assumed", m->memory.assumed);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
@@ -247,6 +248,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddStringToObject(o, "peak_phase", me_phase_name(r->peak_phase));
             cJSON_AddNumberToObject(o, "checkpoint_segments", r->segments);
             add_u64(o, "recompute_macs", r->recompute_macs);
+            if (ms->offload) add_u64(o, "host", r->host); /* ZeRO-Offload: never on the GPU */
             cJSON *cat = cJSON_AddObjectToObject(o, "at_peak");
             for (int c = 0; c < MEMEST_MEM_COUNT; c++)
                 if (c != MEMEST_MEM_OPTIMIZER_PAGED || me_optimizer_paged(ms->optimizer)) /* only paged optimizers have the line */

@@ -376,6 +376,9 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)
             if (r->at_peak[c] >= 1024) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
         fprintf(f, "\n");
+        if (s->offload)
+            fprintf(f, "    host (ZeRO-Offload, not on the GPU): %.2f MiB: fp32 master weights, gradients and optimizer state%s\n",
+                    mib(r->host), s->offload == MEMEST_OFFLOAD_PARAMS ? ", the parameters" : "");
         if (me_optimizer_paged(s->optimizer))
             fprintf(f, "    optimizer_paged %.2f MiB: CUDA unified memory (bitsandbytes' paged state), on the device until it runs\n"
                        "      short, then paged to host; counted above as resident device memory, which torch.cuda's counters do not see\n",
