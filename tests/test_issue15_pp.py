@@ -21,6 +21,7 @@ usage: test_issue15_pp.py MEMEST SOURCE_ROOT CASE
   errors     --pp that does not divide the layers (names both), --pp
              without --train, --micro-batches without --pp / with --pp 1,
              --pp on an ONNX model: exit 2
+  headers    a model folder with safetensors headers splits the same way
   offload    --offload optimizer|params (ZeRO-Offload) against DeepSpeed's
              published estimators (estimate_zero2/zero3_model_states_mem_needs)
 """
@@ -220,7 +221,41 @@ def case_offload():
     check(rc == 2 and "--train" in err, f"--offload without --train: exit {rc}: {err.strip()[-200:]}")
 
 
-CASES = {"split": case_split, "inflight": case_inflight, "rule": case_rule, "pp1": case_pp1, "errors": case_errors,
+def case_headers():
+    """a model folder with safetensors headers: each stage takes its own
+    layers' tensors (the others belong to other stages), and the stages'
+    weights still sum to the whole model's"""
+    d = os.path.join(TMP, "folder")
+    os.makedirs(d, exist_ok=True)
+    with open(CFG) as f, open(os.path.join(d, "config.json"), "w") as g:
+        g.write(f.read())
+    shapes = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H], "lm_head.weight": [V, H]}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": [H, H], p + "self_attn.k_proj.weight": [KV, H],
+                       p + "self_attn.v_proj.weight": [KV, H], p + "self_attn.o_proj.weight": [H, H],
+                       p + "mlp.gate_proj.weight": [I, H], p + "mlp.up_proj.weight": [I, H], p + "mlp.down_proj.weight": [H, I],
+                       p + "input_layernorm.weight": [H], p + "post_attention_layernorm.weight": [H]})
+    head, off = {}, 0
+    for name, shp in shapes.items():
+        n = 4
+        for x in shp:
+            n *= x
+        head[name] = {"dtype": "F32", "shape": shp, "data_offsets": [off, off + n]}
+        off += n
+    hb = json.dumps(head).encode()
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(len(hb).to_bytes(8, "little") + hb)
+        f.truncate(8 + len(hb) + off)  # the data: zeros, never read
+    whole = run_json(d, "--train", "--seq", "64", "--optimizer", "adamw")
+    r = run_json(d, "--train", "--seq", "64", "--optimizer", "adamw", "--pp", "2")
+    if whole and r:
+        w = whole["memory"]["steps"][0]["at_peak"]["weights"]
+        st = r["memory"]["pipeline"]["per_stage"]
+        check(w == off and sum(s["weights"] for s in st) == w, f"headers: stages {[s['weights'] for s in st]}, model {w}, file {off}")
+
+
+CASES = {"headers": case_headers, "split": case_split, "inflight": case_inflight, "rule": case_rule, "pp1": case_pp1, "errors": case_errors,
          "offload": case_offload}
 CASES[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
