@@ -486,7 +486,8 @@ MEMEST_API int memest_timing(const MemestAnalysis *analysis, MemestTiming *out);
 /* What one step of the analysis' memory needs on a GPU: with the cuda
  * runtime the allocated peak plus the CUDA context (cached segments are
  * given back and the allocation retried before PyTorch raises OOM), with
- * the cpu runtime the allocated peak; 0 without memory. */
+ * the cpu runtime the allocated peak; 0 without memory. After
+ * memest_note_pipeline: the worst stage's figure (MemestPipelineStage.needed). */
 MEMEST_API uint64_t memest_memory_needed(const MemestAnalysis *analysis);
 
 typedef struct MemestMaxBatch {

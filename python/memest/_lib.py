@@ -40,7 +40,9 @@ class LoadSettings(ctypes.Structure):
                 # training forward and LoRA adapters (doc/llm.md, "Fine-tuning")
                 ("train", c_int), ("lora", c_char_p),
                 # weights and KV cache dtypes (doc/llm.md)
-                ("weights", c_char_p), ("kv_dtype", c_char_p)]
+                ("weights", c_char_p), ("kv_dtype", c_char_p),
+                # attention kernel; pipeline stage (memest.h, doc/memory.md)
+                ("attn", c_int), ("pp_stages", c_int), ("pp_stage", c_int)]
 
 
 class AnalyzeSettings(ctypes.Structure):
@@ -51,7 +53,7 @@ class MemorySettings(ctypes.Structure):
     _fields_ = [("mode", c_int), ("optimizer", c_int), ("runtime", c_int), ("loss", c_int),
                 ("step", c_int), ("checkpoint", c_int), ("input_grad", c_int), ("amp", c_int),
                 ("cuda_context", c_u64), ("cublas_workspace", c_u64), ("record_series", c_int),
-                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int)]
+                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int), ("offload", c_int)]
 
 
 class Gpu(ctypes.Structure):
@@ -71,7 +73,9 @@ class Memory(ctypes.Structure):
     _fields_ = [("peak", c_u64), ("peak_allocated", c_u64), ("peak_reserved", c_u64),
                 ("cuda_context", c_u64), ("nvidia_smi", c_u64), ("baseline", c_u64), ("end", c_u64),
                 ("at_peak", c_u64 * len(MEM_CATEGORIES)), ("peak_node", c_int), ("peak_name", c_char_p),
-                ("peak_phase", c_int), ("events", c_int), ("segments", c_int), ("recompute_macs", c_u64)]
+                ("peak_phase", c_int), ("events", c_int), ("segments", c_int), ("recompute_macs", c_u64),
+                ("forward_end", c_u64), ("grads_end", c_u64), ("backward_peak", c_u64), ("backward_peak_grads", c_u64),
+                ("host", c_u64)]
 
 
 PROGRESS = ctypes.CFUNCTYPE(None, c_void_p, c_i64, c_u64)
