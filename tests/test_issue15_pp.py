@@ -12,7 +12,7 @@ usage: test_issue15_pp.py MEMEST SOURCE_ROOT CASE
              (forward_backward_pipelining_without_interleaving's
              min(P - s - 1, M) warm-up forwards, plus the steady state's
              one); the first stage P; the worst stage is the largest needed
-             figure and the device's needed figure is it
+             figure and the device's needed figure is it; the CSV says the same
   rule       needed = max(one micro-batch's step, its forward and backward
              + (in_flight - 1) x held + earlier gradients); more micro-batches
              never need less on the first stage; the last stage (in flight 1)
@@ -81,6 +81,12 @@ def case_inflight():
         check(r["device"]["needed"] == max(needs), f"--pp {P} M {M}: device needs {r['device']['needed']}, stages {needs}")
     p, _ = pipeline("--pp", "4")
     check(p and p["micro_batches"] == 4 and p["per_stage"][0]["in_flight"] == 4, "--pp 4: M defaults to P, first stage holds P")
+    # the CSV report carries the same stages
+    rc, out, err = run(*COMMON, "--pp", "4", "--format", "csv")
+    facts = dict((tuple(l.split(",")[:2]), l.split(",")[2]) for l in out.splitlines() if l.startswith("memory.pipeline"))
+    check(rc == 0 and p and facts.get(("memory.pipeline", "worst_stage")) == str(p["worst_stage"]) and
+          all(facts.get((f"memory.pipeline.stage{s}", "needed")) == str(st["needed"]) for s, st in enumerate(p["per_stage"])),
+          f"csv: {facts}")
 
 
 def case_rule():

@@ -789,9 +789,23 @@ static void facts(const MemestAnalysis *m, Facts *x)
             fact(x, sec, "peak_phase", me_phase_name(r->peak_phase), "");
             fact_u64(x, sec, "checkpoint_segments", (uint64_t)r->segments, "count");
             fact_u64(x, sec, "recompute_macs", r->recompute_macs, "count");
+            if (ms->offload) fact_u64(x, sec, "host", r->host, "bytes"); /* ZeRO-Offload: never on the GPU */
             for (int c = 0; c < MEMEST_MEM_COUNT; c++)
                 if (c != MEMEST_MEM_OPTIMIZER_PAGED || me_optimizer_paged(ms->optimizer))
                     fact_u64(x, sec2, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c], "bytes");
+        }
+        if (m->has_pipeline) { /* --pp: the steps above are the worst stage's one micro-batch */
+            const MemestPipeline *p = &m->pipeline;
+            fact_u64(x, "memory.pipeline", "stages", (uint64_t)p->stages, "count");
+            fact_u64(x, "memory.pipeline", "micro_batches", (uint64_t)p->micro_batches, "count");
+            fact_u64(x, "memory.pipeline", "worst_stage", (uint64_t)p->worst, "index");
+            for (int s = 0; s < p->stages; s++) {
+                char sec[48];
+                snprintf(sec, sizeof(sec), "memory.pipeline.stage%d", s);
+                fact_u64(x, sec, "in_flight", (uint64_t)p->stage[s].in_flight, "count");
+                fact_u64(x, sec, "weights", p->stage[s].weights, "bytes");
+                fact_u64(x, sec, "needed", p->stage[s].needed, "bytes");
+            }
         }
     }
     if (!m->has_gpu) return;
