@@ -422,6 +422,18 @@ static int llm_pipeline(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlm
     return 0;
 }
 
+/* --ep: each GPU holds experts / ep of every MoE layer (Megatron's
+ * num_local_experts = num_moe_experts // expert_model_parallel_size). */
+static int llm_experts(const MeLlmConfig *c, int ep, MeLlmRun *run, const char *path, MeDiag *d)
+{
+    if (ep < 0 || (ep > 1 && !c->experts))
+        return me_error(d, ME_EINVAL, "%s: --ep %d: %s has no experts to split (a MoE config: Mixtral, Qwen2-MoE)", path, ep, c->family);
+    if (ep > 1 && c->experts % ep)
+        return me_error(d, ME_EINVAL, "%s: --ep %d does not divide the %lld experts of each MoE layer", path, ep, (long long)c->experts);
+    run->ep = ep;
+    return 0;
+}
+
 /* Reads a config.json (or a model folder's) and builds its layer graph. */
 static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
 {
@@ -446,6 +458,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     if (rc >= 0) rc = llm_quant_options(&c, s, &run, d);
     if (rc >= 0) rc = llm_attn(&c, s, &run, path, d);
     if (rc >= 0) rc = llm_pipeline(&c, s, &run, path, d);
+    if (rc >= 0 && s && s->ep) rc = llm_experts(&c, s->ep, &run, path, d);
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
     if (rc >= 0) rc = me_llm_apply_weights(&m->g, &c, &run, d);
     if (rc >= 0) {
@@ -472,6 +485,13 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
                                                               : "attention: one fused kernel, as PyTorch 2.x's CUDA SDPA / flash-attn allocate (doc/llm.md); "
                                                                 "torch 1.13 has no SDPA") < 0)
             rc = ME_ENOMEM;
+        if (rc >= 0 && run.ep > 1 &&
+            me_graph_add_note(&m->g, "moe_ep", ME_NOTE_ALWAYS,
+                              "expert parallelism over %d GPUs: the figures are one GPU's, %lld of the %lld experts of each MoE "
+                              "layer; tokens through Megatron's permute and all-to-all ([tokens x %lld, hidden] each way, "
+                              "uniform routing); NCCL's own buffers left out (doc/memory.md)",
+                              run.ep, (long long)(c.experts / run.ep), (long long)c.experts, (long long)c.experts_per_tok) < 0)
+            rc = ME_ENOMEM;
         if (rc >= 0 && !(s && s->seq))
             rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %lld tokens", (long long)run.seq);
     }
@@ -494,6 +514,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
         int json = llm ? 0 : looks_like_json(name, src->data, src->len, src->path, &d);
         rc = llm ? load_llm(m, src->path, s, &d) : json < 0 ? json : json ? me_load_json(&m->g, src, &d) : me_load_onnx(&m->g, src, &d);
     }
+    if (rc >= 0 && !llm && s && s->ep > 1)
+        rc = me_error(&d, ME_EINVAL, "%s: --ep splits a language model's experts (a config.json or a model folder)", name);
     if (rc >= 0 && !llm && s && s->pp_stages > 1)
         rc = me_error(&d, ME_EINVAL, "%s: --pp splits a language model's decoder layers (a config.json or a model folder)", name);
     if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->attn || s->weights || s->kv_dtype))

@@ -22,6 +22,8 @@ usage: test_issue15_pp.py MEMEST SOURCE_ROOT CASE
              without --train, --micro-batches without --pp / with --pp 1,
              --pp on an ONNX model: exit 2
   headers    a model folder with safetensors headers splits the same way
+  ep         --ep E: experts/E of every MoE layer on a GPU, T*k rows through
+             its local experts, the [T*k, D] dispatch and combine buffers
   offload    --offload optimizer|params (ZeRO-Offload) against DeepSpeed's
              published estimators (estimate_zero2/zero3_model_states_mem_needs)
 """
@@ -261,7 +263,51 @@ def case_headers():
         check(w == off and sum(s["weights"] for s in st) == w, f"headers: stages {[s['weights'] for s in st]}, model {w}, file {off}")
 
 
-CASES = {"headers": case_headers, "split": case_split, "inflight": case_inflight, "rule": case_rule, "pp1": case_pp1, "errors": case_errors,
+MIXTRAL = path("golden", "truth", "llm", "mixtral_small.config.json")  # 8 experts, top 2, 2 layers, D 256, I 512, fp32
+
+
+def case_ep():
+    """--ep E: each GPU holds experts/E of every MoE layer (the rest of the
+    model whole); its local experts together process its own T*k rows
+    (uniform routing), each E x as many as without --ep; the dispatch and
+    combine buffers are [T*k, D]; --ep 1 is the model; errors exit 2"""
+    T, k, D, I, E, layers = 64, 2, 256, 512, 8, 2
+    expert = 3 * D * I * 4
+    whole = run_json(MIXTRAL, "--seq", "64")
+    for ep in (2, 4, 8):
+        r = run_json(MIXTRAL, "--seq", "64", "--ep", str(ep))
+        if not (r and whole):
+            continue
+        check("moe_ep" in json.dumps(r["notes"]) and "moe_ep" not in json.dumps(whole["notes"]), f"--ep {ep}: the moe_ep note")
+        w, w0 = r["memory"]["steps"][0]["at_peak"]["weights"], whole["memory"]["steps"][0]["at_peak"]["weights"]
+        check(w0 - w == layers * (E - E // ep) * expert, f"--ep {ep}: weights {w} vs {w0}")
+        for li in range(layers):
+            rows = [l for l in r["layers"] if l["name"].startswith(f"model.layers.{li}.block_sparse_moe.experts.") and l["name"].endswith(".w1")]
+            check(len(rows) == E // ep and sum(l["output_shape"][0] for l in rows) == T * k and
+                  all(l["output_shape"][0] == T * k * ep // E for l in rows), f"--ep {ep} layer {li}: {[l['output_shape'] for l in rows]}")
+            comm = {l["name"].rsplit(".", 1)[1]: l["output_shape"] for l in r["layers"]
+                    if l["name"].startswith(f"model.layers.{li}.block_sparse_moe.") and l["op"] == "Gather"
+                    and ("all_to_all" in l["name"] or "permute" in l["name"])}
+            check(comm == {"permute": [T * k, D], "all_to_all_dispatch": [T * k, D], "all_to_all_combine": [T * k, D]},
+                  f"--ep {ep} layer {li}: buffers {comm}")
+    t = run_json(MIXTRAL, "--seq", "64", "--ep", "2", "--train", "--optimizer", "adamw")
+    t0 = run_json(MIXTRAL, "--seq", "64", "--train", "--optimizer", "adamw")
+    if t and t0:
+        g, g0 = t["memory"]["steps"][1]["at_peak"], t0["memory"]["steps"][1]["at_peak"]
+        # AdamW: exp_avg and exp_avg_sq of each expert weight left out, and its 4-byte step tensor
+        check(g0["optimizer"] - g["optimizer"] == 2 * layers * (E // 2) * expert + 4 * layers * (E // 2) * 3,
+              f"--ep 2 --train: optimizer state {g['optimizer']} vs {g0['optimizer']}")
+    a = run(MIXTRAL, "--seq", "64", "--format", "json")
+    b = run(MIXTRAL, "--seq", "64", "--ep", "1", "--format", "json")
+    check(a[0] == 0 and a == b, "--ep 1 differs from no --ep")
+    for args, words in (([MIXTRAL, "--ep", "3"], ["--ep 3", "8 experts"]),
+                        ([path("golden", "truth", "llm", "llama_small.config.json"), "--ep", "2"], ["--ep 2", "no experts"]),
+                        ([path("golden", "truth", "sem", "lm_tiny.onnx"), "--ep", "2"], ["--ep", "language model"])):
+        rc, out, err = run(*args)
+        check(rc == 2 and all(w in err for w in words), f"{args}: exit {rc}: {err.strip()[-300:]}")
+
+
+CASES = {"ep": case_ep, "headers": case_headers, "split": case_split, "inflight": case_inflight, "rule": case_rule, "pp1": case_pp1, "errors": case_errors,
          "offload": case_offload}
 CASES[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")

@@ -141,6 +141,11 @@ typedef struct MemestLoadSettings {
      * norm, head and loss. A stage count that does not divide the layers
      * is an error naming both. memest_pipeline runs every stage. */
     int pp_stages, pp_stage;
+    /* Language models with experts (Mixtral, Qwen2-MoE): expert
+     * parallelism over ep GPUs (0 or 1: none), each holding experts/ep of
+     * every MoE layer; the tokens reach them through an all-to-all (doc/memory.md,
+     * "Expert parallelism"). An ep that does not divide the experts is an error. */
+    int ep;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);

@@ -42,7 +42,7 @@ class LoadSettings(ctypes.Structure):
                 # weights and KV cache dtypes (doc/llm.md)
                 ("weights", c_char_p), ("kv_dtype", c_char_p),
                 # attention kernel; pipeline stage (memest.h, doc/memory.md)
-                ("attn", c_int), ("pp_stages", c_int), ("pp_stage", c_int)]
+                ("attn", c_int), ("pp_stages", c_int), ("pp_stage", c_int), ("ep", c_int)]
 
 
 class AnalyzeSettings(ctypes.Structure):

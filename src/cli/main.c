@@ -297,6 +297,7 @@ static int apply(Cli *c, int o, const char *val)
         c->ms.shard = k;
         break;
     }
+    case OPT_EP:
     case OPT_PP:
     case OPT_MICRO_BATCHES: {
         int64_t n;
@@ -304,7 +305,8 @@ static int apply(Cli *c, int o, const char *val)
             fprintf(stderr, "memest: %s '%s': expected a number from 1 to %d\n", a, val, o == OPT_PP ? MEMEST_PP_MAX : 1 << 20);
             return -1;
         }
-        if (o == OPT_PP) c->ls.pp_stages = (int)n;
+        if (o == OPT_EP) c->ls.ep = (int)n;
+        else if (o == OPT_PP) c->ls.pp_stages = (int)n;
         else c->micro_batches = (int)n;
         break;
     }

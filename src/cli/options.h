@@ -113,7 +113,10 @@
     X(OFFLOAD, "--offload", "WHAT", 0, OPT_BIT(TRAIN),                                                            \
       "optimizer | params: ZeRO-Offload (DeepSpeed, device cpu): fp32 master\n"                               \
       "weights, optimizer state and gradients on the host (params: the\n"                                     \
-      "parameters too, --shard zero3); the host's bytes reported apart")
+      "parameters too, --shard zero3); the host's bytes reported apart")                                    \
+    X(EP, "--ep", "E", 0, 0,                                                                                      \
+      "language models with experts: expert parallelism over E GPUs, each\n"                                   \
+      "holding experts/E of every MoE layer (tokens through an all-to-all)")
 
 /* Options that must not be given together, and why (both are named). */
 #define MEMEST_OPTION_CONFLICTS(Y)                                                              \

@@ -91,6 +91,7 @@ typedef struct MeLlmRun {
     bool train;               /* the training forward: use_cache=False, labels, HF's shifted loss */
     bool weights_dq;          /* --weights nf4-dq: bnb_4bit_use_double_quant (QLoRA's recipe) */
     int pp_stages, pp_stage;  /* training: pipeline stage pp_stage of pp_stages (< 2: the whole model) */
+    int ep;                   /* expert parallelism: GPUs sharing each MoE layer's experts (< 2: none) */
 } MeLlmRun;
 
 /* Whether path names something me_llm_read understands (a config.json,

@@ -315,6 +315,8 @@ typedef struct Shared {
 
 static int fused_attention(Bld *b, const char *mod, int q, int k, int v, const Shared *s);
 static bool pp_range(Bld *b, int *lo, int *hi);
+static int ep_dispatch(Bld *b, int x2, int sel);
+static int ep_combine(Bld *b, int out, int shp, int sel);
 static int pp_recv(Bld *b);
 static int pp_send(Bld *b, int h, int *pk);
 static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v);
@@ -930,7 +932,9 @@ static int moe(Bld *b, int li, int x, int *router)
     }
     if (b->dt != ME_DT_F32) rw = cast(b, rw, b->dt);
     int shp = N(b, "Shape", x2);
-    int fin = zeros(b, shp, b->dt);
+    int64_t ep = b->run->ep > 1 ? b->run->ep : 1;
+    int src = ep > 1 ? ep_dispatch(b, x2, sel) : x2; /* the rows the experts read */
+    int fin = zeros(b, ep > 1 ? N(b, "Shape", src) : shp, b->dt);
     /* one_hot: zeros [T, k, E] int64, scatter_(-1, selected.unsqueeze(-1), 1) */
     int ohs = N(b, "Concat", N(b, "Shape", sel), cints(b, &E, 1));
     attr_i(b, "axis", 0);
@@ -945,6 +949,7 @@ static int moe(Bld *b, int li, int x, int *router)
     int T = N(b, "Gather", shp, cints(b, (const int64_t[]){ 0 }, 1));
     attr_i(b, "axis", 0);
     int Tk = N(b, "Mul", T, cints(b, &k, 1));
+    int Tke = ep > 1 ? N(b, "Mul", Tk, cints(b, &ep, 1)) : Tk; /* the choices of the ep GPUs the local experts serve */
     int rwf = N(b, "Reshape", rw, cints(b, (const int64_t[]){ -1 }, 1));
     int self = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
     /* Python's loop names (idx, top_x, current_state,
@@ -955,13 +960,13 @@ static int moe(Bld *b, int li, int x, int *router)
      * place, its position moves no byte); the last expert's names stay
      * bound to the return */
     int pend_at = -1, pend_ch = -1, cs = -1, nz = -1;
-    for (int64_t e = 0; e < E && b->rc >= 0; e++) {
+    for (int64_t e = 0; e < E / ep && b->rc >= 0; e++) {
         char em[400];
         snprintf(em, sizeof(em), "%s.experts.%lld", blk, (long long)e);
         const char *emod = me_graph_strdup(b->g, em);
         b->mod = emod;
         int64_t bias = E - 1 - e;
-        int n = N(b, "Div", N(b, "Add", Tk, cints(b, &bias, 1)), cints(b, &E, 1));
+        int n = N(b, "Div", N(b, "Add", Tke, cints(b, &bias, 1)), cints(b, &E, 1));
         /* torch.where(expert_mask[e]): nonzero()'s [n, 2] int64, unbound
          * into idx and top_x (views). Its values are data; here two
          * n-long slices of selected_experts (views) concatenated make
@@ -971,7 +976,7 @@ static int moe(Bld *b, int li, int x, int *router)
         attr_i(b, "axis", 0);
         local(b, nz);
         int top = N(b, "Slice", nz, n, N(b, "Mul", n, cints(b, (const int64_t[]){ 2 }, 1)), cints(b, (const int64_t[]){ 0 }, 1));
-        cs = N(b, "Gather", x2, top); /* hidden_states[None, top_x] */
+        cs = N(b, "Gather", src, top); /* hidden_states[None, top_x] */
         attr_i(b, "axis", 0);
         local(b, cs);
         int h = swiglu(b, emod, cs, c->expert_intermediate, mixtral);
@@ -992,6 +997,8 @@ static int moe(Bld *b, int li, int x, int *router)
         local(b, N(b, "Identity", cs));
         local(b, N(b, "Identity", nz));
     }
+    b->mod = bm;
+    if (ep > 1) fin = ep_combine(b, fin, shp, sel);
     b->mod = bm;
     if (c->shared_experts) {
         /* Qwen2MoeSparseMoeBlock: shared_expert(hidden_states) times
@@ -1111,6 +1118,46 @@ static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v)
 /* vLLM's LogitsProcessor computes logits for the sampled tokens only (the
  * last of each sequence: _prune_hidden_states' index_select, a copy) and
  * its Sampler takes them in float32 */
+/* --ep: expert parallelism as Megatron-LM's MoEAlltoAllTokenDispatcher
+ * (megatron/core/transformer/moe/token_dispatcher.py) moves the tokens:
+ * token_permutation permutes the [T, D] rows into [T*k, D], one per choice
+ * (permute(): an index_select), and all_to_all sends them to the GPUs of
+ * their experts. Under the uniform routing of the moe_routing note every
+ * GPU receives as many rows as it sends, [T*k, D], a new tensor (modelled
+ * as a gather of the permuted rows: the same bytes, and autograd's
+ * all-to-all of the gradient in backward). The local experts then read
+ * their rows from it: each its share of the ep GPUs' T*k*ep choices. */
+static int ep_dispatch(Bld *b, int x2, int sel)
+{
+    const char *bm = b->mod;
+    int flat = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
+    b->mod = path(b, bm, "permute");
+    int perm = N(b, "Gather", x2, flat); /* [T*k, D] */
+    attr_i(b, "axis", 0);
+    b->mod = path(b, bm, "all_to_all_dispatch");
+    int recv = N(b, "Gather", perm, flat);
+    attr_i(b, "axis", 0);
+    b->mod = bm;
+    return recv;
+}
+
+/* The way back (token_unpermutation): the experts' rows [T*k, D], in the
+ * order they arrived, go back through an all-to-all (a new [T*k, D]) and
+ * are summed into the [T, D] output by their tokens (unpermute's
+ * scatter_add into zeros). */
+static int ep_combine(Bld *b, int out, int shp, int sel)
+{
+    const char *bm = b->mod;
+    int flat = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
+    b->mod = path(b, bm, "all_to_all_combine");
+    int back = N(b, "Gather", out, flat);
+    attr_i(b, "axis", 0);
+    b->mod = path(b, bm, "unpermute");
+    int fin = index_add(b, zeros(b, shp, b->dt), flat, back);
+    b->mod = bm;
+    return fin;
+}
+
 /* Pipeline stage run->pp_stage of pp_stages: Megatron-LM's even split of
  * the decoder layers (get_num_layers_to_build: num_layers /
  * pipeline_model_parallel_size each), [*lo, *hi). True on the first stage,
