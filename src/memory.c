@@ -1343,9 +1343,6 @@ static int opt_state_new(Sim *m, int64_t bytes, int64_t paged)
     return id;
 }
 
-/* An implementation the optimizer does not have in torch 1.13 (foreach
- * for Adafactor, fused for SGD, fused on a CPU), or paged state without
- * CUDA, is an error: there is nothing to simulate. */
 /* ZeRO-Offload (DeepSpeed stage_1_and_2.py / stage3.py with
  * offload_optimizer device cpu): on this rank's host, its partition of the
  * flattened parameters (1/ranks of all, one flat tensor,
@@ -1381,6 +1378,9 @@ static int err_offload(const MemestMemorySettings *s, char *err, size_t errlen)
     return why ? -1 : 0;
 }
 
+/* An implementation the optimizer does not have in torch 1.13 (foreach
+ * for Adafactor, fused for SGD, fused on a CPU), or paged state without
+ * CUDA, is an error: there is nothing to simulate. */
 static int err_optimizer_impl(const MemestMemorySettings *s, char *err, size_t errlen)
 {
     const MeOptimizer *od = me_optimizer(s->optimizer);
