@@ -1115,9 +1115,6 @@ static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v)
     if (b->run->new_tokens > 0) *k = *v = pool;
 }
 
-/* vLLM's LogitsProcessor computes logits for the sampled tokens only (the
- * last of each sequence: _prune_hidden_states' index_select, a copy) and
- * its Sampler takes them in float32 */
 /* --ep: expert parallelism as Megatron-LM's MoEAlltoAllTokenDispatcher
  * (megatron/core/transformer/moe/token_dispatcher.py) moves the tokens:
  * token_permutation permutes the [T, D] rows into [T*k, D], one per choice
@@ -1203,6 +1200,9 @@ static int pp_send(Bld *b, int h, int *pk)
     return b->rc;
 }
 
+/* vLLM's LogitsProcessor computes logits for the sampled tokens only (the
+ * last of each sequence: _prune_hidden_states' index_select, a copy) and
+ * its Sampler takes them in float32 */
 static int last_tokens(Bld *b, int h)
 {
     b->mod = "logits_processor";
