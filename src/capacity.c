@@ -22,6 +22,7 @@ uint64_t me_memory_needed(const MeMemResult *r)
 
 uint64_t memest_memory_needed(const MemestAnalysis *a)
 {
+    if (a && a->has_pipeline) return a->pipeline.stage[a->pipeline.worst].needed; /* the worst stage, its micro-batches in flight */
     return a && a->has_memory ? me_memory_needed(&a->memory) : 0;
 }
 

@@ -225,6 +225,7 @@ typedef struct Autocast {
 typedef struct DataParallel {
     int ranks;        /* ranks sharing model states (1: none) */
     int shard;        /* MemestShard */
+    int offload;      /* MemestOffload */
 } DataParallel;
 
 typedef struct Saved {
@@ -1243,6 +1244,7 @@ static void backward(Sim *m, int *param_grad_st)
                     if (param_grad_st[v] < 0) {
                         int64_t gb = vb(m, val);
                         if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = sat_add(gb, m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
+                        if (m->dp.offload && val->kind == ME_V_INIT) tmp = sat_add(tmp, vb(m, val)), gb = 0; /* offload_grad: moved to the bucket at once */
                         int id = st_make(m, gb, MEMEST_MEM_GRADIENTS, v, true);
                         if (id < 0) return;
                         m->st[id].persistent = true;
@@ -1253,7 +1255,7 @@ static void backward(Sim *m, int *param_grad_st)
                         /* a shared (tied) parameter: its gradients meet in
                          * the InputBuffer as old + new before .grad: made in
                          * the first temporary, added into .grad */
-                        int64_t gb = m->st[param_grad_st[v]].bytes;
+                        int64_t gb = m->dp.offload ? vb(m, val) : m->st[param_grad_st[v]].bytes;
                         r.storage = -2;
                         r.accum = param_grad_st[v];
                         note_run(m, sat_add(tmp, gb), &r);
@@ -1430,6 +1432,19 @@ static MeOptParam opt_param(const Sim *m, const MeValue *v)
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev);
 
+/* What one micro-batch holds for its backward when its forward returns
+ * (MemestMemory.forward_end, the pipeline's in-flight unit): the bytes
+ * alive above the baseline, and the graph inputs that require grad (a
+ * pipeline stage's received hidden states, kept in Megatron's
+ * input_tensors until that micro-batch's backward). */
+static uint64_t forward_held(const Sim *m, const MeTlStats *stats)
+{
+    int64_t held = stats->total - (int64_t)m->out->baseline;
+    for (int i = 0; i < m->g->nv; i++)
+        if (m->g->v[i].kind == ME_V_INPUT && m->rg[i] && m->vst[i] >= 0) held = sat_add(held, m->st[m->vst[i]].bytes);
+    return held > 0 ? (uint64_t)held : 0;
+}
+
 /* The optimizer's state, persistent from now on: one storage through the
  * allocator, one in unified memory (paged) when there is some. The first
  * storage (the update reads it), -1 when none, -2 when out of memory. */
@@ -1441,6 +1456,41 @@ static int opt_state_new(Sim *m, int64_t bytes, int64_t paged)
     if (paged && (p = st_new(m, paged, MEMEST_MEM_OPTIMIZER_PAGED)) < 0) return -2;
     if (paged) m->st[p].persistent = true;
     return id;
+}
+
+/* ZeRO-Offload (DeepSpeed stage_1_and_2.py / stage3.py with
+ * offload_optimizer device cpu): on this rank's host, its partition of the
+ * flattened parameters (1/ranks of all, one flat tensor,
+ * single_partition_of_fp32_groups) as fp32 master weights, their fp32
+ * gradient (single_grad_partition) and the optimizer's state for that flat
+ * tensor; the GPU's gradient buffers are sized from the largest parameter
+ * and the sum of all. */
+typedef struct OffloadGrads {
+    int64_t largest, numel, bytes;
+} OffloadGrads;
+
+static int64_t offload_host(const MeOptimizer *od, const OffloadGrads *off, int ranks)
+{
+    MeOptParam flat = { .numel = sat_add(off->numel, ranks - 1) / ranks };
+    flat.bytes = sat_mul(flat.numel, 4);
+    MeOptState st = { 0 };
+    if (flat.numel) od->state(&flat, &st);
+    return sat_add(sat_mul(2, flat.bytes), sat_add(st.bytes, st.paged));
+}
+
+/* ZeRO-Offload's settings: DeepSpeed's offload_optimizer runs under ZeRO
+ * (one GPU is ZeRO with one rank), offload_param under stage 3 only. */
+static int err_offload(const MemestMemorySettings *s, char *err, size_t errlen)
+{
+    const char *why = s->offload < 0 || s->offload > MEMEST_OFFLOAD_PARAMS ? "unknown offload"
+                      : s->mode != MEMEST_RUN_TRAIN ? "offload moves a training step's model states: give --train"
+                      : s->gpus > 1 && s->shard < MEMEST_SHARD_ZERO1 ? "DeepSpeed offloads ZeRO's partitions: give --shard zero1, zero2 or zero3"
+                      : s->offload == MEMEST_OFFLOAD_PARAMS && (s->gpus < 2 || s->shard < MEMEST_SHARD_ZERO3)
+                          ? "offload_param is ZeRO-3's: give --gpus N --shard zero3"
+                      : me_optimizer_paged(s->optimizer) ? "a paged optimizer already keeps its state in unified memory"
+                                                          : NULL;
+    if (why && err && errlen) snprintf(err, errlen, "--offload %s: %s", s->offload == MEMEST_OFFLOAD_PARAMS ? "params" : "optimizer", why);
+    return why ? -1 : 0;
 }
 
 /* An implementation the optimizer does not have in torch 1.13 (foreach
@@ -1511,6 +1561,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     m.grad = s->mode != MEMEST_RUN_INFER;
     m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
     m.dp.shard = s->shard;
+    m.dp.offload = s->mode == MEMEST_RUN_TRAIN ? s->offload : 0;
+    if (s->offload && (err_offload(s, err, errlen) < 0)) return ME_EINVAL;
     m.cuda = s->runtime == MEMEST_RUNTIME_CUDA;
     if (m.cuda && me_allocator_new(&alloc) < 0) return ME_ENOMEM;
     m.sinks[m.nsinks++] = (MeTlSink){ .opaque = &stats, .event = me_tl_stats_event, .kinds = ME_TL_STATS_KINDS };
@@ -1594,11 +1646,14 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     MeOptParam prev_p = { 0 };
     int64_t param_bytes = 0, n_params = 0, opt_temps = 0;
     int ranks = m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? m.dp.ranks : 1;
+    int64_t host = 0; /* offload: bytes on this rank's host */
+    OffloadGrads off = { 0 };
     for (int i = 0; i < g->nv; i++) {
         MeValue *v = &g->v[i];
         if (v->kind == ME_V_INIT && v->n_uses) {
             int64_t wb = vb(&m, v);
             if (m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO3 && v->role == ME_R_PARAM) wb = sat_add(wb, m.dp.ranks - 1) / m.dp.ranks;
+            if (m.dp.offload == MEMEST_OFFLOAD_PARAMS && v->role == ME_R_PARAM) host = sat_add(host, wb), wb = 0; /* the shard on the host */
             int id = st_make(&m, wb, MEMEST_MEM_WEIGHTS, i, false);
             if (id < 0) { rc = ME_ENOMEM; goto end; }
             m.st[id].persistent = true;
@@ -1609,7 +1664,13 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
                 MeOptParam p = opt_param(&m, v);
                 param_bytes = sat_add(param_bytes, p.bytes);
                 n_params++;
-                od->state(&p, &ost);
+                if (m.dp.offload) {
+                    if (p.bytes > off.largest) off.largest = p.bytes;
+                    off.numel = sat_add(off.numel, p.numel);
+                    off.bytes = sat_add(off.bytes, p.bytes);
+                } else {
+                    od->state(&p, &ost);
+                }
                 /* the update runs on this rank's shard of the state */
                 MeOptParam sp = p;
                 if (ranks > 1) sp.numel = (p.numel + ranks - 1) / ranks, sp.bytes = sat_add(p.bytes, ranks - 1) / ranks;
@@ -1636,6 +1697,18 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     if (ranks > 1) opt_bytes = sat_add(opt_bytes, ranks - 1) / ranks, paged_bytes = sat_add(paged_bytes, ranks - 1) / ranks;
     if (train && s->optimizer_impl == MEMEST_OPT_IMPL_FOREACH) opt_temps = sat_mul(od->foreach_lists, sat_add(param_bytes, ranks - 1) / ranks);
     if (train && s->optimizer_impl == MEMEST_OPT_IMPL_FUSED) opt_temps = 0;
+    int bucket = -1;
+    if (train && m.dp.offload) {
+        /* the update runs on the host (DeepSpeedCPUAdam); the GPU keeps
+         * stage_1_and_2.py's temp_grad_buffer_for_gpu_offload (the largest
+         * parameter's numel, in the parameters' dtype) */
+        opt_temps = 0;
+        /* + temp_grad_buffer_for_cpu_offload, pinned */
+        out->host = (uint64_t)sat_add(sat_add(host, od ? offload_host(od, &off, ranks) : 0), off.largest);
+        int tb = st_new(&m, off.largest, MEMEST_MEM_GRADIENTS);
+        if (tb < 0) { rc = ME_ENOMEM; goto end; }
+        m.st[tb].persistent = true;
+    }
     if (train && (s->step >= 2 || od->at_init)) {
         if ((opt_state = opt_state_new(&m, opt_bytes, paged_bytes)) < -1) { rc = ME_ENOMEM; goto end; }
     }
@@ -1681,7 +1754,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     forward(&m);
     drop_autocast_cache(&m);
     if (prev_graph >= 0) st_free(&m, prev_graph);
-    if (train && stats.total > (int64_t)out->baseline) out->forward_end = (uint64_t)stats.total - out->baseline;
+    if (s->mode == MEMEST_RUN_TRAIN) out->forward_end = forward_held(&m, &stats);
     if (train && !m.failed && g->n_outputs) {
         int ov = g->outputs[0];
         int64_t ob = vb(&m, &g->v[ov]);
@@ -1779,7 +1852,18 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             }
             m.vgrad[ov] = g2;
             bind(&m, ov, g2, true);
+            if (m.dp.offload) {
+                /* backward's ipg bucket, reduce_bucket_size (5e8) elements
+                 * at most, released by step() (_release_ipg_buffers) */
+                int64_t bb = off.numel <= 500000000 ? off.bytes : sat_mul(500000000, off.bytes / off.numel);
+                if ((bucket = st_new(&m, bb, MEMEST_MEM_GRADIENTS)) < 0) {
+                    rc = ME_ENOMEM;
+                    goto end;
+                }
+                m.st[bucket].persistent = true;
+            }
             backward(&m, pgrad);
+            out->grads_end = (uint64_t)stats.live[MEMEST_MEM_GRADIENTS];
             if (loss == MEMEST_LOSS_NONE) {
                 m.st[g2].holds--;
                 st_release(&m, g2);
@@ -1787,6 +1871,10 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         } else if (kept >= 0) {
             st_free(&m, kept);
         }
+        /* the step's peak before the update (pipeline: micro-batches are
+         * in flight through forward and backward, not the optimizer's) */
+        out->backward_peak = alloc ? me_allocator_stats(alloc)->peak_allocated : out->peak;
+        out->backward_peak_grads = out->at_peak[MEMEST_MEM_GRADIENTS];
         m.phase = MEMEST_PHASE_OPTIMIZER;
         m.node = -1;
         if (s->step < 2 && !od->at_init) {
@@ -1807,6 +1895,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
                 emit(&m, &r);
             }
         note_close(&m, t);
+        if (bucket >= 0) st_free(&m, bucket);
         /* zero_grad(set_to_none=True) unless only backward ran; then the
          * step's locals go, except outputs the caller keeps */
         if (s->optimizer != MEMEST_OPT_NONE)

@@ -258,6 +258,9 @@ int me_llm_bind_seq(MemestModel *m, int64_t S, MemestLoadSettings *ls)
             snprintf(buf[n++], 64, "total=%lld", (long long)(S + N));
     } else {
         snprintf(buf[n++], 64, "seq=%lld", (long long)S);
+        /* a later pipeline stage's input under sequence parallelism (the
+         * first stage's ReduceScatter says when S does not split) */
+        if (m->llm_seq_shard > 1) snprintf(buf[n++], 64, "seq_shard=%lld", (long long)(S / m->llm_seq_shard));
     }
     int nd = m->llm_user_dims;
     const char **dims = me_arena_alloc(&m->g.arena, sizeof(char *) * (size_t)(nd + n));
@@ -399,6 +402,41 @@ static int llm_attn(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun 
     return 0;
 }
 
+/* --pp: stage pp_stage of pp_stages, Megatron's even split of the layers
+ * (its TransformerBlock asserts num_layers % pipeline size == 0). */
+static int llm_pipeline(const MeLlmConfig *c, const MemestLoadSettings *s, MeLlmRun *run, const char *path, MeDiag *d)
+{
+    int p = s ? s->pp_stages : 0;
+    if (p < 2) {
+        if (s && (p < 0 || s->pp_stage))
+            return me_error(d, ME_EINVAL, "%s: pipeline stage %d of %d stages: no such stage", path, s->pp_stage, p);
+        return 0;
+    }
+    if (!s->train) return me_error(d, ME_EINVAL, "%s: --pp %d: pipeline parallelism splits a training step (give --train)", path, p);
+    if (p > MEMEST_PP_MAX || c->layers % p)
+        return me_error(d, ME_EINVAL, "%s: --pp %d does not divide the %lld decoder layers (Megatron-LM splits them evenly)", path, p,
+                        (long long)c->layers);
+    if (c->norm == ME_LLM_LAYERNORM)
+        return me_error(d, ME_EINVAL, "%s: --pp: the training forward of %s is not built", path, c->family);
+    if (s->pp_stage < 0 || s->pp_stage >= p)
+        return me_error(d, ME_EINVAL, "%s: pipeline stage %d of %d stages: no such stage", path, s->pp_stage, p);
+    run->pp_stages = p;
+    run->pp_stage = s->pp_stage;
+    return 0;
+}
+
+/* --ep: each GPU holds experts / ep of every MoE layer (Megatron's
+ * num_local_experts = num_moe_experts // expert_model_parallel_size). */
+static int llm_experts(const MeLlmConfig *c, int ep, MeLlmRun *run, const char *path, MeDiag *d)
+{
+    if (ep < 0 || (ep > 1 && !c->experts))
+        return me_error(d, ME_EINVAL, "%s: --ep %d: %s has no experts to split (a MoE config: Mixtral, Qwen2-MoE)", path, ep, c->family);
+    if (ep > 1 && c->experts % ep)
+        return me_error(d, ME_EINVAL, "%s: --ep %d does not divide the %lld experts of each MoE layer", path, ep, (long long)c->experts);
+    run->ep = ep;
+    return 0;
+}
+
 /* Reads a config.json (or a model folder's) and builds its layer graph. */
 static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *s, MeDiag *d)
 {
@@ -425,6 +463,8 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
     if (rc >= 0 && t > 0 && me_dtype_is_float((MeDType)t)) c.dtype = (MeDType)t;
     if (rc >= 0) rc = llm_quant_options(&c, s, &run, d);
     if (rc >= 0) rc = llm_attn(&c, s, &run, path, d);
+    if (rc >= 0) rc = llm_pipeline(&c, s, &run, path, d);
+    if (rc >= 0 && s && s->ep) rc = llm_experts(&c, s->ep, &run, path, d);
     if (rc >= 0) rc = me_llm_build(&m->g, &c, &run, d);
     if (rc >= 0) rc = me_llm_apply_weights(&m->g, &c, &run, d);
     if (rc >= 0) {
@@ -438,6 +478,7 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
         m->llm_static = run.cache == ME_LLM_CACHE_STATIC;
         m->llm_paged = run.cache == ME_LLM_CACHE_PAGED;
         m->llm_total = graph_has_dim(&m->g, "total");
+        m->llm_seq_shard = graph_has_dim(&m->g, "seq_shard") ? (int)run.tp : 0;
         m->llm_max_pos = c.max_pos;
         if (me_graph_add_note(&m->g, "llm_step", ME_NOTE_ALWAYS, "%s", run.train
                               ? "graph: HF's training forward (use_cache=False, labels: the loss on logits[:, :-1])"
@@ -457,6 +498,13 @@ static int load_llm(MemestModel *m, const char *path, const MemestLoadSettings *
                               "vocabulary padded to a multiple of %lld split; norms and positions whole): parameters, rows "
                               "and memory are one GPU's; NCCL's buffers are not counted", (long long)run.tp,
                               run.sp ? " --sp (sequence parallelism)" : "", (long long)(128 * run.tp)) < 0)
+            rc = ME_ENOMEM;
+        if (rc >= 0 && run.ep > 1 &&
+            me_graph_add_note(&m->g, "moe_ep", ME_NOTE_ALWAYS,
+                              "expert parallelism over %d GPUs: the figures are one GPU's, %lld of the %lld experts of each MoE "
+                              "layer; tokens through Megatron's permute and all-to-all ([tokens x %lld, hidden] each way, "
+                              "uniform routing); NCCL's own buffers left out (doc/memory.md)",
+                              run.ep, (long long)(c.experts / run.ep), (long long)c.experts, (long long)c.experts_per_tok) < 0)
             rc = ME_ENOMEM;
         if (rc >= 0 && !(s && s->seq))
             rc = me_graph_add_note(&m->g, "llm_seq", ME_NOTE_ALWAYS, "--seq not given: a prompt of %lld tokens", (long long)run.seq);
@@ -482,6 +530,10 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     }
     if (rc >= 0 && !llm && s && (s->seq || s->new_tokens || s->kv_cache || s->attn || s->weights || s->kv_dtype || s->tp > 1 || s->sp))
         rc = me_error(&d, ME_EINVAL, "%s: --seq, --new-tokens, --kv-cache, --attn, --weights, --kv-dtype, --tp and --sp apply to language models (a config.json or a model folder)", name);
+    if (rc >= 0 && !llm && s && s->ep > 1)
+        rc = me_error(&d, ME_EINVAL, "%s: --ep splits a language model's experts (a config.json or a model folder)", name);
+    if (rc >= 0 && !llm && s && s->pp_stages > 1)
+        rc = me_error(&d, ME_EINVAL, "%s: --pp splits a language model's decoder layers (a config.json or a model folder)", name);
     if (rc >= 0) rc = keep_binding(m, s);
     if (rc >= 0 && llm) {
         m->llm_user_dims = m->bind.n_dims;

@@ -66,6 +66,7 @@ struct MemestModel {
     bool llm_static;
     bool llm_paged;           /* vLLM's paged cache: blocks of ME_LLM_BLOCK tokens */
     bool llm_total;           /* an input has the dim "total" (eager's mask) */
+    int llm_seq_shard;        /* tp of a pipeline stage that receives sequence shards (dim "seq_shard"), else 0 */
     int llm_user_dims;   /* bind.dims: the caller's first, then the model's (me_llm_bind_seq) */
 };
 
@@ -126,6 +127,8 @@ struct MemestAnalysis {
     MemestConcurrency concurrency;
     bool has_plan;
     MemestPlan plan;     /* rows owned */
+    bool has_pipeline;   /* memest_note_pipeline: the analysis is the worst stage's */
+    MemestPipeline pipeline;
 };
 
 /* Cost of one node under a convention (conventions.c). */

@@ -32,6 +32,9 @@
 #define NODE_GPUS 8
 #define INTER_NODE_BW 50e9
 #define ME_PLAN_MAX_GPUS 4096
+/* micro-batches a step when not given: gradient accumulation, or the
+ * pipeline's micro-batches (a bubble of (P - 1) / 8) */
+#define ME_PLAN_MICRO_BATCHES 8
 
 /* One rank's graph loaded for (tp, sp): its analysis for each of the
  * memory settings tried on it */
@@ -42,44 +45,89 @@ typedef struct Rank {
     MeDType act;
 } Rank;
 
-static int run_row(Rank *r, const MemestMemorySettings *base, const MemestGpu *gpu, int gpus, MemestPlanRow *row,
-                   char *err, size_t errlen)
+/* Host transfers of ZeRO-Offload: PCIe 4.0 x16 one way (DeepSpeed moves
+ * the rank's 16-bit gradients down and its updated parameters up) */
+#define OFFLOAD_PCIE_BW 32e9
+
+static int run_row(const char *path, const MemestLoadSettings *ls, Rank *r, const MemestMemorySettings *base,
+                   const MemestGpu *gpu, int gpus, int M, MemestPlanRow *row, char *err, size_t errlen)
 {
     MemestMemorySettings ms = *base;
     ms.record_series = 0;
     ms.checkpoint = row->checkpoint;
     ms.gpus = row->dp;
     ms.shard = row->dp > 1 ? row->shard : MEMEST_SHARD_DDP;
-    int rc = memest_set_memory(r->an, &ms, err, errlen);
-    if (rc < 0) return rc;
-    row->needed = memest_memory_needed(r->an);
-    const MeMemResult *mr = &r->an->memory;
-    for (int k = 0; k < mr->n_mem; k++)
-        if (mr->mem[k].peak_reserved > row->peak_reserved) row->peak_reserved = mr->mem[k].peak_reserved;
-    row->fits = row->needed <= gpu->memory;
+    ms.offload = row->offload;
+    int rc = 0;
     MemestTiming t;
+    if ((rc = memest_set_memory(r->an, &ms, err, errlen)) < 0) return rc;
     if ((rc = memest_set_device(r->an, gpu, 0)) < 0 || (rc = memest_timing(r->an, &t)) < 0) {
         if (err && errlen) snprintf(err, errlen, "--plan needs the GPU's bandwidth and FLOP/s (a --gpu, not --gpu-mem alone)");
         return rc < 0 ? rc : ME_EINVAL;
     }
-    /* the optimizer updates this rank's shard of the state under ZeRO */
-    double opt = ms.shard >= MEMEST_SHARD_ZERO1 && row->dp > 1 ? t.optimizer_s / row->dp : t.optimizer_s;
-    row->compute_s = t.forward_s + t.backward_s + t.recompute_s + opt;
-    double link = gpu->link_bandwidth;
+    double slot, opt;   /* one micro-batch's forward and backward; the update */
+    double layers = (double)r->layers, slots = M;
+    if (row->pp > 1) {
+        /* every stage's own timeline, Megatron's 1F1B in flight (pipeline.c) */
+        MemestLoadSettings l = *ls;
+        l.tp = row->tp > 1 ? row->tp : 0;
+        l.sp = row->sp;
+        l.pp_stages = row->pp;
+        l.train = 1;
+        MemestPipeline *pl = me_malloc(sizeof(*pl));
+        if (!pl) return ME_ENOMEM;
+        rc = memest_pipeline(path, &l, &ms, M, gpu, pl, err, errlen);
+        if (rc >= 0) {
+            row->needed = pl->stage[pl->worst].needed;
+            slot = opt = 0;
+            for (int k = 0; k < pl->stages; k++) {
+                if (pl->stage[k].compute_s > slot) slot = pl->stage[k].compute_s;
+                if (pl->stage[k].optimizer_s > opt) opt = pl->stage[k].optimizer_s;
+            }
+        }
+        me_free(pl);
+        if (rc < 0) return rc;
+        layers /= row->pp;
+        slots = M + row->pp - 1;
+    } else {
+        /* gradient accumulation over M micro-batches: the earlier ones'
+         * gradients are there through a later one's backward */
+        const MeMemResult *mr = &r->an->memory;
+        for (int k = 0; k < mr->n_mem; k++) {
+            const MemestMemory *x = &mr->mem[k];
+            uint64_t ctx = ms.runtime == MEMEST_RUNTIME_CUDA ? x->cuda_context : 0;
+            uint64_t ge = M > 1 && x->grads_end > x->backward_peak_grads ? x->grads_end - x->backward_peak_grads : 0;
+            uint64_t need = me_sadd(me_sadd(x->backward_peak, ctx), ge), one = me_sadd(x->peak_allocated, ctx);
+            if (one > need) need = one;
+            if (need > row->needed) row->needed = need;
+        }
+        slot = t.forward_s + t.backward_s + t.recompute_s;
+        opt = t.optimizer_s;
+    }
+    row->fits = row->needed <= gpu->memory;
+    /* the optimizer updates this rank's shard of the state under ZeRO; on
+     * the host under offload (its time not modelled: said in the report) */
+    if (row->offload) opt = 0;
+    else if (ms.shard >= MEMEST_SHARD_ZERO1 && row->dp > 1) opt /= row->dp;
+    row->compute_s = slots * slot + opt;
+    double link = gpu->link_bandwidth, cross = gpus > NODE_GPUS ? INTER_NODE_BW : link;
     double act = (double)t.batch * (double)r->an->model->kv_tokens * (double)r->hidden * me_dtype_size(r->act);
     if (row->tp > 1) {
         double passes = row->checkpoint == MEMEST_CHECKPOINT_LAYERS ? 6 : 4;
-        row->tp_comm_s = (double)r->layers * passes * 2.0 * (row->tp - 1) / row->tp * act / link;
+        row->tp_comm_s = slots * layers * passes * 2.0 * (row->tp - 1) / row->tp * act / link;
     }
+    /* the stages send a micro-batch's hidden states forward and their
+     * gradient back (a sequence shard under SP), a slot each */
+    if (row->pp > 1) row->pp_comm_s = slots * 2.0 * act / (row->sp ? row->tp : 1) / cross;
+    /* this rank's gradients: its parameters (its stage's share) in their dtype */
+    double gb = (double)r->an->totals.params / row->pp * me_dtype_size(r->act);
     if (row->dp > 1) {
-        /* this rank's gradients: its parameters in their dtype */
-        double gb = (double)r->an->totals.params * me_dtype_size(r->act);
         double f = ms.shard == MEMEST_SHARD_ZERO3 ? 3.0 : 2.0;
-        double bw = gpus > NODE_GPUS ? INTER_NODE_BW : link;
-        row->dp_comm_s = f * (row->dp - 1) / row->dp * gb / bw;
+        row->dp_comm_s = f * (row->dp - 1) / row->dp * gb / cross;
     }
-    row->step_s = row->compute_s + row->tp_comm_s + row->dp_comm_s;
-    double tokens = (double)t.batch * (double)r->an->model->kv_tokens * row->dp;
+    if (row->offload) row->dp_comm_s += 2.0 * gb / (row->dp > 1 ? row->dp : 1) / OFFLOAD_PCIE_BW;
+    row->step_s = row->compute_s + row->tp_comm_s + row->pp_comm_s + row->dp_comm_s;
+    double tokens = (double)t.batch * (double)r->an->model->kv_tokens * row->dp * M;
     row->tokens_per_s = row->step_s > 0 ? tokens / row->step_s : 0;
     return 0;
 }
@@ -145,17 +193,17 @@ static void pareto(MemestPlan *p)
 }
 
 static int plan_n(const char *path, const MemestLoadSettings *ls, const MemestMemorySettings *mem, const MemestGpu *gpu,
-                  int gpus, MemestPlan *out, char *err, size_t errlen);
+                  int gpus, int micro_batches, MemestPlan *out, char *err, size_t errlen);
 
 /* gpus 0: the fewest GPUs for which a plan fits, among 1 to 8 and whole
  * nodes of 8 (doubling, then bisected between the last two) */
 int memest_plan(const char *path, const MemestLoadSettings *ls, const MemestMemorySettings *mem, const MemestGpu *gpu,
-                int gpus, MemestPlan *out, char *err, size_t errlen)
+                int gpus, int micro_batches, MemestPlan *out, char *err, size_t errlen)
 {
-    if (gpus) return plan_n(path, ls, mem, gpu, gpus, out, err, errlen);
+    if (gpus) return plan_n(path, ls, mem, gpu, gpus, micro_batches, out, err, errlen);
     int sims = 0, lo = 0, rc = 0;
     for (int n = 1; n <= ME_PLAN_MAX_GPUS; n = n < NODE_GPUS ? n + 1 : 2 * n) {
-        if ((rc = plan_n(path, ls, mem, gpu, n, out, err, errlen)) < 0) return rc;
+        if ((rc = plan_n(path, ls, mem, gpu, n, micro_batches, out, err, errlen)) < 0) return rc;
         sims += out->simulations;
         if (out->n_fit) {
             /* between lo and n GPUs (whole nodes): the fewest that fit */
@@ -163,7 +211,7 @@ int memest_plan(const char *path, const MemestLoadSettings *ls, const MemestMemo
             while (lo >= NODE_GPUS && hi - lo > NODE_GPUS) {
                 int mid = (lo + hi) / 2 / NODE_GPUS * NODE_GPUS;
                 MemestPlan t;
-                if ((rc = plan_n(path, ls, mem, gpu, mid, &t, err, errlen)) < 0) break;
+                if ((rc = plan_n(path, ls, mem, gpu, mid, micro_batches, &t, err, errlen)) < 0) break;
                 sims += t.simulations;
                 if (t.n_fit) {
                     memest_plan_free(out);
@@ -188,14 +236,16 @@ int memest_plan(const char *path, const MemestLoadSettings *ls, const MemestMemo
 }
 
 static int plan_n(const char *path, const MemestLoadSettings *ls, const MemestMemorySettings *mem, const MemestGpu *gpu,
-                  int gpus, MemestPlan *out, char *err, size_t errlen)
+                  int gpus, int micro_batches, MemestPlan *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     const char *why = NULL;
     if (!path || !me_llm_recognize(path, NULL, 0)) why = "applies to language models (a config.json or a model folder)";
     else if (mem->mode != MEMEST_RUN_TRAIN) why = "plans a training step (--train)";
     else if (gpus < 1 || gpus > ME_PLAN_MAX_GPUS) why = "plans from 1 to 4096 GPUs (--gpus N, the whole job's)";
-    else if (ls->tp > 1 || ls->sp) why = "chooses the tensor parallelism itself (--tp/--sp bind nothing)";
+    else if (ls->tp > 1 || ls->sp || ls->pp_stages > 1) why = "chooses the tensor and pipeline parallelism itself (--tp/--sp/--pp bind nothing)";
+    else if (micro_batches < 0 || micro_batches > 4096) why = "takes 1 to 4096 micro-batches a step";
+    else if (mem->offload) why = "chooses the offload itself (--offload binds nothing)";
     else if (!me_roofline_known(gpu) || gpu->link_bandwidth <= 0)
         why = "needs the GPU's bandwidth, FLOP/s and link bandwidth (a --gpu from the table, or a --gpu-file entry with link_gbs)";
     if (why) {
@@ -224,37 +274,58 @@ static int plan_n(const char *path, const MemestLoadSettings *ls, const MemestMe
             break;
         }
         out->micro_batch = r.m->bind.batch > 0 ? r.m->bind.batch : 1;
+        out->micro_batches = micro_batches > 0 ? micro_batches : ME_PLAN_MICRO_BATCHES;
         out->seq = r.m->kv_tokens;
-        int dp = gpus / tp;
-        int ckpts[3] = { 0, MEMEST_CHECKPOINT_LAYERS, MEMEST_CHECKPOINT_SELECTIVE };
-        for (int ci = 0; ci < 3 && rc >= 0; ci++) {
-            for (int z = MEMEST_SHARD_DDP; z <= MEMEST_SHARD_ZERO3 && rc >= 0; z++) {
-                if (dp == 1 && z > MEMEST_SHARD_DDP) break;
-                if (out->n_rows == cap) {
-                    int nc = cap ? 2 * cap : 32;
-                    MemestPlanRow *nr = me_realloc(out->rows, sizeof(*nr) * (size_t)nc);
-                    if (!nr) { rc = ME_ENOMEM; break; }
-                    out->rows = nr;
-                    cap = nc;
-                }
-                MemestPlanRow *row = &out->rows[out->n_rows];
-                *row = (MemestPlanRow){ .tp = tp, .sp = tp > 1, .dp = dp, .shard = z, .checkpoint = ckpts[ci] };
-                rc = run_row(&r, mem, gpu, gpus, row, e2, sizeof(e2));
-                if (rc < 0 && ckpts[ci] == MEMEST_CHECKPOINT_SELECTIVE && strstr(e2, "selective")) {
-                    rc = 0; /* no core attention marked: no selective plans, said once */
-                    if (!strstr(out->skipped, "selective")) {
-                        size_t n = strlen(out->skipped);
-                        snprintf(out->skipped + n, sizeof(out->skipped) - n, "%s--checkpoint selective: %s", n ? "; " : "",
-                                 "the model marks no core attention (GPT-2/NeoX configs do)");
+        int M = out->micro_batches;
+        for (int pp = 1; pp <= NODE_GPUS && rc >= 0; pp *= 2) {
+            if ((gpus / tp) % pp || r.layers % pp) continue;
+            int dp = gpus / tp / pp;
+            int ckpts[3] = { 0, MEMEST_CHECKPOINT_LAYERS, MEMEST_CHECKPOINT_SELECTIVE };
+            for (int ci = 0; ci < 3 && rc >= 0; ci++) {
+                bool no_core = false;
+                for (int z = MEMEST_SHARD_DDP; z <= MEMEST_SHARD_ZERO3 && rc >= 0 && !no_core; z++) {
+                    if (dp == 1 && z > MEMEST_SHARD_DDP) break;
+                    for (int off = MEMEST_OFFLOAD_NONE; off <= MEMEST_OFFLOAD_OPTIMIZER && rc >= 0; off++) {
+                        /* DeepSpeed offloads a ZeRO partition: stage 1 or more with data parallelism */
+                        if (off && dp > 1 && z == MEMEST_SHARD_DDP) continue;
+                        if (out->n_rows == cap) {
+                            int nc = cap ? 2 * cap : 64;
+                            MemestPlanRow *nr = me_realloc(out->rows, sizeof(*nr) * (size_t)nc);
+                            if (!nr) { rc = ME_ENOMEM; break; }
+                            out->rows = nr;
+                            cap = nc;
+                        }
+                        MemestPlanRow *row = &out->rows[out->n_rows];
+                        *row = (MemestPlanRow){ .tp = tp, .sp = tp > 1, .pp = pp, .dp = dp, .shard = z, .checkpoint = ckpts[ci],
+                                                .offload = off, .micro_batches = M };
+                        rc = run_row(path, ls, &r, mem, gpu, gpus, M, row, e2, sizeof(e2));
+                        if (rc < 0 && ckpts[ci] == MEMEST_CHECKPOINT_SELECTIVE && strstr(e2, "selective")) {
+                            rc = 0; /* no core attention marked: no selective plans, said once */
+                            no_core = true;
+                            if (!strstr(out->skipped, "selective")) {
+                                size_t n = strlen(out->skipped);
+                                snprintf(out->skipped + n, sizeof(out->skipped) - n, "%s--checkpoint selective: %s", n ? "; " : "",
+                                         "the model marks no core attention (GPT-2/NeoX configs do)");
+                            }
+                            break;
+                        }
+                        if (rc < 0 && pp > 1 && strstr(e2, "--pp")) {
+                            rc = 0; /* a family whose stages are not built: no pipeline plans, said once */
+                            no_core = true;
+                            if (!strstr(out->skipped, "--pp")) {
+                                size_t n = strlen(out->skipped);
+                                snprintf(out->skipped + n, sizeof(out->skipped) - n, "%s--pp: %s", n ? "; " : "", e2);
+                            }
+                            break;
+                        }
+                        if (rc < 0) {
+                            if (err && errlen) snprintf(err, errlen, "%s", e2);
+                            break;
+                        }
+                        out->simulations += pp;
+                        out->n_rows++;
                     }
-                    break;
                 }
-                if (rc < 0) {
-                    if (err && errlen) snprintf(err, errlen, "%s", e2);
-                    break;
-                }
-                out->simulations++;
-                out->n_rows++;
             }
         }
         free_rank(&r);
@@ -285,21 +356,21 @@ const char *me_plan_ckpt_name(int checkpoint)
  * Megatron-LM's / DeepSpeed's for a launch script */
 void me_plan_flags(const MemestPlanRow *r, char *memest, size_t n1, char *megatron, size_t n2)
 {
-    char tp[64] = "";
-    if (r->tp > 1) snprintf(tp, sizeof(tp), "--tp %d%s ", r->tp, r->sp ? " --sp" : "");
     static const char *const shard[] = { "ddp", "zero1", "zero2", "zero3" };
-    char dp[64] = "";
-    if (r->dp > 1) snprintf(dp, sizeof(dp), "--gpus %d --shard %s ", r->dp, shard[r->shard & 3]);
-    char ck[40] = "";
-    if (r->checkpoint) snprintf(ck, sizeof(ck), "--checkpoint %s", me_plan_ckpt_name(r->checkpoint));
-    snprintf(memest, n1, "%s%s%s", tp, dp, ck);
-    size_t l = strlen(memest);
-    while (l && memest[l - 1] == ' ') memest[--l] = 0;
-    snprintf(megatron, n2, "--tensor-model-parallel-size %d --pipeline-model-parallel-size 1%s%s%s", r->tp,
+    char tp[32] = "", pp[48] = "", dp[48] = "", ck[32] = "", off[32] = "";
+    if (r->tp > 1) snprintf(tp, sizeof(tp), " --tp %d%s", r->tp, r->sp ? " --sp" : "");
+    if (r->pp > 1) snprintf(pp, sizeof(pp), " --pp %d --micro-batches %d", r->pp, r->micro_batches);
+    if (r->dp > 1) snprintf(dp, sizeof(dp), " --gpus %d --shard %s", r->dp, shard[r->shard & 3]);
+    if (r->checkpoint) snprintf(ck, sizeof(ck), " --checkpoint %s", me_plan_ckpt_name(r->checkpoint));
+    if (r->offload) snprintf(off, sizeof(off), " --offload optimizer");
+    snprintf(memest, n1, "%s%s%s%s%s", tp, pp, dp, ck, off);
+    if (memest[0] == ' ') memmove(memest, memest + 1, strlen(memest));
+    snprintf(megatron, n2, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d%s%s%s%s", r->tp, r->pp,
              r->sp ? " --sequence-parallel" : "",
              r->checkpoint == MEMEST_CHECKPOINT_LAYERS ? " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
              : r->checkpoint == MEMEST_CHECKPOINT_SELECTIVE ? " --recompute-granularity selective" : "",
-             r->dp > 1 && r->shard >= MEMEST_SHARD_ZERO1 ? " --use-distributed-optimizer" : "");
+             r->dp > 1 && r->shard >= MEMEST_SHARD_ZERO1 ? " --use-distributed-optimizer" : "",
+             r->offload ? " (the optimizer offloaded to the host: DeepSpeed's offload_optimizer, not a Megatron-LM option)" : "");
 }
 
 int memest_note_plan(MemestAnalysis *a, const MemestPlan *p)

@@ -139,6 +139,18 @@ typedef struct MemestLoadSettings {
      * rank's (doc/memory.md, "Tensor and sequence parallelism"). sp:
      * sequence parallelism too (needs tp > 1). */
     int tp, sp;
+    /* Language models under train, pipeline parallelism (doc/memory.md,
+     * "Pipeline parallelism"): builds stage pp_stage (0-based) of pp_stages
+     * (0 or 1: no pipeline), Megatron-LM's even split of the decoder
+     * layers; the first stage also the embedding, the last the final
+     * norm, head and loss. A stage count that does not divide the layers
+     * is an error naming both. memest_pipeline runs every stage. */
+    int pp_stages, pp_stage;
+    /* Language models with experts (Mixtral, Qwen2-MoE): expert
+     * parallelism over ep GPUs (0 or 1: none), each holding experts/ep of
+     * every MoE layer; the tokens reach them through an all-to-all (doc/memory.md,
+     * "Expert parallelism"). An ep that does not divide the experts is an error. */
+    int ep;
 } MemestLoadSettings;
 
 MEMEST_API void memest_load_default_settings(MemestLoadSettings *s);
@@ -325,7 +337,15 @@ typedef struct MemestMemorySettings {
     int gpus;              /* data-parallel ranks (0 or 1: one GPU) */
     int shard;             /* MemestShard, with gpus > 1 */
     MemestOptimizerImpl optimizer_impl; /* training: the update's implementation (default single) */
+    int offload;           /* MemestOffload: ZeRO-Offload (training with --gpus/--shard; doc/memory.md) */
 } MemestMemorySettings;
+
+/* MemestMemorySettings.offload: DeepSpeed's zero_optimization
+ * offload_optimizer / offload_param (device "cpu"). The fp32 master weights
+ * and the optimizer state live on the host (MemestMemory.host), the
+ * gradients go there a bucket at a time; PARAMS (ZeRO-3 only) keeps the
+ * parameters there too, a layer gathered while it runs. */
+typedef enum MemestOffload { MEMEST_OFFLOAD_NONE = 0, MEMEST_OFFLOAD_OPTIMIZER, MEMEST_OFFLOAD_PARAMS } MemestOffload;
 
 /* MemestMemorySettings.checkpoint: each of the model's checkpoint units (a
  * language model's decoder layers, HF gradient_checkpointing_enable) its
@@ -366,8 +386,14 @@ typedef struct MemestMemory {
     /* training: bytes alive when the forward returns, before the loss,
      * beyond the baseline: what autograd saved, the checkpoints' inputs
      * and the outputs (Korthikanti et al.'s "activation memory" plus the
-     * outputs; doc/memory.md) */
+     * outputs, and the graph inputs that require grad: a pipeline stage's
+     * received hidden states; doc/memory.md): what a micro-batch holds for
+     * its backward */
     uint64_t forward_end;
+    uint64_t grads_end;     /* training: gradient bytes alive when backward returns */
+    uint64_t backward_peak; /* training: peak (as peak_allocated) through forward, loss and backward, before the update */
+    uint64_t backward_peak_grads; /* gradient bytes alive at that peak */
+    uint64_t host;          /* offload: bytes on the host (fp32 master weights, optimizer state, gradients), never on the GPU */
 } MemestMemory;
 
 /* Simulates one step (see MemestMemorySettings) of the model as bound now
@@ -482,7 +508,8 @@ MEMEST_API int memest_timing(const MemestAnalysis *analysis, MemestTiming *out);
 /* What one step of the analysis' memory needs on a GPU: with the cuda
  * runtime the allocated peak plus the CUDA context (cached segments are
  * given back and the allocation retried before PyTorch raises OOM), with
- * the cpu runtime the allocated peak; 0 without memory. */
+ * the cpu runtime the allocated peak; 0 without memory. After
+ * memest_note_pipeline: the worst stage's figure (MemestPipelineStage.needed). */
 MEMEST_API uint64_t memest_memory_needed(const MemestAnalysis *analysis);
 
 typedef struct MemestMaxBatch {
@@ -570,29 +597,35 @@ MEMEST_API void memest_note_concurrency(MemestAnalysis *analysis, const MemestCo
 
 /* Training plans for a language model on gpus GPUs (doc/memory.md,
  * "Plans"): every tensor-parallel size T (Megatron-LM, with sequence
- * parallelism when T > 1; T up to 8, one node's NVLink) x data-parallel
- * size D = gpus / T x ZeRO stage (with D > 1) x activation checkpointing
- * (none, per layer, selective where the model marks core attention),
+ * parallelism when T > 1; T up to 8, one node's NVLink) x pipeline
+ * stages P (1F1B, up to 8) x data-parallel size D = gpus / (T P) x ZeRO
+ * stage (with D > 1) x ZeRO-Offload of the optimizer or not x activation
+ * checkpointing (none, per layer, selective where the model marks core
+ * attention), a step being micro_batches micro-batches (0: 8) a rank,
  * each one rank's full timeline (its per-GPU need, as --max-batch
  * counts it) and a step time: the per-rank roofline plus the collectives
  * at the GPU's link bandwidth, not overlapped. The Pareto set of need vs
  * step time per token trained (tokens/s: a step of D data-parallel ranks
  * trains D micro-batches) among the plans that fit is marked. */
 typedef struct MemestPlanRow {
-    int tp, sp, dp;       /* tensor- (sp: sequence-) and data-parallel sizes; tp x dp = gpus */
+    int tp, sp, dp;       /* tensor- (sp: sequence-) and data-parallel sizes; tp x pp x dp = gpus */
+    int pp;               /* pipeline stages (Megatron's 1F1B, memest_pipeline), 1: none */
+    int micro_batches;    /* a step's micro-batches per data-parallel rank (the plan's) */
+    int offload;          /* MemestOffload: ZeRO-Offload of the optimizer (its host update's time not modelled) */
     int shard;            /* MemestShard of the data-parallel group */
     int checkpoint;       /* 0, MEMEST_CHECKPOINT_LAYERS or MEMEST_CHECKPOINT_SELECTIVE */
     uint64_t needed;      /* per GPU: the allocated peak plus the CUDA context, the larger step */
     uint64_t peak_reserved; /* per GPU: the caching allocator's reserved peak */
     int fits, pareto;
-    double compute_s, tp_comm_s, dp_comm_s, step_s;
-    double tokens_per_s;  /* the whole job: micro-batch x seq x dp per step */
+    double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, step_s;
+    double tokens_per_s;  /* the whole job: micro-batch x seq x dp x micro-batches per step */
 } MemestPlanRow;
 
 typedef struct MemestPlan {
     int gpus;
     MemestGpu gpu;
     int64_t micro_batch, seq;
+    int micro_batches;    /* a step's micro-batches per data-parallel rank */
     MemestPlanRow *rows;  /* owned: memest_plan_free */
     int n_rows, n_fit, n_pareto;
     int simulations;      /* timelines run: one per row */
@@ -606,10 +639,51 @@ typedef struct MemestPlan {
  * and shard the plans set) on gpus GPUs of kind gpu; gpus 0: on the
  * fewest GPUs (1 to 8, then whole nodes of 8) for which one fits. */
 MEMEST_API int memest_plan(const char *path, const MemestLoadSettings *ls, const MemestMemorySettings *mem,
-                           const MemestGpu *gpu, int gpus, MemestPlan *out, char *err, size_t errlen);
+                           const MemestGpu *gpu, int gpus, int micro_batches, MemestPlan *out, char *err, size_t errlen);
 MEMEST_API void memest_plan_free(MemestPlan *plan);
 /* Keeps a copy of the plans with the analysis so its reports show them. */
 MEMEST_API int memest_note_plan(MemestAnalysis *analysis, const MemestPlan *plan);
+/* Pipeline parallelism, Megatron-LM's non-interleaved 1F1B schedule
+ * (doc/memory.md, "Pipeline parallelism"): stage s runs min(P - s - 1, M)
+ * warm-up forwards, so it holds the saved tensors of in_flight =
+ * min(P - s, M) micro-batches at once. A stage's figure is its own
+ * one-micro-batch timeline (its weights, gradients, optimizer state and
+ * activations; data parallelism applies within the stage) where, through
+ * forward and backward, (in_flight - 1) x what one micro-batch leaves
+ * alive at the end of its forward is added, and with M > 1 the stage's
+ * gradients not yet alive there (earlier micro-batches made them). */
+#define MEMEST_PP_MAX 256
+typedef struct MemestPipelineStage {
+    int first_layer, layers;  /* the decoder layers it runs */
+    int in_flight;            /* micro-batches whose forward it holds at once */
+    uint64_t weights;         /* parameters and buffers (bytes, this GPU's share) */
+    uint64_t peak;            /* one micro-batch's needed figure, its optimizer step included (memest_memory_needed) */
+    uint64_t backward_peak;   /* the same through forward and backward only (MemestMemory.backward_peak, + context) */
+    uint64_t held;            /* one micro-batch's bytes alive at the end of forward (MemestMemory.forward_end) */
+    uint64_t grads_extra;     /* gradients alive at the end of backward but not at backward_peak (M > 1) */
+    uint64_t needed;          /* max(peak, backward_peak + (in_flight - 1) x held + grads_extra) */
+    double compute_s;         /* roofline forward + backward (+ recompute) of one micro-batch, 0 without a GPU */
+    double optimizer_s;       /* roofline optimizer step */
+} MemestPipelineStage;
+
+typedef struct MemestPipeline {
+    int stages, micro_batches;
+    int worst;                /* the stage with the largest needed figure */
+    MemestPipelineStage stage[MEMEST_PP_MAX];
+    double bubble;            /* (P - 1) / M */
+    double step_s;            /* (M + P - 1) x the slowest stage's compute_s + its optimizer_s; 0 without a GPU */
+} MemestPipeline;
+
+/* Loads every stage of the language model at path (ls with pp_stages set;
+ * ls->pp_stage is ignored), simulates each under ms (training; a stage
+ * other than the last ends in the hidden states: backward from a gradient
+ * of their shape, MEMEST_LOSS_NONE, as the next stage sends it) on gpu
+ * (NULL: no step time) and fills out. micro_batches 0: pp_stages. */
+MEMEST_API int memest_pipeline(const char *path, const MemestLoadSettings *ls, const MemestMemorySettings *ms,
+                               int micro_batches, const MemestGpu *gpu, MemestPipeline *out, char *err, size_t errlen);
+/* Adds the pipeline to the analysis' report (the analysis should be the
+ * worst stage's); memest_memory_needed then answers its needed figure. */
+MEMEST_API void memest_note_pipeline(MemestAnalysis *analysis, const MemestPipeline *p);
 
 /* --- reports (src/report/) --- */
 

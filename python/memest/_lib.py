@@ -41,8 +41,9 @@ class LoadSettings(ctypes.Structure):
                 ("train", c_int), ("lora", c_char_p),
                 # weights and KV cache dtypes (doc/llm.md)
                 ("weights", c_char_p), ("kv_dtype", c_char_p),
-                # attention kernel; Megatron tensor / sequence parallelism (doc/memory.md)
-                ("attn", c_int), ("tp", c_int), ("sp", c_int)]
+                # attention kernel; Megatron tensor / sequence parallelism, pipeline
+                # stage, expert parallelism (memest.h, doc/memory.md)
+                ("attn", c_int), ("tp", c_int), ("sp", c_int), ("pp_stages", c_int), ("pp_stage", c_int), ("ep", c_int)]
 
 
 class AnalyzeSettings(ctypes.Structure):
@@ -53,7 +54,7 @@ class MemorySettings(ctypes.Structure):
     _fields_ = [("mode", c_int), ("optimizer", c_int), ("runtime", c_int), ("loss", c_int),
                 ("step", c_int), ("checkpoint", c_int), ("input_grad", c_int), ("amp", c_int),
                 ("cuda_context", c_u64), ("cublas_workspace", c_u64), ("record_series", c_int),
-                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int)]
+                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int), ("offload", c_int)]
 
 
 class Gpu(ctypes.Structure):
@@ -75,7 +76,8 @@ class Memory(ctypes.Structure):
                 ("cuda_context", c_u64), ("nvidia_smi", c_u64), ("baseline", c_u64), ("end", c_u64),
                 ("at_peak", c_u64 * len(MEM_CATEGORIES)), ("peak_node", c_int), ("peak_name", c_char_p),
                 ("peak_phase", c_int), ("events", c_int), ("segments", c_int), ("recompute_macs", c_u64),
-                ("forward_end", c_u64)]
+                ("forward_end", c_u64), ("grads_end", c_u64), ("backward_peak", c_u64), ("backward_peak_grads", c_u64),
+                ("host", c_u64)]
 
 
 PROGRESS = ctypes.CFUNCTYPE(None, c_void_p, c_i64, c_u64)

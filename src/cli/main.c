@@ -81,6 +81,7 @@ typedef struct Cli {
     const char *plot, *netron, *check, *update, *outfile;
     double tolerance;
     int format;
+    int micro_batches;          /* --micro-batches */
 } Cli;
 
 static void name_option(char *buf, size_t len, const Cli *c, int o)
@@ -310,6 +311,26 @@ static int apply(Cli *c, int o, const char *val)
     }
     case OPT_SP: c->ls.sp = 1; break;
     case OPT_PLAN: break; /* run after the report's analysis */
+    case OPT_EP:
+    case OPT_PP:
+    case OPT_MICRO_BATCHES: {
+        int64_t n;
+        if (parse_size(val, &n) < 0 || n > (o == OPT_PP ? MEMEST_PP_MAX : 1 << 20)) {
+            fprintf(stderr, "memest: %s '%s': expected a number from 1 to %d\n", a, val, o == OPT_PP ? MEMEST_PP_MAX : 1 << 20);
+            return -1;
+        }
+        if (o == OPT_EP) c->ls.ep = (int)n;
+        else if (o == OPT_PP) c->ls.pp_stages = (int)n;
+        else c->micro_batches = (int)n;
+        break;
+    }
+    case OPT_OFFLOAD:
+        if (strcmp(val, "optimizer") && strcmp(val, "params")) {
+            fprintf(stderr, "memest: --offload '%s': expected optimizer or params\n", val);
+            return -1;
+        }
+        c->ms.offload = !strcmp(val, "params") ? MEMEST_OFFLOAD_PARAMS : MEMEST_OFFLOAD_OPTIMIZER;
+        break;
     case OPT_PLOT: c->plot = val; break;
     case OPT_NETRON: c->netron = val; break;
     case OPT_CHECK: c->check = val; break;
@@ -371,6 +392,11 @@ static int check_values(const Cli *c)
         fprintf(stderr, "memest: --shard %s with --gpus '%s' shards nothing: give --gpus 2 or more\n", c->val[OPT_SHARD], c->val[OPT_GPUS]);
         return -1;
     }
+    if ((c->given & OPT_BIT(MICRO_BATCHES)) && c->ls.pp_stages < 2 && !(c->given & OPT_BIT(PLAN))) {
+        fprintf(stderr, "memest: --micro-batches %s with --pp %s: one stage holds one micro-batch at a time; give --pp 2 or more\n",
+                c->val[OPT_MICRO_BATCHES], c->val[OPT_PP]);
+        return -1;
+    }
     if (ms->gpus > 1 && ms->mode != MEMEST_RUN_TRAIN && ms->shard < MEMEST_SHARD_ZERO3) {
         /* inference has no gradients or optimizer state to shard, only
          * ZeRO-3's weights */
@@ -379,6 +405,20 @@ static int check_values(const Cli *c)
                 c->val[OPT_GPUS], c->val[OPT_SHARD] ? c->val[OPT_SHARD] : "ddp (the default)");
         return -1;
     }
+    return 0;
+}
+
+/* --pp: every stage simulated (memest_pipeline); then the report is the
+ * worst stage's, whose load and memory settings c is left with. */
+static int run_pipeline(Cli *c, MemestPipeline **pp, char *err, size_t errlen)
+{
+    if (!(*pp = malloc(sizeof(**pp)))) return -1;
+    if (memest_pipeline(c->model, &c->ls, &c->ms, c->micro_batches, c->gpu, *pp, err, errlen) < 0) {
+        fprintf(stderr, "memest: --pp %d: %s\n", c->ls.pp_stages, err);
+        return -1;
+    }
+    c->ls.pp_stage = (*pp)->worst;
+    if ((*pp)->worst < c->ls.pp_stages - 1) c->ms.loss = MEMEST_LOSS_NONE; /* its backward starts from the next stage's gradient */
     return 0;
 }
 
@@ -403,6 +443,7 @@ int main(int argc, char **argv)
     int rc = EXIT_BAD, max_batch = 0;
     MemestModel *m = NULL;
     MemestAnalysis *an = NULL;
+    MemestPipeline *pp = NULL; /* --pp */
     FILE *out = stdout;
     if (!c.inputs || !c.dims || !c.freeze) goto end;
     for (int i = 1; i < argc; i++) {
@@ -493,6 +534,7 @@ int main(int argc, char **argv)
         ms->gpus = 1;
         ms->shard = MEMEST_SHARD_DDP;
     }
+    if (c.ls.pp_stages > 1 && run_pipeline(&c, &pp, err, sizeof(err)) < 0) goto end;
     if (memest_model_load(&m, c.model, &c.ls, err, sizeof(err)) < 0) {
         fprintf(stderr, "memest: %s\n", err);
         goto end;
@@ -526,6 +568,7 @@ int main(int argc, char **argv)
     for (int i = 0; (note = memest_note_text(an, i, &code)); i++)
         fprintf(stderr, "memest: note (%s): %s\n", code, note); /* names in notes are escaped by the passes */
     if (gpu) memest_set_device(an, gpu, ms->amp || (c.ls.dtype && strcmp(c.ls.dtype, "float32") && strcmp(c.ls.dtype, "fp32")));
+    if (pp) memest_note_pipeline(an, pp);
     if (max_batch) {
         MemestMaxBatch mb;
         if (memest_max_batch(m, ms, gpu->memory, &mb, progress, NULL, err, sizeof(err)) < 0) {
@@ -552,7 +595,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "memest: --plan needs --gpu (the GPU's speeds and links)\n");
             goto end;
         }
-        if (memest_plan(c.model, &c.ls, &c.plan_ms, gpu, c.plan_gpus, &plan, err, sizeof(err)) < 0) {
+        if (memest_plan(c.model, &c.ls, &c.plan_ms, gpu, c.plan_gpus, c.micro_batches, &plan, err, sizeof(err)) < 0) {
             fprintf(stderr, "memest: --plan: %s\n", err);
             goto end;
         }
@@ -610,6 +653,7 @@ int main(int argc, char **argv)
         }
     }
 end:
+    free(pp);
     if (out != stdout) fclose(out);
     memest_analysis_free(&an);
     memest_model_free(&m);

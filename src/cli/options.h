@@ -115,19 +115,35 @@
     X(UPDATE_GOLDEN, "--update-golden", "FILE", 0, 0, "write the golden --check reads")                         \
     X(OUTPUT, "-o", "FILE", 0, 0, "write the report to FILE")                                                    \
     X(VERSION, "--version", NULL, 0, 0, "the version, and exit")                                                 \
-    X(HELP, "--help", NULL, 0, 0, "this text, and exit (also -h)")
+    X(HELP, "--help", NULL, 0, 0, "this text, and exit (also -h)")                                             \
+    X(PP, "--pp", "P", 0, OPT_BIT(TRAIN),                                                                        \
+      "language models: pipeline parallelism over P stages (Megatron-LM's\n"                                   \
+      "1F1B, the layers split evenly); memory of the worst stage per GPU")                                     \
+    X(MICRO_BATCHES, "--micro-batches", "M", 0, OPT_BIT(PP) | OPT_BIT(PLAN), "micro-batches of --batch each a step (default P)")   \
+    X(OFFLOAD, "--offload", "WHAT", 0, OPT_BIT(TRAIN),                                                            \
+      "optimizer | params: ZeRO-Offload (DeepSpeed, device cpu): fp32 master\n"                               \
+      "weights, optimizer state and gradients on the host (params: the\n"                                     \
+      "parameters too, --shard zero3); the host's bytes reported apart")                                    \
+    X(EP, "--ep", "E", 0, 0,                                                                                      \
+      "language models with experts: expert parallelism over E GPUs, each\n"                                   \
+      "holding experts/E of every MoE layer (tokens through an all-to-all)")
 
 /* Options that must not be given together, and why (both are named). */
 #define MEMEST_OPTION_CONFLICTS(Y)                                                              \
     Y(TRAIN, GRAD, "a training step runs autograd already")                                    \
     Y(AMP, DTYPE, "autocast keeps fp32 weights, --dtype converts them")                        \
     Y(GPU, DEVICE_PROFILE, "the profile is the GPU, measured") \
-    Y(MAX_CONCURRENCY, TRAIN, "vLLM serves inference") \
-    Y(PLAN, TP, "the plans choose the tensor parallelism") \
-    Y(PLAN, SHARD, "the plans choose the ZeRO stage") \
-    Y(PLAN, CHECKPOINT, "the plans choose the checkpointing") \
-    Y(PLAN, MAX_BATCH, "the plans keep --batch as the micro-batch") \
-    Y(PLAN, MAX_SEQ, "the plans keep --seq")
+    Y(MAX_CONCURRENCY, TRAIN, "vLLM serves inference")                                        \
+    Y(PLAN, TP, "the plans choose the tensor parallelism")                                     \
+    Y(PLAN, PP, "the plans choose the pipeline parallelism")                                   \
+    Y(PLAN, SHARD, "the plans choose the ZeRO stage")                                          \
+    Y(PLAN, CHECKPOINT, "the plans choose the checkpointing")                                  \
+    Y(PLAN, OFFLOAD, "the plans choose the offload")                                           \
+    Y(PLAN, MAX_BATCH, "the plans keep --batch as the micro-batch")                            \
+    Y(PLAN, MAX_SEQ, "the plans keep --seq")                                                   \
+    Y(PP, MAX_BATCH, "the search runs one model, not every stage")                             \
+    Y(PP, MAX_SEQ, "the search runs one model, not every stage")                               \
+    Y(PP, FREEZE, "each stage is loaded again: freeze with --lora")
 
 typedef enum MeCliOpt {
 #define X(id, name, arg, many, needs, help) OPT_##id,

@@ -95,6 +95,8 @@ typedef struct MeLlmRun {
     bool weights_dq;          /* --weights nf4-dq: bnb_4bit_use_double_quant (QLoRA's recipe) */
     int64_t tp;               /* Megatron tensor parallelism: the graph is one of tp ranks' (0, 1: none) */
     bool sp;                  /* with tp: sequence parallelism (norms, dropouts, residuals on seq/tp) */
+    int pp_stages, pp_stage;  /* training: pipeline stage pp_stage of pp_stages (< 2: the whole model) */
+    int ep;                   /* expert parallelism: GPUs sharing each MoE layer's experts (< 2: none) */
 } MeLlmRun;
 
 /* Whether path names something me_llm_read understands (a config.json,

@@ -358,6 +358,11 @@ typedef struct Shared {
 } Shared;
 
 static int fused_attention(Bld *b, const char *mod, int q, int k, int v, const Shared *s);
+static bool pp_range(Bld *b, int *lo, int *hi);
+static int ep_dispatch(Bld *b, int x2, int sel);
+static int ep_combine(Bld *b, int out, int shp, int sel);
+static int pp_recv(Bld *b);
+static int pp_send(Bld *b, int h, int *pk);
 static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v);
 
 static int attention(Bld *b, int li, int x, const Shared *s, int *present_k, int *present_v)
@@ -1015,7 +1020,9 @@ static int moe(Bld *b, int li, int x, int *router)
     }
     if (b->dt != ME_DT_F32) rw = cast(b, rw, b->dt);
     int shp = N(b, "Shape", x2);
-    int fin = zeros(b, shp, b->dt);
+    int64_t ep = b->run->ep > 1 ? b->run->ep : 1;
+    int src = ep > 1 ? ep_dispatch(b, x2, sel) : x2; /* the rows the experts read */
+    int fin = zeros(b, ep > 1 ? N(b, "Shape", src) : shp, b->dt);
     /* one_hot: zeros [T, k, E] int64, scatter_(-1, selected.unsqueeze(-1), 1) */
     int ohs = N(b, "Concat", N(b, "Shape", sel), cints(b, &E, 1));
     attr_i(b, "axis", 0);
@@ -1030,6 +1037,7 @@ static int moe(Bld *b, int li, int x, int *router)
     int T = N(b, "Gather", shp, cints(b, (const int64_t[]){ 0 }, 1));
     attr_i(b, "axis", 0);
     int Tk = N(b, "Mul", T, cints(b, &k, 1));
+    int Tke = ep > 1 ? N(b, "Mul", Tk, cints(b, &ep, 1)) : Tk; /* the choices of the ep GPUs the local experts serve */
     int rwf = N(b, "Reshape", rw, cints(b, (const int64_t[]){ -1 }, 1));
     int self = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
     /* Python's loop names (idx, top_x, current_state,
@@ -1040,13 +1048,13 @@ static int moe(Bld *b, int li, int x, int *router)
      * place, its position moves no byte); the last expert's names stay
      * bound to the return */
     int pend_at = -1, pend_ch = -1, cs = -1, nz = -1;
-    for (int64_t e = 0; e < E && b->rc >= 0; e++) {
+    for (int64_t e = 0; e < E / ep && b->rc >= 0; e++) {
         char em[400];
         snprintf(em, sizeof(em), "%s.experts.%lld", blk, (long long)e);
         const char *emod = me_graph_strdup(b->g, em);
         b->mod = emod;
         int64_t bias = E - 1 - e;
-        int n = N(b, "Div", N(b, "Add", Tk, cints(b, &bias, 1)), cints(b, &E, 1));
+        int n = N(b, "Div", N(b, "Add", Tke, cints(b, &bias, 1)), cints(b, &E, 1));
         /* torch.where(expert_mask[e]): nonzero()'s [n, 2] int64, unbound
          * into idx and top_x (views). Its values are data; here two
          * n-long slices of selected_experts (views) concatenated make
@@ -1056,7 +1064,7 @@ static int moe(Bld *b, int li, int x, int *router)
         attr_i(b, "axis", 0);
         local(b, nz);
         int top = N(b, "Slice", nz, n, N(b, "Mul", n, cints(b, (const int64_t[]){ 2 }, 1)), cints(b, (const int64_t[]){ 0 }, 1));
-        cs = N(b, "Gather", x2, top); /* hidden_states[None, top_x] */
+        cs = N(b, "Gather", src, top); /* hidden_states[None, top_x] */
         attr_i(b, "axis", 0);
         local(b, cs);
         int h = swiglu(b, emod, cs, c->expert_intermediate, mixtral);
@@ -1077,6 +1085,8 @@ static int moe(Bld *b, int li, int x, int *router)
         local(b, N(b, "Identity", cs));
         local(b, N(b, "Identity", nz));
     }
+    b->mod = bm;
+    if (ep > 1) fin = ep_combine(b, fin, shp, sel);
     b->mod = bm;
     if (c->shared_experts) {
         /* Qwen2MoeSparseMoeBlock: shared_expert(hidden_states) times
@@ -1193,6 +1203,92 @@ static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v)
     if (b->run->new_tokens > 0) *k = *v = pool;
 }
 
+/* --ep: expert parallelism as Megatron-LM's MoEAlltoAllTokenDispatcher
+ * (megatron/core/transformer/moe/token_dispatcher.py) moves the tokens:
+ * token_permutation permutes the [T, D] rows into [T*k, D], one per choice
+ * (permute(): an index_select), and all_to_all sends them to the GPUs of
+ * their experts. Under the uniform routing of the moe_routing note every
+ * GPU receives as many rows as it sends, [T*k, D], a new tensor (modelled
+ * as a gather of the permuted rows: the same bytes, and autograd's
+ * all-to-all of the gradient in backward). The local experts then read
+ * their rows from it: each its share of the ep GPUs' T*k*ep choices. */
+static int ep_dispatch(Bld *b, int x2, int sel)
+{
+    const char *bm = b->mod;
+    int flat = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
+    b->mod = path(b, bm, "permute");
+    int perm = N(b, "Gather", x2, flat); /* [T*k, D] */
+    attr_i(b, "axis", 0);
+    b->mod = path(b, bm, "all_to_all_dispatch");
+    int recv = N(b, "Gather", perm, flat);
+    attr_i(b, "axis", 0);
+    b->mod = bm;
+    return recv;
+}
+
+/* The way back (token_unpermutation): the experts' rows [T*k, D], in the
+ * order they arrived, go back through an all-to-all (a new [T*k, D]) and
+ * are summed into the [T, D] output by their tokens (unpermute's
+ * scatter_add into zeros). */
+static int ep_combine(Bld *b, int out, int shp, int sel)
+{
+    const char *bm = b->mod;
+    int flat = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
+    b->mod = path(b, bm, "all_to_all_combine");
+    int back = N(b, "Gather", out, flat);
+    attr_i(b, "axis", 0);
+    b->mod = path(b, bm, "unpermute");
+    int fin = index_add(b, zeros(b, shp, b->dt), flat, back);
+    b->mod = bm;
+    return fin;
+}
+
+/* Pipeline stage run->pp_stage of pp_stages: Megatron-LM's even split of
+ * the decoder layers (get_num_layers_to_build: num_layers /
+ * pipeline_model_parallel_size each), [*lo, *hi). True on the first stage,
+ * which keeps the embedding; the last keeps the final norm and head. */
+static bool pp_range(Bld *b, int *lo, int *hi)
+{
+    const MeLlmRun *run = b->run;
+    if (run->pp_stages < 2) return true;
+    int per = (int)(b->c->layers / run->pp_stages);
+    *lo = run->pp_stage * per;
+    *hi = *lo + per;
+    return run->pp_stage == 0;
+}
+
+/* A later stage's input: the hidden states the previous stage sends,
+ * [batch, seq, hidden] in the compute dtype; Megatron's recv_forward makes
+ * them requires_grad so that backward sends their gradient back. */
+static int pp_recv(Bld *b)
+{
+    /* under sequence parallelism the stages pass their sequence shard */
+    const char *sym[3] = { "batch", b->run->tp > 1 && b->run->sp ? "seq_shard" : "seq", NULL };
+    int64_t d[3] = { 0, 0, b->c->hidden };
+    int h = input(b, "hidden_states", 3, d, sym, b->dt);
+    if (h >= 0) b->g->v[h].requires_grad = true;
+    return h;
+}
+
+/* A stage before the last ends in its hidden states, sent to the next
+ * stage (output 0: backward starts from a gradient of their shape, the one
+ * send_backward returns, MEMEST_LOSS_NONE); the scope marks as in
+ * me_llm_build's end. */
+static int pp_send(Bld *b, int h, int *pk)
+{
+    me_free(pk);
+    if (b->rc >= 0) b->rc = me_graph_add_output(b->g, h);
+    if (b->rc >= 0 && me_graph_scopes(b->g) < 0) b->rc = ME_ENOMEM;
+    for (int i = 0; b->rc >= 0 && i < b->g->nscopes; i++)
+        if (!strcmp(b->g->scopes[i].name, "model.layers")) b->g->scopes[i].uncalled = true;
+    for (int i = 0; b->rc >= 0 && i < b->g->nscopes; i++) {
+        int p = b->g->scopes[i].parent;
+        if (p >= 0 && b->g->scopes[p].uncalled && !strcmp(b->g->scopes[p].name, "model.layers")) b->g->scopes[i].ckpt_unit = true;
+    }
+    if (b->rc == ME_ENOMEM && !b->d->msg[0]) me_error(b->d, ME_ENOMEM, "%s: out of memory building the layer graph", b->c->path);
+    return b->rc;
+}
+
 /* vLLM's LogitsProcessor computes logits for the sampled tokens only (the
  * last of each sequence: _prune_hidden_states' index_select, a copy) and
  * its Sampler takes them in float32 */
@@ -1252,7 +1348,9 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
      * the 4-d causal mask _update_causal_mask builds before layer 0 and
      * holds to the end of the forward, [B,1,S,T] in the weights' dtype */
     const char *sym_ids[2] = { "batch", "seq" };
-    s.ids = input(&b, "input_ids", 2, NULL, sym_ids, ME_DT_I64);
+    int lo = 0, hi = (int)c->layers;
+    bool pp_first = pp_range(&b, &lo, &hi), pp_last = hi == (int)c->layers;
+    s.ids = pp_first ? input(&b, "input_ids", 2, NULL, sym_ids, ME_DT_I64) : -1;
     int64_t one[2] = { 1, 0 };
     const char *sym_pos[2] = { NULL, "seq" };
     int pos = input(&b, "position_ids", 2, one, sym_pos, ME_DT_I64);
@@ -1273,14 +1371,14 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     }
     /* embed_tokens */
     int64_t ed[2] = { c->vocab, c->hidden };
-    int emb = pw(&b, "model.embed_tokens", "weight", 2, ed);
+    int emb = pp_first ? pw(&b, "model.embed_tokens", "weight", 2, ed) : -1;
     b.mod = "model.embed_tokens";
-    int h = N(&b, "Gather", emb, s.ids);
-    attr_i(&b, "axis", 0);
+    int h = pp_first ? N(&b, "Gather", emb, s.ids) : pp_recv(&b);
+    if (pp_first) attr_i(&b, "axis", 0);
     /* VocabParallelEmbedding: each rank's rows, the rest zeros, summed
      * (reduce-scattered to the sequence shards under sequence
      * parallelism: Megatron's reduce_scatter_embeddings) */
-    if (run->tp > 1) {
+    if (pp_first && run->tp > 1) {
         h = N(&b, run->sp ? "ReduceScatter" : "AllReduce", h);
         attr_i(&b, "axis", 1);
         attr_i(&b, "ranks", run->tp);
@@ -1331,7 +1429,7 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
     s.sin = N(&b, "Unsqueeze", sn, cints(&b, &one_ax, 1));
     int *pk = me_calloc((size_t)(2 * c->layers), sizeof(int));
     if (!pk) return ME_ENOMEM;
-    for (int li = 0; li < c->layers && b.rc >= 0; li++) {
+    for (int li = lo; li < hi && b.rc >= 0; li++) {
         char mod[128], lm[64];
         snprintf(lm, sizeof(lm), "model.layers.%d", li);
         snprintf(mod, sizeof(mod), "%s.input_layernorm", lm);
@@ -1351,6 +1449,7 @@ int me_llm_build(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, MeDiag *
         if (router >= 0) local(&b, N(&b, "Identity", router)); /* the layer's local router_logits */
         h = N(&b, "Add", h, m);
     }
+    if (!pp_last) return pp_send(&b, h, pk);
     h = rmsnorm(&b, "model.norm", h);
     if (!run->train && run->cache != ME_LLM_CACHE_PAGED && b.dt != ME_DT_F32) {
         /* LlamaForCausalLM.forward binds outputs (and hidden_states =

@@ -180,12 +180,13 @@ static int owner(const MeGraph *g, const char *name)
 /* Headers read: each parameter's bytes are the sum of its tensors' (its
  * own and its quantizer's state); a tensor that belongs to no parameter is
  * an error naming it (the config and the weights are not of one layout). */
-static int apply_headers(MeGraph *g, const MeLlmConfig *c, MeDiag *d)
+static int apply_headers(MeGraph *g, const MeLlmConfig *c, bool stage, MeDiag *d)
 {
     MeWeightQuant k = (unsigned)c->quant < sizeof(q_kernel) / sizeof(q_kernel[0]) ? q_kernel[c->quant] : ME_WQ_NONE;
     for (int i = 0; i < c->n_tensors; i++) {
         const MeLlmTensor *t = &c->tensors[i];
         int vi = owner(g, t->name);
+        if (vi < 0 && stage) continue; /* --pp, --ep: another GPU's layer or expert */
         if (vi < 0)
             return me_error(d, ME_EINVAL, "%s: the headers' tensor '%s' belongs to no parameter of the %s layer graph",
                             c->path, t->name, c->family);
@@ -216,7 +217,7 @@ int me_llm_apply_weights(MeGraph *g, const MeLlmConfig *c, const MeLlmRun *run, 
         used = q_kernel[run->weights];
     } else if (run->weights_dtype == ME_DT_UNDEF && c->n_tensors) {
         if (c->quant == ME_LLM_Q_GGUF) return 0; /* llama.cpp's names and kernels: not a PyTorch graph */
-        rc = apply_headers(g, c, d);
+        rc = apply_headers(g, c, run->pp_stages > 1 || run->ep > 1, d);
         used = q_kernel[c->quant];
     }
     if (rc >= 0 && used != ME_WQ_NONE)

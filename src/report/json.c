@@ -29,6 +29,37 @@ static void add_u64(cJSON *o, const char *k, uint64_t v)
     }
 }
 
+/* --pp (doc/memory.md "Pipeline parallelism"): each stage's figures; the
+ * steps above are the worst stage's one micro-batch */
+static void add_pipeline(cJSON *mem, const MemestPipeline *p)
+{
+    cJSON *o = cJSON_AddObjectToObject(mem, "pipeline");
+    cJSON_AddStringToObject(o, "schedule", "1F1B (Megatron-LM, non-interleaved)");
+    cJSON_AddNumberToObject(o, "stages", p->stages);
+    cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
+    cJSON_AddNumberToObject(o, "worst_stage", p->worst);
+    add_u64(o, "needed", p->stage[p->worst].needed);
+    cJSON_AddNumberToObject(o, "bubble", p->bubble);
+    if (p->step_s > 0) cJSON_AddNumberToObject(o, "step_seconds", p->step_s);
+    cJSON *a = cJSON_AddArrayToObject(o, "per_stage");
+    for (int s = 0; s < p->stages; s++) {
+        const MemestPipelineStage *st = &p->stage[s];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "stage", s);
+        cJSON_AddNumberToObject(x, "first_layer", st->first_layer);
+        cJSON_AddNumberToObject(x, "layers", st->layers);
+        cJSON_AddNumberToObject(x, "in_flight", st->in_flight);
+        add_u64(x, "weights", st->weights);
+        add_u64(x, "one_micro_batch", st->peak);
+        add_u64(x, "one_micro_batch_forward_backward", st->backward_peak);
+        add_u64(x, "held_per_micro_batch", st->held);
+        add_u64(x, "gradients_from_earlier_micro_batches", st->grads_extra);
+        add_u64(x, "needed", st->needed);
+        if (st->compute_s > 0) cJSON_AddNumberToObject(x, "compute_seconds", st->compute_s);
+        cJSON_AddItemToArray(a, x);
+    }
+}
+
 /* A capacity answer (--max-batch, --max-seq): the value, what it and the
  * next one need, the timelines run */
 static void add_capacity(cJSON *dev, const char *key, const char *what, int64_t x, uint64_t needed, uint64_t next, int sims)
@@ -196,6 +227,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddStringToObject(mem, "shard", me_shard_name(ms->shard));
             cJSON_AddStringToObject(mem, "per_gpu", "every figure in steps is what one of the GPUs holds");
         }
+        if (ms->offload) cJSON_AddStringToObject(mem, "offload", ms->offload == MEMEST_OFFLOAD_PARAMS ? "params" : "optimizer");
         if (!m->memory.n_mem) cJSON_AddStringToObject(mem, "skipped", m->memory.skipped);
         if (m->memory.assumed[0]) cJSON_AddStringToObject(mem, "assumed", m->memory.assumed);
         cJSON *steps = cJSON_AddArrayToObject(mem, "steps");
@@ -217,12 +249,14 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddNumberToObject(o, "checkpoint_segments", r->segments);
             add_u64(o, "recompute_macs", r->recompute_macs);
             if (ms->mode == MEMEST_RUN_TRAIN) add_u64(o, "forward_end", r->forward_end);
+            if (ms->offload) add_u64(o, "host", r->host); /* ZeRO-Offload: never on the GPU */
             cJSON *cat = cJSON_AddObjectToObject(o, "at_peak");
             for (int c = 0; c < MEMEST_MEM_COUNT; c++)
                 if (c != MEMEST_MEM_OPTIMIZER_PAGED || me_optimizer_paged(ms->optimizer)) /* only paged optimizers have the line */
                     add_u64(cat, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c]);
             cJSON_AddItemToArray(steps, o);
         }
+        if (m->has_pipeline) add_pipeline(mem, &m->pipeline);
     }
     if (m->has_gpu) {
         cJSON *dev = cJSON_AddObjectToObject(root, "device");
@@ -291,6 +325,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddNumberToObject(o, "link_bandwidth", p->gpu.link_bandwidth);
             cJSON_AddNumberToObject(o, "micro_batch", (double)p->micro_batch);
             cJSON_AddNumberToObject(o, "seq", (double)p->seq);
+            cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
             cJSON_AddNumberToObject(o, "simulations", p->simulations);
             cJSON_AddNumberToObject(o, "fit", p->n_fit);
             if (p->fewest) cJSON_AddBoolToObject(o, "fewest_gpus", true);
@@ -302,16 +337,18 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
                 cJSON_AddItemToArray(rows, x);
                 cJSON_AddNumberToObject(x, "tp", r->tp);
                 cJSON_AddBoolToObject(x, "sp", r->sp);
-                cJSON_AddNumberToObject(x, "pp", 1);
+                cJSON_AddNumberToObject(x, "pp", r->pp);
                 cJSON_AddNumberToObject(x, "dp", r->dp);
                 cJSON_AddNumberToObject(x, "zero_stage", r->dp > 1 ? r->shard : 0);
                 cJSON_AddStringToObject(x, "checkpoint", me_plan_ckpt_name(r->checkpoint));
+                cJSON_AddStringToObject(x, "offload", r->offload ? "optimizer" : "none");
                 add_u64(x, "needed", r->needed);
                 add_u64(x, "peak_reserved", r->peak_reserved);
                 cJSON_AddBoolToObject(x, "fits", r->fits);
                 cJSON_AddBoolToObject(x, "pareto", r->pareto);
                 cJSON_AddNumberToObject(x, "compute_seconds", r->compute_s);
                 cJSON_AddNumberToObject(x, "tp_comm_seconds", r->tp_comm_s);
+                cJSON_AddNumberToObject(x, "pp_comm_seconds", r->pp_comm_s);
                 cJSON_AddNumberToObject(x, "dp_comm_seconds", r->dp_comm_s);
                 cJSON_AddNumberToObject(x, "step_seconds", r->step_s);
                 cJSON_AddNumberToObject(x, "tokens_per_second", r->tokens_per_s);

@@ -310,6 +310,24 @@ static const char *per_gpu(const MemestAnalysis *m, char *buf, size_t n)
     return buf;
 }
 
+/* --pp: the stages side by side; the figures above are the worst one's */
+static void print_pipeline(const MemestPipeline *p, FILE *f)
+{
+    fprintf(f, "  pipeline: %d stages, %d micro-batches, 1F1B (Megatron-LM); bubble (P-1)/M = %.3f; the figures above are\n"
+               "  stage %d's one micro-batch; per GPU it needs %.2f MiB (with the micro-batches it holds in flight):\n",
+            p->stages, p->micro_batches, p->bubble, p->worst, p->stage[p->worst].needed / 1048576.0);
+    for (int s = 0; s < p->stages; s++) {
+        const MemestPipelineStage *st = &p->stage[s];
+        fprintf(f, "    stage %d: layers %d-%d, %d in flight: %.2f MiB = max(one micro-batch's step %.2f, its forward+backward %.2f "
+                   "+ %d x %.2f held + %.2f earlier gradients) (weights %.2f MiB)%s\n",
+                s, st->first_layer, st->first_layer + st->layers - 1, st->in_flight, st->needed / 1048576.0, st->peak / 1048576.0,
+                st->backward_peak / 1048576.0, st->in_flight - 1, st->held / 1048576.0, st->grads_extra / 1048576.0,
+                st->weights / 1048576.0, s == p->worst ? "  <- worst" : "");
+    }
+    if (p->step_s > 0)
+        fprintf(f, "    step: (M + P - 1) x the slowest stage's forward+backward + its optimizer = %.3f ms (roofline)\n", p->step_s * 1e3);
+}
+
 static void print_memory(const MemestAnalysis *m, FILE *f)
 {
     if (!m->has_memory) return;
@@ -359,11 +377,15 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
         for (int c = 0; c < MEMEST_MEM_COUNT; c++)
             if (r->at_peak[c] >= 1024) fprintf(f, " %s %.2f", memest_mem_category_name((MemestMemCategory)c), mib(r->at_peak[c]));
         fprintf(f, "\n");
+        if (s->offload)
+            fprintf(f, "    host (ZeRO-Offload, not on the GPU): %.2f MiB: fp32 master weights, gradients and optimizer state%s\n",
+                    mib(r->host), s->offload == MEMEST_OFFLOAD_PARAMS ? ", the parameters" : "");
         if (me_optimizer_paged(s->optimizer))
             fprintf(f, "    optimizer_paged %.2f MiB: CUDA unified memory (bitsandbytes' paged state), on the device until it runs\n"
                        "      short, then paged to host; counted above as resident device memory, which torch.cuda's counters do not see\n",
                     mib(r->at_peak[MEMEST_MEM_OPTIMIZER_PAGED]));
     }
+    if (m->has_pipeline) print_pipeline(&m->pipeline, f);
 }
 
 const char *me_roofline_missing(const MemestAnalysis *m)
@@ -485,9 +507,9 @@ static void print_device(const MemestAnalysis *m, FILE *f)
     }
     if (m->has_plan) {
         const MemestPlan *p = &m->plan;
-        fprintf(f, "  training plans on %d x %s (links %.0f GB/s one way), micro-batch %lld x %lld tokens: %d timelines, one per plan; "
-                   "%d fit\n", p->gpus, p->gpu.name, p->gpu.link_bandwidth / 1e9, (long long)p->micro_batch, (long long)p->seq,
-                p->simulations, p->n_fit);
+        fprintf(f, "  training plans on %d x %s (links %.0f GB/s one way), %d micro-batches of %lld x %lld tokens a step: %d rows, "
+                   "%d timelines (one a row, one a pipeline stage); %d fit\n", p->gpus, p->gpu.name, p->gpu.link_bandwidth / 1e9,
+                p->micro_batches, (long long)p->micro_batch, (long long)p->seq, p->n_rows, p->simulations, p->n_fit);
         if (p->fewest)
             fprintf(f, "    %s\n", p->n_fit ? "the fewest GPUs for which a plan fits (1 to 8, then whole nodes of 8)"
                                             : "no plan fits on up to 4096 GPUs");
@@ -497,16 +519,16 @@ static void print_device(const MemestAnalysis *m, FILE *f)
             if (!least || p->rows[i].needed < least->needed) least = &p->rows[i];
         if (p->n_pareto) {
             fprintf(f, "    Pareto set (no other plan that fits needs less memory and trains more tokens/s):\n");
-            fprintf(f, "    %4s %4s %4s %5s %-10s %12s %9s %9s %9s %9s %11s  %s\n", "tp", "sp", "dp", "zero", "checkpoint", "need(MiB)",
-                    "step(s)", "compute", "tp comm", "dp comm", "tokens/s", "memest options");
+            fprintf(f, "    %3s %3s %3s %3s %4s %-10s %-7s %12s %9s %9s %9s %9s %11s  %s\n", "tp", "sp", "pp", "dp", "zero", "checkpoint",
+                    "offload", "need(MiB)", "step(s)", "compute", "tp+pp", "dp comm", "tokens/s", "memest options");
             for (int i = 0; i < p->n_rows; i++) {
                 const MemestPlanRow *r = &p->rows[i];
                 if (!r->pareto) continue;
                 char a[160], b[256];
                 me_plan_flags(r, a, sizeof(a), b, sizeof(b));
-                fprintf(f, "    %4d %4s %4d %5d %-10s %12.2f %9.3f %9.3f %9.3f %9.3f %11.0f  %s\n", r->tp, r->sp ? "on" : "-", r->dp,
-                        r->dp > 1 ? r->shard : 0, me_plan_ckpt_name(r->checkpoint), mib(r->needed), r->step_s, r->compute_s,
-                        r->tp_comm_s, r->dp_comm_s, r->tokens_per_s, a);
+                fprintf(f, "    %3d %3s %3d %3d %4d %-10s %-7s %12.2f %9.3f %9.3f %9.3f %9.3f %11.0f  %s\n", r->tp, r->sp ? "on" : "-", r->pp,
+                        r->dp, r->dp > 1 ? r->shard : 0, me_plan_ckpt_name(r->checkpoint), r->offload ? "optim" : "-", mib(r->needed),
+                        r->step_s, r->compute_s, r->tp_comm_s + r->pp_comm_s, r->dp_comm_s, r->tokens_per_s, a);
             }
         } else if (least) {
             char a[160], b[256];
@@ -515,7 +537,7 @@ static void print_device(const MemestAnalysis *m, FILE *f)
                     mib(p->gpu.memory));
         }
         fprintf(f, "    step time: the rank's roofline plus the collectives at the link bandwidth, not overlapped (doc/memory.md, "
-                   "\"Plans\"); every plan in the JSON report (device.plan.rows)\n");
+                   "\"Plans\"); with offload the host's optimizer step is not in it; every plan in the JSON report (device.plan.rows)\n");
     }
 }
 
@@ -802,9 +824,23 @@ static void facts(const MemestAnalysis *m, Facts *x)
             fact(x, sec, "peak_phase", me_phase_name(r->peak_phase), "");
             fact_u64(x, sec, "checkpoint_segments", (uint64_t)r->segments, "count");
             fact_u64(x, sec, "recompute_macs", r->recompute_macs, "count");
+            if (ms->offload) fact_u64(x, sec, "host", r->host, "bytes"); /* ZeRO-Offload: never on the GPU */
             for (int c = 0; c < MEMEST_MEM_COUNT; c++)
                 if (c != MEMEST_MEM_OPTIMIZER_PAGED || me_optimizer_paged(ms->optimizer))
                     fact_u64(x, sec2, memest_mem_category_name((MemestMemCategory)c), r->at_peak[c], "bytes");
+        }
+        if (m->has_pipeline) { /* --pp: the steps above are the worst stage's one micro-batch */
+            const MemestPipeline *p = &m->pipeline;
+            fact_u64(x, "memory.pipeline", "stages", (uint64_t)p->stages, "count");
+            fact_u64(x, "memory.pipeline", "micro_batches", (uint64_t)p->micro_batches, "count");
+            fact_u64(x, "memory.pipeline", "worst_stage", (uint64_t)p->worst, "index");
+            for (int s = 0; s < p->stages; s++) {
+                char sec[48];
+                snprintf(sec, sizeof(sec), "memory.pipeline.stage%d", s);
+                fact_u64(x, sec, "in_flight", (uint64_t)p->stage[s].in_flight, "count");
+                fact_u64(x, sec, "weights", p->stage[s].weights, "bytes");
+                fact_u64(x, sec, "needed", p->stage[s].needed, "bytes");
+            }
         }
     }
     if (!m->has_gpu) return;
