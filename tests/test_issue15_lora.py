@@ -9,7 +9,11 @@ usage: test_issue15_lora.py MEMEST SOURCE_ROOT CASE
                peaks within 2 %
   truth-lora   the same for LoRA rank 8 and 64 on q_proj,v_proj and
                all-linear (frozen base), without checkpointing
-  truth-ckpt   LoRA with --checkpoint layers
+               and with dropout 0.1 (rank 8: each adapted Linear its own
+               float mask and dropped copy on a CPU)
+  truth-ckpt   LoRA with --checkpoint layers, dropout 0 and 0.1 (the
+               recompute's frames hold their locals: with dropout, x
+               lives through lora.Linear.forward though nothing saves it)
   truth-bf16   LoRA on llama_small_bf16 (fp32 adapters: x cast up, the sum
                fp32, cast back), without checkpointing (the file's
                checkpointed case is 5-7 % low: doc/llm.md, "Fine-tuning")
@@ -49,7 +53,8 @@ def case_args(t, case, b):
     cfg = path("golden", "truth", "lora", t["config"])
     args = [cfg, "--train", "--optimizer", "adam", "--runtime", "cpu", "--seq", str(t["seq"]), "--batch", b]
     if case["r"]:
-        args += ["--lora", "r=%d,alpha=%d,targets=%s" % (case["r"], case["alpha"], case["targets"])]
+        drop = ",dropout=%g" % case["dropout"] if case.get("dropout") else ""
+        args += ["--lora", "r=%d,alpha=%d,targets=%s%s" % (case["r"], case["alpha"], case["targets"], drop)]
     if case["checkpoint"]:
         args += ["--checkpoint", "layers"]
     return args

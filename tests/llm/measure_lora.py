@@ -27,7 +27,9 @@ fresh (torch.manual_seed(0), weights N(0, 0.02)), ids, labels uniform in
             bias, float32, dropout 0 (nn.Identity), scaling alpha / r with
             alpha = 2r; every other parameter requires_grad_(False).
             Targets q_proj,v_proj or all-linear (every Linear but lm_head).
-            Ranks 8 and 64.
+            Ranks 8 and 64. The _drop cases: lora_dropout = nn.Dropout(0.1)
+            (train mode) on the fp32 x, one per adapted Linear (its own mask
+            and dropped copy), rank 8.
   full      no adapters, every parameter trained (the reference for the
             training forward alone)
   ckpt      each decoder layer through torch.utils.checkpoint
@@ -73,10 +75,10 @@ class NoCache:
 class LoraLinear(nn.Module):
     """peft.tuners.lora.layer.Linear (0.12), one adapter, not merged."""
 
-    def __init__(self, base, r, alpha):
+    def __init__(self, base, r, alpha, dropout=0.0):
         super().__init__()
         self.base_layer = base
-        self.lora_dropout = nn.Identity()
+        self.lora_dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=torch.float32)
         self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=torch.float32)
         nn.init.zeros_(self.lora_B.weight)
@@ -91,7 +93,7 @@ class LoraLinear(nn.Module):
         return result
 
 
-def add_lora(model, r, targets):
+def add_lora(model, r, targets, dropout=0.0):
     for p in model.parameters():
         p.requires_grad_(False)
     for layer in model.model.layers:
@@ -99,7 +101,7 @@ def add_lora(model, r, targets):
             for name in targets:
                 base = getattr(parent, name, None)
                 if isinstance(base, nn.Linear):
-                    setattr(parent, name, LoraLinear(base, r, 2 * r))
+                    setattr(parent, name, LoraLinear(base, r, 2 * r, dropout))
 
 
 def forward_loss(model, ids, pos, mask, labels, ckpt, hook):
@@ -133,7 +135,8 @@ def run(cfg, case, batch):
         for p in model.parameters():
             p.normal_(0, 0.02)
     if case["r"]:
-        add_lora(model, case["r"], ALL_LINEAR if case["targets"] == "all-linear" else case["targets"].split(","))
+        add_lora(model, case["r"], ALL_LINEAR if case["targets"] == "all-linear" else case["targets"].split(","),
+                 case.get("dropout", 0.0))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=1e-3)
     torch.manual_seed(1)
@@ -177,6 +180,10 @@ def cases(only):
                     tn = "qv" if t == "q_proj,v_proj" else "all"
                     out.append({"name": "lora_r%d_%s%s" % (r, tn, "_ckpt" if ck else ""), "r": r, "alpha": 2 * r,
                                 "targets": t, "checkpoint": ck})
+            for t in ("q_proj,v_proj", "all-linear"):
+                tn = "qv" if t == "q_proj,v_proj" else "all"
+                out.append({"name": "lora_r8_%s_drop%s" % (tn, "_ckpt" if ck else ""), "r": 8, "alpha": 16,
+                            "targets": t, "dropout": 0.1, "checkpoint": ck})
     return out
 
 
@@ -190,13 +197,19 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(ROOT, "golden", "truth", "llm", a.model + ".config.json")) as f:
         cfg = json.load(f)
+    dest = os.path.join(a.out, a.model + ".json")
     res = {}
+    if a.cases and os.path.exists(dest):  # one case re-measured: the others kept
+        with open(dest) as f:
+            res = json.load(f)["results"]
     for case in cases(a.only.split(",")):
         if a.cases and case["name"] not in a.cases.split(","):
             continue
         for b in BATCHES:
             r = run(cfg, case, b)
-            res.setdefault(case["name"], {"case": case})[str(b)] = r
+            if str(b) == str(BATCHES[0]):
+                res[case["name"]] = {"case": case}
+            res[case["name"]][str(b)] = r
             print(case["name"], b, r["step1"]["peak"], r["step2"]["peak"], r["trainable_params"], flush=True)
     doc = {
         "model": a.model, "config": "../llm/" + a.model + ".config.json", "torch": torch.__version__, "seq": S,
@@ -204,7 +217,7 @@ def main():
         " Measured with tests/oracle/measure_memory.py's measure(): " + mm.HOW,
         "results": res,
     }
-    with open(os.path.join(a.out, a.model + ".json"), "w") as f:
+    with open(dest, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
 
