@@ -69,7 +69,7 @@ def case_truth(which, truth=TRUTH, least=8):
     n = 0
     for name, res in t["results"].items():
         case = res["case"]
-        kind = "full" if not case["r"] else "ckpt" if case["checkpoint"] else "lora"
+        kind = "dora" if case.get("dora") else "full" if not case["r"] else "ckpt" if case["checkpoint"] else "lora"
         if kind != which:
             continue
         for b in ("1", "4"):
@@ -89,7 +89,7 @@ def case_params():
     t = json.load(open(TRUTH))
     for name, res in t["results"].items():
         case = res["case"]
-        if not case["r"]:
+        if not case["r"] or case.get("dora"):  # DoRA: truth measured, not built yet
             continue
         _, err = memest_json(*case_args(t, case, "1"))
         m = re.search(r"note \(lora\): .*: (\d+) trainable parameters of (\d+)", err)

@@ -30,6 +30,18 @@ fresh (torch.manual_seed(0), weights N(0, 0.02)), ids, labels uniform in
             Ranks 8 and 64. The _drop cases: lora_dropout = nn.Dropout(0.1)
             (train mode) on the fp32 x, one per adapted Linear (its own mask
             and dropped copy), rank 8.
+  dora      PEFT 0.12's use_dora=True written out (Linear.forward: x =
+            dropout(x); result = result + lora_magnitude_vector(x, ...);
+            dora.py DoraLinearLayer.forward): lora_result = lora_B(lora_A(x));
+            x_eye = torch.eye(in, dtype=x.dtype); lora_weight =
+            lora_B(lora_A(x_eye)).T; weight = base weight .to(x.dtype);
+            weight_norm = linalg.norm(weight + scaling *
+            lora_weight.detach(), dim=1).detach(); mag_norm_scale =
+            (magnitude / weight_norm).view(1, -1); result_dora =
+            (mag_norm_scale - 1) * F.linear(x, weight) + mag_norm_scale *
+            lora_result * scaling. magnitude: an fp32 [out] parameter,
+            trained, initialised to the row norms of weight + scaling * B @ A
+            (_update_layer). Rank 8, q_proj,v_proj, no checkpointing.
   full      no adapters, every parameter trained (the reference for the
             training forward alone)
   ckpt      each decoder layer through torch.utils.checkpoint
@@ -93,7 +105,42 @@ class LoraLinear(nn.Module):
         return result
 
 
-def add_lora(model, r, targets, dropout=0.0):
+class DoraLinear(LoraLinear):
+    """peft.tuners.lora.layer.Linear with use_dora=True (0.12): the
+    magnitude vector's module is dora.py's DoraLinearLayer."""
+
+    def __init__(self, base, r, alpha, dropout=0.0):
+        super().__init__(base, r, alpha, dropout)
+        with torch.no_grad():
+            w = base.weight.float()
+            lora_weight = self.lora_B.weight @ self.lora_A.weight
+            norm = torch.linalg.norm(w + self.scaling * lora_weight, dim=1).to(w.dtype)
+        self.magnitude = nn.Parameter(norm, requires_grad=True)
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        torch_result_dtype = result.dtype
+        x = x.to(self.lora_A.weight.dtype)
+        x = self.lora_dropout(x)
+        lora_result = self.lora_B(self.lora_A(x))
+        x_eye = torch.eye(self.lora_A.weight.shape[1], dtype=x.dtype)
+        lora_weight = self.lora_B(self.lora_A(x_eye)).T
+        magnitude = self.magnitude
+        weight = self.base_layer.weight
+        weight = weight.to(x.dtype)
+        w = weight + self.scaling * lora_weight.detach()
+        weight_norm = torch.linalg.norm(w, dim=1).to(w.dtype)
+        weight_norm = weight_norm.detach()
+        mag_norm_scale = (magnitude / weight_norm).view(1, -1)
+        result_dora = (mag_norm_scale - 1) * (F.linear(x, weight)) + mag_norm_scale * lora_result * self.scaling
+        result = result + result_dora
+        result = result.to(torch_result_dtype)
+        return result
+
+
+def add_lora(model, r, targets, dropout=0.0, kind=None):
+    kind = kind or LoraLinear
+
     for p in model.parameters():
         p.requires_grad_(False)
     for layer in model.model.layers:
@@ -101,7 +148,7 @@ def add_lora(model, r, targets, dropout=0.0):
             for name in targets:
                 base = getattr(parent, name, None)
                 if isinstance(base, nn.Linear):
-                    setattr(parent, name, LoraLinear(base, r, 2 * r, dropout))
+                    setattr(parent, name, kind(base, r, 2 * r, dropout))
 
 
 def forward_loss(model, ids, pos, mask, labels, ckpt, hook):
@@ -136,7 +183,7 @@ def run(cfg, case, batch):
             p.normal_(0, 0.02)
     if case["r"]:
         add_lora(model, case["r"], ALL_LINEAR if case["targets"] == "all-linear" else case["targets"].split(","),
-                 case.get("dropout", 0.0))
+                 case.get("dropout", 0.0), DoraLinear if case.get("dora") else None)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=1e-3)
     torch.manual_seed(1)
@@ -184,6 +231,9 @@ def cases(only):
                 tn = "qv" if t == "q_proj,v_proj" else "all"
                 out.append({"name": "lora_r8_%s_drop%s" % (tn, "_ckpt" if ck else ""), "r": 8, "alpha": 16,
                             "targets": t, "dropout": 0.1, "checkpoint": ck})
+            if not ck:
+                out.append({"name": "dora_r8_qv", "r": 8, "alpha": 16, "targets": "q_proj,v_proj", "dora": True,
+                            "checkpoint": False})
     return out
 
 
