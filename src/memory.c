@@ -944,6 +944,14 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (redo) {
             m->st[id].refs += m->ckpt.own_uses[v];
             if (leaves || out) hold_for_segment(m, s, id);
+            else if (m->hold.hold_end[v] > oi && m->hold.hold_end[v] <= m->ckpt.seg_last[s]) {
+                /* the recompute runs the segment's Python forwards again:
+                 * their frames hold their locals as the first run's did
+                 * (PEFT's lora.Linear keeps x while the adapter runs) */
+                m->st[id].holds++;
+                m->hold.hold_next[v] = m->hold.hold_head[m->hold.hold_end[v]];
+                m->hold.hold_head[m->hold.hold_end[v]] = v;
+            }
             continue;
         }
         keep_output(m, v, id, oi);
@@ -1129,10 +1137,19 @@ static void recompute(Sim *m, int s)
 {
     MeGraph *g = m->g;
     m->ckpt.seg_redone[s] = true;
+    /* the first run released these lists; the recompute's own holds
+     * (forward_node) fill them again, the segment's inputs being held by
+     * hold_for_segment instead */
+    for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s]; oi++) m->hold.hold_head[oi] = -1;
     for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
-        if (me_node_skipped(g, &g->n[ni]) || opaque(g, &g->n[ni])) continue;
+        if (me_node_skipped(g, &g->n[ni])) continue; /* as forward() */
+        if (opaque(g, &g->n[ni])) {
+            release_holds(m, oi);
+            continue;
+        }
         forward_node(m, ni, oi, true, true);
+        release_holds(m, oi);
         MeCtx c = { .g = g, .n = &g->n[ni] };
         MeCost co;
         me_convention_cost(MEMEST_CONVENTION_DEFAULT, &c, &co);

@@ -89,6 +89,23 @@ static int64_t softmax_cpu_temp_fwd(const MeRunCtx *r)
     return x && y && x->dtype != y->dtype ? r->bytes(r, y) : 0;
 }
 
+/* Its backward: _softmax's SoftmaxBackward0 runs _softmax_backward_data
+ * on the converted tensor, so the result has the output's type (the meta
+ * function turns only Float -> Half back for CUDA's half_to_float path);
+ * toType's ToCopyBackward0 then casts it to the input's type. While the
+ * result is made the output's gradient is alive; the cast runs after the
+ * engine freed that gradient, which is at least the cast's size. The
+ * input's gradient plus these bytes are the result's size at that first
+ * moment. CPU: the same conversion as forward (CUDA does it too for
+ * bfloat16, but these hooks are the CPU runtime's). */
+static int64_t softmax_cpu_temp_bwd(const MeRunCtx *r)
+{
+    const MeValue *x = me_in(&r->c, 0), *y = me_out(&r->c, 0);
+    if (!x || !y || x->dtype == y->dtype) return 0;
+    int64_t d = r->bytes(r, y) - r->bytes(r, x);
+    return d > 0 ? d : 0;
+}
+
 static void cost_softmax(const MeCtx *c, MeOpCost *o)
 {
     o->flops = me_smul((uint64_t)me_numel_in(c, 0), 5);
@@ -164,7 +181,7 @@ const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
     .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
-    .cpu_temp_fwd = softmax_cpu_temp_fwd,
+    .cpu_temp_fwd = softmax_cpu_temp_fwd, .cpu_temp_bwd = softmax_cpu_temp_bwd,
 };
 const MeOpDesc me_op_log_softmax = {
     .name = "LogSoftmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,

@@ -27,7 +27,21 @@ fresh (torch.manual_seed(0), weights N(0, 0.02)), ids, labels uniform in
             bias, float32, dropout 0 (nn.Identity), scaling alpha / r with
             alpha = 2r; every other parameter requires_grad_(False).
             Targets q_proj,v_proj or all-linear (every Linear but lm_head).
-            Ranks 8 and 64.
+            Ranks 8 and 64. The _drop cases: lora_dropout = nn.Dropout(0.1)
+            (train mode) on the fp32 x, one per adapted Linear (its own mask
+            and dropped copy), rank 8.
+  dora      PEFT 0.12's use_dora=True written out (Linear.forward: x =
+            dropout(x); result = result + lora_magnitude_vector(x, ...);
+            dora.py DoraLinearLayer.forward): lora_result = lora_B(lora_A(x));
+            x_eye = torch.eye(in, dtype=x.dtype); lora_weight =
+            lora_B(lora_A(x_eye)).T; weight = base weight .to(x.dtype);
+            weight_norm = linalg.norm(weight + scaling *
+            lora_weight.detach(), dim=1).detach(); mag_norm_scale =
+            (magnitude / weight_norm).view(1, -1); result_dora =
+            (mag_norm_scale - 1) * F.linear(x, weight) + mag_norm_scale *
+            lora_result * scaling. magnitude: an fp32 [out] parameter,
+            trained, initialised to the row norms of weight + scaling * B @ A
+            (_update_layer). Rank 8, q_proj,v_proj, no checkpointing.
   full      no adapters, every parameter trained (the reference for the
             training forward alone)
   ckpt      each decoder layer through torch.utils.checkpoint
@@ -73,10 +87,10 @@ class NoCache:
 class LoraLinear(nn.Module):
     """peft.tuners.lora.layer.Linear (0.12), one adapter, not merged."""
 
-    def __init__(self, base, r, alpha):
+    def __init__(self, base, r, alpha, dropout=0.0):
         super().__init__()
         self.base_layer = base
-        self.lora_dropout = nn.Identity()
+        self.lora_dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=torch.float32)
         self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=torch.float32)
         nn.init.zeros_(self.lora_B.weight)
@@ -91,7 +105,42 @@ class LoraLinear(nn.Module):
         return result
 
 
-def add_lora(model, r, targets):
+class DoraLinear(LoraLinear):
+    """peft.tuners.lora.layer.Linear with use_dora=True (0.12): the
+    magnitude vector's module is dora.py's DoraLinearLayer."""
+
+    def __init__(self, base, r, alpha, dropout=0.0):
+        super().__init__(base, r, alpha, dropout)
+        with torch.no_grad():
+            w = base.weight.float()
+            lora_weight = self.lora_B.weight @ self.lora_A.weight
+            norm = torch.linalg.norm(w + self.scaling * lora_weight, dim=1).to(w.dtype)
+        self.magnitude = nn.Parameter(norm, requires_grad=True)
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        torch_result_dtype = result.dtype
+        x = x.to(self.lora_A.weight.dtype)
+        x = self.lora_dropout(x)
+        lora_result = self.lora_B(self.lora_A(x))
+        x_eye = torch.eye(self.lora_A.weight.shape[1], dtype=x.dtype)
+        lora_weight = self.lora_B(self.lora_A(x_eye)).T
+        magnitude = self.magnitude
+        weight = self.base_layer.weight
+        weight = weight.to(x.dtype)
+        w = weight + self.scaling * lora_weight.detach()
+        weight_norm = torch.linalg.norm(w, dim=1).to(w.dtype)
+        weight_norm = weight_norm.detach()
+        mag_norm_scale = (magnitude / weight_norm).view(1, -1)
+        result_dora = (mag_norm_scale - 1) * (F.linear(x, weight)) + mag_norm_scale * lora_result * self.scaling
+        result = result + result_dora
+        result = result.to(torch_result_dtype)
+        return result
+
+
+def add_lora(model, r, targets, dropout=0.0, kind=None):
+    kind = kind or LoraLinear
+
     for p in model.parameters():
         p.requires_grad_(False)
     for layer in model.model.layers:
@@ -99,7 +148,7 @@ def add_lora(model, r, targets):
             for name in targets:
                 base = getattr(parent, name, None)
                 if isinstance(base, nn.Linear):
-                    setattr(parent, name, LoraLinear(base, r, 2 * r))
+                    setattr(parent, name, kind(base, r, 2 * r, dropout))
 
 
 def forward_loss(model, ids, pos, mask, labels, ckpt, hook):
@@ -133,7 +182,8 @@ def run(cfg, case, batch):
         for p in model.parameters():
             p.normal_(0, 0.02)
     if case["r"]:
-        add_lora(model, case["r"], ALL_LINEAR if case["targets"] == "all-linear" else case["targets"].split(","))
+        add_lora(model, case["r"], ALL_LINEAR if case["targets"] == "all-linear" else case["targets"].split(","),
+                 case.get("dropout", 0.0), DoraLinear if case.get("dora") else None)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=1e-3)
     torch.manual_seed(1)
@@ -177,6 +227,13 @@ def cases(only):
                     tn = "qv" if t == "q_proj,v_proj" else "all"
                     out.append({"name": "lora_r%d_%s%s" % (r, tn, "_ckpt" if ck else ""), "r": r, "alpha": 2 * r,
                                 "targets": t, "checkpoint": ck})
+            for t in ("q_proj,v_proj", "all-linear"):
+                tn = "qv" if t == "q_proj,v_proj" else "all"
+                out.append({"name": "lora_r8_%s_drop%s" % (tn, "_ckpt" if ck else ""), "r": 8, "alpha": 16,
+                            "targets": t, "dropout": 0.1, "checkpoint": ck})
+            if not ck:
+                out.append({"name": "dora_r8_qv", "r": 8, "alpha": 16, "targets": "q_proj,v_proj", "dora": True,
+                            "checkpoint": False})
     return out
 
 
@@ -190,13 +247,19 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(ROOT, "golden", "truth", "llm", a.model + ".config.json")) as f:
         cfg = json.load(f)
+    dest = os.path.join(a.out, a.model + ".json")
     res = {}
+    if a.cases and os.path.exists(dest):  # one case re-measured: the others kept
+        with open(dest) as f:
+            res = json.load(f)["results"]
     for case in cases(a.only.split(",")):
         if a.cases and case["name"] not in a.cases.split(","):
             continue
         for b in BATCHES:
             r = run(cfg, case, b)
-            res.setdefault(case["name"], {"case": case})[str(b)] = r
+            if str(b) == str(BATCHES[0]):
+                res[case["name"]] = {"case": case}
+            res[case["name"]][str(b)] = r
             print(case["name"], b, r["step1"]["peak"], r["step2"]["peak"], r["trainable_params"], flush=True)
     doc = {
         "model": a.model, "config": "../llm/" + a.model + ".config.json", "torch": torch.__version__, "seq": S,
@@ -204,7 +267,7 @@ def main():
         " Measured with tests/oracle/measure_memory.py's measure(): " + mm.HOW,
         "results": res,
     }
-    with open(os.path.join(a.out, a.model + ".json"), "w") as f:
+    with open(dest, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
 
