@@ -286,7 +286,7 @@ def case_ep():
             check(len(rows) == E // ep and sum(l["output_shape"][0] for l in rows) == T * k and
                   all(l["output_shape"][0] == T * k * ep // E for l in rows), f"--ep {ep} layer {li}: {[l['output_shape'] for l in rows]}")
             comm = {l["name"].rsplit(".", 1)[1]: l["output_shape"] for l in r["layers"]
-                    if l["name"].startswith(f"model.layers.{li}.block_sparse_moe.") and l["op"] == "Gather"
+                    if l["name"].startswith(f"model.layers.{li}.block_sparse_moe.") and l["op"] in ("Gather", "AllToAll")
                     and ("all_to_all" in l["name"] or "permute" in l["name"])}
             check(comm == {"permute": [T * k, D], "all_to_all_dispatch": [T * k, D], "all_to_all_combine": [T * k, D]},
                   f"--ep {ep} layer {li}: buffers {comm}")

@@ -1208,9 +1208,9 @@ static void paged_write(Bld *b, int li, const Shared *s, int *k, int *v)
  * token_permutation permutes the [T, D] rows into [T*k, D], one per choice
  * (permute(): an index_select), and all_to_all sends them to the GPUs of
  * their experts. Under the uniform routing of the moe_routing note every
- * GPU receives as many rows as it sends, [T*k, D], a new tensor (modelled
- * as a gather of the permuted rows: the same bytes, and autograd's
- * all-to-all of the gradient in backward). The local experts then read
+ * GPU receives as many rows as it sends, [T*k, D], a new tensor (the
+ * AllToAll op, ops/comm.c; its backward is the same exchange of the
+ * gradient). The local experts then read
  * their rows from it: each its share of the ep GPUs' T*k*ep choices. */
 static int ep_dispatch(Bld *b, int x2, int sel)
 {
@@ -1220,8 +1220,8 @@ static int ep_dispatch(Bld *b, int x2, int sel)
     int perm = N(b, "Gather", x2, flat); /* [T*k, D] */
     attr_i(b, "axis", 0);
     b->mod = path(b, bm, "all_to_all_dispatch");
-    int recv = N(b, "Gather", perm, flat);
-    attr_i(b, "axis", 0);
+    int recv = N(b, "AllToAll", perm);
+    attr_i(b, "ranks", b->run->ep);
     b->mod = bm;
     return recv;
 }
@@ -1235,8 +1235,8 @@ static int ep_combine(Bld *b, int out, int shp, int sel)
     const char *bm = b->mod;
     int flat = N(b, "Reshape", sel, cints(b, (const int64_t[]){ -1 }, 1));
     b->mod = path(b, bm, "all_to_all_combine");
-    int back = N(b, "Gather", out, flat);
-    attr_i(b, "axis", 0);
+    int back = N(b, "AllToAll", out);
+    attr_i(b, "ranks", b->run->ep);
     b->mod = path(b, bm, "unpermute");
     int fin = index_add(b, zeros(b, shp, b->dt), flat, back);
     b->mod = bm;

@@ -20,6 +20,10 @@
  *                  row-parallel projection under sequence parallelism:
  *                  axis / ranks, a new tensor (the output torch.empty'd for
  *                  dist.reduce_scatter_tensor).
+ *   AllToAll       expert parallelism's token exchange (Megatron's
+ *                  MoEAlltoAllTokenDispatcher, dist.all_to_all_single into
+ *                  a new tensor): the shape it is given (uniform routing
+ *                  sends and receives as many rows), a new tensor.
  * None saves a tensor: each one's backward is the other collective. NCCL's
  * own buffers are outside PyTorch's caching allocator: not counted. */
 #include "ops.h"
@@ -57,4 +61,5 @@ static int infer_reduce_scatter(MeCtx *c) { return infer_comm(c, -1); }
 
 COMM_OP(me_op_all_reduce, "AllReduce", infer_all_reduce, ME_VIEW_SAME, ME_GT_ALL, 0);
 COMM_OP(me_op_all_gather, "AllGather", infer_all_gather, ME_VIEW_NONE, ME_GT_NO, ME_OPF_REGATHER);
+COMM_OP(me_op_all_to_all, "AllToAll", infer_all_reduce, ME_VIEW_NONE, ME_GT_NO, 0);
 COMM_OP(me_op_reduce_scatter, "ReduceScatter", infer_reduce_scatter, ME_VIEW_NONE, ME_GT_NO, 0);

@@ -43,6 +43,7 @@ static const Row rows[] = {
      * sequence shards, reduce-scatter splits the sum, all-reduce keeps it */
     { "AllGather", 0, "[2,16,8]", "axis=1 ranks=4", "[2,64,8]" },
     { "AllReduce", 0, "[2,16,8]", "axis=1 ranks=4", "[2,16,8]" },
+    { "AllToAll", 0, "[24,8]", "ranks=4", "[24,8]" },
     { "And", 0, "x:bool[4,1] x:bool[1,5]", "", "bool[4,5]" },
     { "ArgMax", 0, "[3,4,5]", "axis=1", "i64[3,1,5]" },
     { "ArgMin", 0, "[3,4,5]", "axis=-1 keepdims=0", "i64[3,4]" },
