@@ -22,6 +22,15 @@ usage: test_issue10_module.py MEMEST SOURCE_ROOT CASE
              with --grad/--train what is missing and how to re-export; a
              training export says nothing
   notes      every format carries the notes: table, JSON, CSV, Markdown, SVG
+  folded_consts  a buffer slice the export folded into a constant that the
+             forward reads as data (a causal mask) is named in a note; a
+             buffer kept whole and sliced by the graph, or a weight in a
+             Constant, is not
+  param_or_buffer  a table only added to activations (a position table:
+             nn.Parameter or register_buffer, which no export shows) is
+             named in a note that gives the count the buffer reading takes
+             off: on the Whisper-style encoder exactly what memest counts
+             beyond PyTorch's parameters (its sinusoidal table is a buffer)
 """
 import csv
 import io
@@ -177,6 +186,12 @@ def case_tied():
         codes = [n["code"] for n in doc["notes"]]
         folded = "do_constant_folding=True" in t["export"]
         check(("tied_weights" in codes) == folded, f"{name}: notes {doc['notes']}")
+        # the untied reading is stated with its size: the same model's untied
+        # export holds exactly that many more parameters
+        extra = truth["gpt_untied_train"]["params"] - t["params"]
+        for n in doc["notes"]:
+            if n["code"] == "tied_weights":
+                check(f"has {extra} more parameters ({4 * extra} bytes" in n["text"], f"{name}: untied size not in {n['text']}")
     # training memory follows: the copy gets no gradient and no Adam state
     doc, _ = report(path("models", "onnx", "module", "gpt_tied_eval.onnx"), "--train", "--optimizer", "adam", "--runtime", "cpu")
     ref, _ = report(path("models", "onnx", "module", "gpt_hf_tied_train.onnx"), "--train", "--optimizer", "adam", "--runtime", "cpu")
@@ -241,6 +256,86 @@ def case_notes():
         rc, out, err = run(p)
         check(rc == 0 and "folded_batchnorm" in err and "\x1b" not in out + err and "\\e[31m" in err,
               f"escaped name in the note: rc {rc} {err!r}")
+
+
+def folded_consts_model(reader, dtype):
+    """x [1, 4, 4] and a Constant c [1, 4, 4] (bool or float) read by
+    `reader`: Where(c, x, 0) (the folded mask), Slice(c) then Where (the
+    buffer kept whole), or MatMul(x, c) (a weight in a Constant)."""
+    c = craft.tensor("c", [1, 4, 4], dtype=dtype, raw=bytes(16 if dtype == 9 else 64))
+    nodes = [craft.node("Constant", [], ["/attn/Constant_5_output_0"], name="/attn/Constant_5", attrs=[craft.attr_tensor("value", c)]),
+             craft.node("Constant", [], ["zero"], name="/attn/Constant_6",
+                        attrs=[craft.attr_tensor("value", craft.tensor("z", [], raw=bytes(4)))])]
+    src = "/attn/Constant_5_output_0"
+    inits = []
+    if reader == "slice":
+        inits = [craft.tensor(n, [1], dtype=craft.INT64, raw=craft.int64_raw([v])) for n, v in (("st", 0), ("en", 4), ("ax", 2))]
+        nodes.append(craft.node("Slice", [src, "st", "en", "ax"], ["sl"], name="/attn/Slice"))
+        src = "sl"
+    if reader == "matmul":
+        nodes.append(craft.node("MatMul", ["x", src], ["y"], name="/fc/MatMul"))
+    else:
+        nodes.append(craft.node("Where", [src, "x", "zero"], ["y"], name="/attn/Where"))
+    return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 4, 4])], [craft.value_info("y", [1, 4, 4])], inits))
+
+
+def case_folded_consts():
+    # the zoo's GPT-2-style model: the eval export folds each block's causal
+    # mask slice into a Constant; the training export keeps the buffers
+    f = path("models", "onnx", "variants", "gpt2_tanh__op13_eval_static.onnx")
+    doc, err = report(f, "--runtime", "cpu")
+    texts = [n["text"] for n in doc["notes"] if n["code"] == "folded_constants"] if doc else []
+    check(len(texts) == 1 and texts[0].startswith("4 tensors") and "(bool 1x1x128x128)" in texts[0]
+          and "do_constant_folding=False" in texts[0] and "folded_constants" in err, f"eval export: {texts} {err!r}")
+    doc, err = report(path("models", "onnx", "variants", "gpt2_tanh__op13_train_dynamic.onnx"), "--input", "128", "--runtime", "cpu")
+    check(doc is not None and not any(n["code"] == "folded_constants" for n in doc["notes"]), f"training export: {err!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for reader, dtype, want in (("where", 9, True), ("where", craft.FLOAT, True), ("slice", 9, False), ("matmul", craft.FLOAT, False)):
+            p = os.path.join(tmp, f"{reader}{dtype}.onnx")
+            with open(p, "wb") as fh:
+                fh.write(folded_consts_model(reader, dtype))
+            doc, err = report(p)
+            got = doc is not None and any(n["code"] == "folded_constants" for n in doc["notes"])
+            check(doc is not None and got == want, f"{reader} dtype {dtype}: note {got}, want {want}: {err!r}")
+
+
+def addend_model(shape, reader):
+    """x [1, 4, 4] and an initializer t of `shape` read by Add(x, t) or
+    MatMul(x, t)."""
+    n = 1
+    for d in shape:
+        n *= d
+    t = craft.tensor("pos.table", list(shape), raw=bytes(4 * n))
+    op = "MatMul" if reader == "matmul" else "Add"
+    nodes = [craft.node(op, ["x", "pos.table"], ["y"], name="/" + op)]
+    return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 4, 4])], [craft.value_info("y", [1, 4, 4])], [t]))
+
+
+def case_param_or_buffer():
+    man = json.load(open(path("golden", "truth", "variants.json")))["variants"]
+    seen = 0
+    for fname, e in sorted(man.items()):
+        if e["model"] != "whisper_encoder":
+            continue
+        shape = "x".join(str(d) for d in e["inputs"][0]["shape"])
+        doc, err = report(path("models", "onnx", "variants", fname), "--input", shape, "--runtime", "cpu")
+        texts = [n["text"] for n in doc["notes"] if n["code"] == "parameter_or_buffer"] if doc else []
+        extra = int(doc["totals"]["params"]) - int(e["params"]) if doc else None
+        check(len(texts) == 1 and "'embed_positions' (float32 500x256)" in texts[0] and extra == 128000
+              and f"make {extra} fewer parameters" in texts[0] and "parameter_or_buffer" in err, f"{fname}: {texts} extra {extra}")
+        seen += 1
+    check(seen >= 2, f"whisper variants seen: {seen}")
+    doc, _ = report(path("models", "onnx", "zoo", "vit_b_16.onnx"), "--input", "3x224x224")
+    check(doc is not None and [n["text"].split("'")[1] for n in doc["notes"] if n["code"] == "parameter_or_buffer"] == ["encoder.pos_embedding"],
+          "ViT's learned position embedding is named")
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape, reader, want in (((4, 4), "add", True), ((1, 4, 4), "add", True), ((4, 4), "matmul", False), ((4, 1, 1), "add", False)):
+            p = os.path.join(tmp, "a.onnx")
+            with open(p, "wb") as fh:
+                fh.write(addend_model(shape, reader))
+            doc, err = report(p)
+            got = doc is not None and any(n["code"] == "parameter_or_buffer" for n in doc["notes"])
+            check(doc is not None and got == want, f"{shape} {reader}: note {got}, want {want}: {err!r}")
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}

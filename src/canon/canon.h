@@ -23,7 +23,9 @@
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
     X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */ \
-    X(dropout)     /* an eval export without Dropout: a note for --train (dropout.c) */
+    X(dropout)     /* an eval export without Dropout: a note for --train (dropout.c) */ \
+    X(folded)      /* buffers folded into constants the forward reads: a note (folded.c) */ \
+    X(addend)      /* a table only added to activations: parameter or buffer? a note (addend.c) */
 
 #define ME_CANON_DECL(name) int me_canon_##name(MeGraph *g, MeDiag *d);
 ME_CANON_PASSES(ME_CANON_DECL)

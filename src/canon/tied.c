@@ -123,11 +123,18 @@ int me_canon_tied(MeGraph *g, MeDiag *d)
                 a->i = 1;
             }
         }
+        /* what the other reading costs, so that an untied head's
+         * under-count is stated, not silent */
+        uint64_t numel = me_smul((uint64_t)s->d[0], (uint64_t)s->d[1]);
+        uint64_t bytes = me_smul(numel, (uint64_t)me_dtype_size(g->v[c].dtype));
         rc = me_graph_add_note(g, "tied_weights", ME_NOTE_ALWAYS,
                                "'%s' (node '%s') is taken as %s of the embedding table '%s': one parameter, counted once "
-                               "(weights, gradients, optimizer state); if this head is not tied, export with "
-                               "do_constant_folding=False so that it keeps its own parameter's name",
-                               ec, en, transposed ? "the transpose" : "a copy", me_escape(g->v[t].name, et, sizeof(et)));
+                               "(weights, gradients, optimizer state); the file cannot show which: if this head is not tied, "
+                               "the model has %llu more parameters (%llu bytes of weights, and their gradients and optimizer "
+                               "state in training) than reported; export with do_constant_folding=False so that the head "
+                               "keeps its own parameter's name",
+                               ec, en, transposed ? "the transpose" : "a copy", me_escape(g->v[t].name, et, sizeof(et)),
+                               (unsigned long long)numel, (unsigned long long)bytes);
         if (rc < 0) break;
     }
     me_free(table);
