@@ -893,6 +893,17 @@ static void autocast_node(Sim *m, const MeNode *n)
     }
 }
 
+/* Bytes of the contiguous copy matmul's reshape() makes of operand i: under
+ * autocast it copies the cast the op computes with (cached_cast's
+ * arg.to(dtype) keeps the strides, preserve_format, so the cast is as
+ * strided as the value and the copy is of the cast: autocast_mode.cpp and
+ * LinearAlgebra.cpp, v1.13), not the value in its own type. */
+static int64_t fold_copy_bytes(const Sim *m, const MeNode *n, int i)
+{
+    int c = i < 8 ? m->amp.cast[i] : -1;
+    return c >= 0 ? m->st[c].bytes : vb(m, &m->g->v[n->in[i]]);
+}
+
 /* Runs node ni (at position oi) forward. grad: autograd records it.
  * redo: a checkpointed segment recomputed in backward (readers outside the
  * segment are done; outputs leaving it are held until its backward ends). */
@@ -975,7 +986,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
             for (int k = 0; k < xs->rank - 2; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
             int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
-            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->layout.mm_copy[i] = st_new(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS)) < 0)
+            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->layout.mm_copy[i] = st_new(m, fold_copy_bytes(m, n, i), MEMEST_MEM_ACTIVATIONS)) < 0)
                 return;
         }
     }
@@ -988,7 +999,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         for (int k = 0; k < xs->rank - 1; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
         int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
         if (!view_strides(xs, strides_of(m, n->in[0], tmp), &f, fst) &&
-            (m->layout.mm_copy[0] = st_new(m, vb(m, &g->v[n->in[0]]), MEMEST_MEM_ACTIVATIONS)) < 0)
+            (m->layout.mm_copy[0] = st_new(m, fold_copy_bytes(m, n, 0), MEMEST_MEM_ACTIVATIONS)) < 0)
             return;
     }
     note(m, sat_add(sat_add(temp_forward(m, n), gathered(m, n)), quant_temp(m, n)));
