@@ -207,6 +207,8 @@ typedef struct Checkpointing {
     int **seg_held;   /* segment → storages held for its backward */
     int *n_seg_held;
     int *own_uses;    /* value → readers inside its producer's segment */
+    int *ext_uses;    /* value → readers outside it that run (a Shape of
+                       * it reads no data and is in no segment) */
 } Checkpointing;
 
 typedef struct Layout {
@@ -935,7 +937,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
-        bool leaves = redo && g->v[v].n_uses > m->ckpt.own_uses[v];
+        bool leaves = redo && m->ckpt.ext_uses[v] > 0;
         /* a hook's requires_grad_(True) (llm_build.c: HF's
          * enable_input_require_grads, which gradient checkpointing sets) */
         bool hook = g->v[v].requires_grad && m->s->checkpoint == MEMEST_CHECKPOINT_LAYERS;
@@ -1086,6 +1088,17 @@ static void release_holds(Sim *m, int oi)
     }
 }
 
+/* Shape and folded arithmetic never read the data: their reads end now */
+static void skipped_reads(Sim *m, const MeNode *n)
+{
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0 || m->vst[v] < 0) continue;
+        m->st[m->vst[v]].refs--;
+        st_release(m, m->vst[v]);
+    }
+}
+
 static void forward(Sim *m)
 {
     MeGraph *g = m->g;
@@ -1099,13 +1112,8 @@ static void forward(Sim *m)
             continue;
         }
         if (me_node_skipped(g, n)) {
-            /* Shape and folded arithmetic never read the data: their reads end now */
-            for (int i = 0; i < n->n_in; i++) {
-                int v = n->in[i];
-                if (v < 0 || m->vst[v] < 0) continue;
-                m->st[m->vst[v]].refs--;
-                st_release(m, m->vst[v]);
-            }
+            skipped_reads(m, n);
+            release_holds(m, oi);
             continue;
         }
         int s = m->ckpt.seg[ni];
@@ -1134,7 +1142,7 @@ static void forward(Sim *m)
             for (int pj = m->ckpt.seg_first[s]; pj <= oi; pj++) {
                 const MeNode *x = &g->n[g->order[pj]];
                 for (int k = 0; k < x->n_out; k++)
-                    if (x->out[k] >= 0 && g->v[x->out[k]].n_uses > m->ckpt.own_uses[x->out[k]])
+                    if (x->out[k] >= 0 && m->ckpt.ext_uses[x->out[k]] > 0)
                         m->rg[x->out[k]] = any && me_dtype_is_float(g->v[x->out[k]].dtype);
             }
         }
@@ -1154,7 +1162,12 @@ static void recompute(Sim *m, int s)
     for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s]; oi++) m->hold.hold_head[oi] = -1;
     for (int oi = m->ckpt.seg_first[s]; oi <= m->ckpt.seg_last[s] && !m->failed; oi++) {
         int ni = g->order[oi];
-        if (me_node_skipped(g, &g->n[ni])) continue; /* as forward() */
+        if (me_node_skipped(g, &g->n[ni])) {
+            /* as forward(); no reads to end: own_uses counts only
+             * readers that run */
+            release_holds(m, oi);
+            continue;
+        }
         if (opaque(g, &g->n[ni])) {
             release_holds(m, oi);
             continue;
@@ -1426,13 +1439,15 @@ static int plan_segments(Sim *m)
     }
 count:
     /* readers inside the producer's own segment */
-    for (int v = 0; v < g->nv; v++) m->ckpt.own_uses[v] = 0;
+    for (int v = 0; v < g->nv; v++) m->ckpt.own_uses[v] = m->ckpt.ext_uses[v] = 0;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *x = &g->n[i];
-        if (m->ckpt.seg[i] < 0) continue;
+        if (me_node_skipped(g, x)) continue;
         for (int k = 0; k < x->n_in; k++) {
             int v = x->in[k];
-            if (v >= 0 && g->v[v].producer >= 0 && m->ckpt.seg[g->v[v].producer] == m->ckpt.seg[i]) m->ckpt.own_uses[v]++;
+            if (v < 0 || g->v[v].producer < 0) continue;
+            if (m->ckpt.seg[i] >= 0 && m->ckpt.seg[g->v[v].producer] == m->ckpt.seg[i]) m->ckpt.own_uses[v]++;
+            else m->ckpt.ext_uses[v]++;
         }
     }
     m->out->segments = m->ckpt.nseg;
@@ -1615,6 +1630,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     m.ckpt.seg_held = me_calloc((size_t)g->nn + 1, sizeof(int *));
     m.ckpt.n_seg_held = me_calloc((size_t)g->nn + 1, sizeof(int));
     m.ckpt.own_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
+    m.ckpt.ext_uses = me_calloc((size_t)g->nv + 1, sizeof(int));
     m.layout.stride_at = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.amp.wcache = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     es = me_malloc((size_t)g->nv + 1);
@@ -1624,7 +1640,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.ckpt.seg || !m.ckpt.seg_first || !m.ckpt.seg_last || !m.ckpt.seg_redone || !m.ckpt.seg_held || !m.ckpt.n_seg_held || !m.ckpt.own_uses) {
+    if (!m.ckpt.seg || !m.ckpt.seg_first || !m.ckpt.seg_last || !m.ckpt.seg_redone || !m.ckpt.seg_held || !m.ckpt.n_seg_held || !m.ckpt.own_uses || !m.ckpt.ext_uses) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -1977,6 +1993,7 @@ end:
     me_free(m.ckpt.seg_last);
     me_free(m.ckpt.seg_redone);
     me_free(m.ckpt.own_uses);
+    me_free(m.ckpt.ext_uses);
     me_free(m.layout.strides);
     me_free(m.layout.stride_at);
     me_free(m.amp.wcache);

@@ -8,9 +8,10 @@ usage: test_issue15_gpt.py MEMEST SOURCE_ROOT CASE
 
   truth     dropout 0 and 0.1, selective recompute (batch 1 and 4) and
             per-block checkpointing at batch 1: within 2 %
-  ckpt-b4   per-block checkpointing at batch 4: memest is +4.0 / +3.1 %
-            (over) inside a recomputed block's MLP, not yet traced;
-            registered should_fail, so a fix shows as an unexpected pass
+  ckpt-b4   per-block checkpointing at batch 4: within 2 % (-0.02 %;
+            it was +4.0 / +3.1 % while the Shape readers of q and k
+            counted as readers outside the recomputed block, which then
+            held the block's c_attn output until its backward)
 """
 import json
 import os
