@@ -178,19 +178,67 @@ static int64_t conv_input_copy(const MeRunCtx *r)
     return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? blocked_bytes(r, x, r->operand_bytes(r, x)) : 0;
 }
 
-/* input and weights reordered, the result computed into a blocked buffer,
- * then reordered into the output: beyond the output, max(input copy +
- * weight copy, blocked output) at once */
+static bool attr_all(const MeNode *n, const char *name, int64_t v)
+{
+    const MeAttr *a = me_node_attr(n, name);
+    for (int i = 0; a && i < a->n; i++)
+        if (a->ints[i] != v) return false;
+    return true;
+}
+
+/* Not every fp32 CPU convolution runs on oneDNN. torch 1.13's
+ * ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp) keeps the
+ * native im2col kernels (_slow_conv2d_forward, slow_conv_dilated2d,
+ * slow_conv3d) for an ungrouped convolution at batch 1 whose kernel is at
+ * most 3 in one of its last two dims and whose input, seen 4-d (a Conv1d
+ * as [N, C, 1, L]; a Conv3d's first four dims), has at most 20480
+ * elements: GoogLeNet's 3x3 branches at 7x7 and 14x14, a ResNet's last
+ * stage. (Its other clause, a 1x1 stride-1 kernel at batch < 16 on one
+ * thread, is taken as false: torch's default pool has a thread per core.)
+ * Those kernels allocate only their columns, [C·∏k, ∏out] for the one
+ * image, in forward and again in backward (ConvolutionMM2d.cpp,
+ * DilatedConvolution.cpp, ConvolutionMM3d.cpp; measured: the columns, the
+ * weight and input gradients and nothing else at the backward's peak);
+ * a 1x1 kernel with stride 1 and no padding needs none. Returns -1 when
+ * oneDNN runs it. */
+static int64_t native_columns(const MeRunCtx *r)
+{
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
+    if (!x || !w || !o || x->dtype != ME_DT_F32 || x->shape.rank < 3 || x->shape.rank > 5 || w->shape.rank != x->shape.rank)
+        return -1;
+    /* under autocast the op computes in bf16, which oneDNN always takes */
+    if (r->operand_bytes(r, x) != r->bytes(r, x)) return -1;
+    const MeShape *xs = &x->shape, *ws = &w->shape;
+    int64_t kw = ws->d[ws->rank - 1], kh = ws->rank > 3 ? ws->d[ws->rank - 2] : 1;
+    uint64_t n4 = 1; /* the 4-d view's element count */
+    for (int i = 0; i < 4 && i < xs->rank; i++) n4 = me_smul(n4, (uint64_t)xs->d[i]);
+    if (me_attr_i(r->c.n, "group", 1) != 1 || (kw > 3 && kh > 3) || xs->d[0] != 1 || n4 > 20480) return -1;
+    bool cols = !(attr_all(r->c.n, "strides", 1) && attr_all(r->c.n, "pads", 0) && attr_all(r->c.n, "dilations", 1));
+    for (int i = 2; i < ws->rank; i++)
+        if (ws->d[i] != 1) cols = true;
+    if (!cols) return 0;
+    uint64_t b = me_smul((uint64_t)ws->d[1], 4);
+    for (int i = 2; i < ws->rank; i++) b = me_smul(b, me_smul((uint64_t)ws->d[i], (uint64_t)o->shape.d[i]));
+    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+/* oneDNN: input and weights reordered, the result computed into a
+ * blocked buffer, then reordered into the output: beyond the output,
+ * max(input copy + weight copy, blocked output) at once */
 static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
 {
+    int64_t cols = native_columns(r);
+    if (cols >= 0) return cols;
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
     int64_t a = conv_input_copy(r) + r->operand_bytes(r, w), b = blocked_bytes(r, o, r->bytes(r, o));
     return a > b ? a : b;
 }
 
-/* reordered output gradient, input and weights */
+/* oneDNN: reordered output gradient, input and weights */
 static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
 {
+    int64_t cols = native_columns(r);
+    if (cols >= 0) return cols;
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
     return blocked_bytes(r, o, r->bytes(r, o)) + conv_input_copy(r) + r->operand_bytes(r, w);
 }

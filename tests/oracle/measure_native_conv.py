@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""Truth for the CPU convolutions torch 1.13 runs on its native im2col
+kernels instead of oneDNN (ConvParams::use_mkldnn, Convolution.cpp: fp32,
+ungrouped, batch 1, a kernel of at most 3 in one of its last two dims, at
+most 20480 input elements seen 4-d). Three small stacks, each measured at
+batch 1 (native: _slow_conv2d_forward, slow_conv_dilated2d, slow_conv3d)
+and batch 8 (oneDNN), with tests/oracle/measure_memory.py's method
+(infer_nograd, infer_grad, train_sgd; torch.set_num_threads(2)); exported
+with torch.onnx (opset 17, training export, dynamic batch) as graph-only
+files. Checked by tests/test_native_conv.py.
+
+Usage (repo root): /usr/bin/python3 tests/oracle/measure_native_conv.py
+Writes models/onnx/native_conv/<name>.onnx and golden/truth/native_conv/<name>.json.
+"""
+import os, sys
+import torch, torch.nn as nn
+ROOT = os.getcwd()
+sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
+import measure_memory as mm  # noqa: E402
+from zoo_common import make_graph_only  # noqa: E402
+
+F32 = torch.float32
+MODELS = {
+    # 3x3 convolutions at 7x7 (GoogLeNet's and a ResNet's last stage)
+    "nc_conv2d": (lambda: nn.Sequential(nn.Conv2d(160, 320, 3, padding=1), nn.ReLU(), nn.Conv2d(320, 64, 3, padding=1)),
+                  [("input", (160, 7, 7), F32)]),
+    # Conv1d (viewed 4-d) and a dilated one
+    "nc_conv1d": (lambda: nn.Sequential(nn.Conv1d(64, 128, 3, padding=1), nn.ReLU(), nn.Conv1d(128, 64, 3, padding=2, dilation=2)),
+                  [("input", (64, 100), F32)]),
+    # Conv3d (R3D's last stage)
+    "nc_conv3d": (lambda: nn.Sequential(nn.Conv3d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv3d(64, 16, 3, padding=1)),
+                  [("input", (64, 2, 7, 7), F32)]),
+}
+ONNX_OUT = os.path.join(ROOT, "models", "onnx", "native_conv")
+TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "native_conv")
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    os.makedirs(ONNX_OUT, exist_ok=True)
+    os.makedirs(TRUTH_OUT, exist_ok=True)
+    for name, (ctor, spec) in MODELS.items():
+        torch.manual_seed(0)
+        m = ctor().train()
+        tmp = os.path.join(ONNX_OUT, name + ".full.onnx")
+        torch.onnx.export(m, (torch.randn(2, *spec[0][1]),), tmp, opset_version=17, input_names=["input"],
+                          output_names=["output"], training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        make_graph_only(tmp, os.path.join(ONNX_OUT, name + ".onnx"))
+        os.remove(tmp)
+        mm.LOCAL[name] = (ctor, spec)
+    summary = []
+    for name in MODELS:
+        mm.run_model(name, [1, 8], TRUTH_OUT, summary, modes_filter=("infer_nograd", "infer_grad", "train_sgd"))
