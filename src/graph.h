@@ -235,6 +235,8 @@ typedef struct MeGraph {
     int nnotes, cap_notes;
     void *loader;        /* loader state kept for materialize (mapped file) */
     void (*loader_free)(void *loader);
+    bool frames_unseen;  /* the loader cannot show which tensors the Python forwards bound to names (an
+                          * export): memory.c also gives the peak if every one were (peak_frames) */
     struct MeRebind *rebind; /* a binding's re-bound fixed dims (model.c owns it, shape.c reads it) */
 } MeGraph;
 

@@ -132,7 +132,7 @@ static int loop_info(const MeGraph *g, Loops *lp)
  * reader's scope or an ancestor) but made outside A is held until A's last
  * op. hold_end[v] is that op's position in the order, -1 for none. Scope
  * ids, not strings: linear in nodes times scope depth. */
-int me_scope_holds(const MeGraph *g, int *hold_end)
+int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
 {
     if (me_graph_scopes((MeGraph *)g) < 0) return ME_ENOMEM;
     /* last position of every scope: of its own ops, then of its children's */
@@ -183,6 +183,24 @@ int me_scope_holds(const MeGraph *g, int *hold_end)
                     for (a = to; g->scopes[a].depth > depth + 1; a = g->scopes[a].parent) {}
             }
             if (last[a] > hold_end[v]) hold_end[v] = last[a];
+        }
+    }
+    /* The bound for a graph that does not state its frames' names: every
+     * tensor bound to a name in the frame that passes it to its reader (c,
+     * the innermost scope holding both), alive until that frame returns.
+     * A frame holds nothing past its return, and a tensor reaches a reader
+     * only through the frames from its producer's up to c, which all return
+     * by c's last op; so no name keeps it longer (module attributes and
+     * hooks aside). */
+    for (int i = 0; frame_end && i < g->nv; i++) frame_end[i] = hold_end[i];
+    for (int oi = 0; frame_end && oi < g->nn; oi++) {
+        const MeNode *n = &g->n[g->order[oi]];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            if (v < 0 || g->v[v].producer < 0) continue;
+            int c = me_scope_common(g, g->n[g->v[v].producer].scope, n->scope);
+            int e = c >= 0 ? last[c] : g->nn - 1;
+            if (e > frame_end[v]) frame_end[v] = e;
         }
     }
     me_free(last);
@@ -1473,7 +1491,7 @@ static MeOptParam opt_param(const Sim *m, const MeValue *v)
 }
 
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                           MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev);
+                           MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev, const int *holds);
 
 /* What one micro-batch holds for its backward when its forward returns
  * (MemestMemory.forward_end, the pipeline's in-flight unit): the bytes
@@ -1566,13 +1584,13 @@ int memest_memory(const MemestModel *model, const MemestMemorySettings *s, Memes
         if (err && errlen) snprintf(err, errlen, "no model with a valid binding");
         return ME_EINVAL;
     }
-    return run_step_events(model, s, out, err, errlen, NULL, 0, NULL, NULL);
+    return run_step_events(model, s, out, err, errlen, NULL, 0, NULL, NULL, NULL);
 }
 
 int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, const MeTlSink *sink, MemestMemory *out, char *err,
                          size_t errlen)
 {
-    return run_step_events(model, s, out, err, errlen, NULL, 0, sink, NULL);
+    return run_step_events(model, s, out, err, errlen, NULL, 0, sink, NULL, NULL);
 }
 
 /* The step, told to the statistics (out, and the series rec->series[slot]
@@ -1580,7 +1598,7 @@ int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, cons
  * given. prev: step 1's figures when the caller has them (--grad's step 2
  * starts beside step 1's graph), else step 2 simulates step 1 itself. */
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
-                           MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev)
+                           MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev, const int *holds)
 {
     MeGraph *g = (MeGraph *)&model->g; /* only read here; Sim keeps a plain pointer */
     Sim m = { .g = g, .s = s, .out = out };
@@ -1657,7 +1675,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     }
     m.amp.es = es;
     for (int i = 0; i <= g->nn; i++) m.hold.hold_head[i] = m.saved.saved_head[i] = -1;
-    m.hold.hold_end = model->hold_end; /* read only: shared by the two steps */
+    m.hold.hold_end = holds ? holds : model->hold_end; /* read only: shared by the two steps */
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && s->checkpoint == MEMEST_CHECKPOINT_LAYERS && !m.ckpt.nseg) {
         if (err && errlen) snprintf(err, errlen, "%s: --checkpoint layers: the model marks no layers to checkpoint (a language model's decoder layers)", g->path);
@@ -1787,7 +1805,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             MemestMemorySettings s1 = *s;
             s1.step = 1;
             s1.record_series = false;
-            if ((rc = run_step_events(model, &s1, &m1, err, errlen, NULL, 0, NULL, NULL)) < 0) goto end;
+            if ((rc = run_step_events(model, &s1, &m1, err, errlen, NULL, 0, NULL, NULL, holds)) < 0) goto end;
         }
         if ((prev_graph = st_new(&m, (int64_t)(m1.end - m1.baseline), MEMEST_MEM_SAVED)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[prev_graph].persistent = true;
@@ -2020,7 +2038,7 @@ static void *run_step(void *p)
     StepJob *j = p;
     int k = j->s.step - 1;
     j->rc = run_step_events(j->model, &j->s, &j->r->mem[k], j->err, sizeof(j->err), j->s.record_series ? j->r : NULL, k, NULL,
-                            j->prev);
+                            j->prev, NULL);
     return NULL;
 }
 
@@ -2098,6 +2116,30 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
             return job[k].rc;
         }
         r->n_mem = k + 1;
+    }
+    /* Inference from a graph that does not show which tensors the forwards
+     * bound to names: the same steps with every one named (me_scope_holds'
+     * frame_end). PyTorch's peak lies between the two: a name keeps its
+     * tensor until re-bound, deleted or its frame returns (CPython's
+     * reference counting), and which tensors had names the file cannot say. */
+    for (int k = 0; model->frame_end && s->mode != MEMEST_RUN_TRAIN && k < r->n_mem; k++) {
+        MemestMemory b;
+        int rc = run_step_events(model, &job[k].s, &b, err, errlen, NULL, 0, NULL, k ? &r->mem[0] : NULL, model->frame_end);
+        if (rc < 0) return rc;
+        r->mem[k].peak_frames = b.peak_allocated;
+    }
+    /* said when the names could move the figure by more than the 2 % memest
+     * aims for: the worst step's bound */
+    r->names_note[0] = 0;
+    for (int k = 0; k < r->n_mem; k++) {
+        const MemestMemory *x = &r->mem[k];
+        double up = x->peak_allocated ? (double)x->peak_frames / (double)x->peak_allocated - 1.0 : 0.0;
+        if (!x->peak_frames || up <= 0.02 || (r->names_note[0] && x->peak_frames <= r->mem[0].peak_frames)) continue;
+        snprintf(r->names_note, sizeof(r->names_note),
+                 "the file does not show which tensors the Python forwards kept in named variables (a name holds its "
+                 "tensor until it is re-bound or its forward returns): the peak frees each after its last reader and "
+                 "the calls it is an argument of; had every one been named, the peak%s would be %.2f MiB (+%.1f %%)",
+                 r->n_mem > 1 ? (k ? " of call 2" : " of call 1") : "", (double)x->peak_frames / 1048576.0, 100.0 * up);
     }
     return 0;
 }

@@ -547,7 +547,8 @@ static int model_load(MemestModel **out, const char *name, const MeSource *src, 
     if (rc >= 0) rc = bind(m, &m->bind, true, &d);
     /* the module scopes' holds depend on the graph alone */
     if (rc >= 0 && !(m->hold_end = me_malloc(sizeof(int) * (size_t)(m->g.nv + 1)))) rc = ME_ENOMEM;
-    if (rc >= 0) rc = me_scope_holds(&m->g, m->hold_end);
+    if (rc >= 0 && m->g.frames_unseen && !(m->frame_end = me_malloc(sizeof(int) * (size_t)(m->g.nv + 1)))) rc = ME_ENOMEM;
+    if (rc >= 0) rc = me_scope_holds(&m->g, m->hold_end, m->frame_end);
     if (src->data) me_onnx_detach(&m->g);
     if (rc < 0) {
         if (rc == ME_ENOMEM && !d.msg[0]) snprintf(d.msg, sizeof(d.msg), "%s: out of memory", name);
@@ -616,6 +617,7 @@ void memest_model_free(MemestModel **pm)
     me_free((*pm)->unbound);
     me_free((*pm)->dcost);
     me_free((*pm)->hold_end);
+    me_free((*pm)->frame_end);
     me_free(*pm);
     *pm = NULL;
 }

@@ -56,6 +56,8 @@ struct MemestModel {
     uint64_t generation; /* changes with every binding; analyses remember theirs */
     MeCost *dcost;       /* default-convention cost per node, once per binding */
     int *hold_end;       /* memory.c's scope holds (structure only: once per model) */
+    int *frame_end;      /* the same with every tensor named in the frame that passes it on (the
+                          * bound MemestMemory.peak_frames reads); NULL where the graph states its names */
     bool threads;        /* MemestLoadSettings.threads */
     /* A language model (config.json): its KV cache per token per sequence
      * and the tokens each sequence caches by the end of the step shown */
@@ -99,6 +101,7 @@ typedef struct MeMemResult {
     int n_mem;
     char skipped[256];   /* why no timeline, when an unknown op prevents it */
     char assumed[512];   /* what the timeline assumed for nodes it cannot model (unknown ops); "" none */
+    char names_note[320]; /* the note on MemestMemory.peak_frames (memest_note_text "python_names"); "" none */
     MemestSeriesPoint *series[2];
     int n_series[2], cap_series[2];
 } MeMemResult;
@@ -136,7 +139,7 @@ void me_convention_cost(MemestConvention conv, const MeCtx *c, MeCost *out);
 /* Whether the convention's table has an entry for the class (test_registry). */
 bool me_convention_covers(MemestConvention conv, MeCostClass cls);
 /* Positions until which Python's module scopes hold each value (memory.c). */
-int me_scope_holds(const MeGraph *g, int *hold_end);
+int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end);
 /* Runs the timeline for s into r (memory.c). An unknown op is modelled by
  * its outputs alone (r->assumed says so) and is not an error. */
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen);

@@ -394,6 +394,12 @@ typedef struct MemestMemory {
     uint64_t backward_peak; /* training: peak (as peak_allocated) through forward, loss and backward, before the update */
     uint64_t backward_peak_grads; /* gradient bytes alive at that peak */
     uint64_t host;          /* offload: bytes on the host (fp32 master weights, optimizer state, gradients), never on the GPU */
+    /* inference from a graph that does not state which tensors its Python
+     * forwards bound to names (an ONNX export): the peak (as peak_allocated)
+     * if every tensor a frame passes on were named there and so alive until
+     * that forward returns. An upper bound on what names can hold; PyTorch's
+     * peak lies between peak_allocated and this. 0: not computed */
+    uint64_t peak_frames;
 } MemestMemory;
 
 /* Simulates one step (see MemestMemorySettings) of the model as bound now
@@ -423,8 +429,11 @@ MEMEST_API const char *memest_memory_note(const MemestAnalysis *analysis);
  * to the embedding table, ...): note i's text (one line), its stable key in
  * *code when code is not NULL ("folded_batchnorm", "tied_weights"); NULL
  * past the last. Notes that matter only with autograd are listed once the
- * analysis' memory runs with it (memest_set_memory, --grad/--train). The
- * strings are the model's. Callers should show them. */
+ * analysis' memory runs with it (memest_set_memory, --grad/--train); the
+ * memory run adds its own last ("python_names": how far the tensors an
+ * export's forwards kept in names could raise the peak, memest.h
+ * MemestMemory.peak_frames). The strings are the model's or the analysis'.
+ * Callers should show them. */
 MEMEST_API const char *memest_note_text(const MemestAnalysis *analysis, int i, const char **code);
 
 /* One point of the simulated timeline: live bytes by category just after

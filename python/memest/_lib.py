@@ -77,7 +77,7 @@ class Memory(ctypes.Structure):
                 ("at_peak", c_u64 * len(MEM_CATEGORIES)), ("peak_node", c_int), ("peak_name", c_char_p),
                 ("peak_phase", c_int), ("events", c_int), ("segments", c_int), ("recompute_macs", c_u64),
                 ("forward_end", c_u64), ("grads_end", c_u64), ("backward_peak", c_u64), ("backward_peak_grads", c_u64),
-                ("host", c_u64)]
+                ("host", c_u64), ("peak_frames", c_u64)]
 
 
 PROGRESS = ctypes.CFUNCTYPE(None, c_void_p, c_i64, c_u64)

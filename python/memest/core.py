@@ -262,6 +262,7 @@ class MemoryStep:
     segments: int
     recompute_macs: int
     forward_end: int = 0  # training: alive when the forward returns, beyond the baseline
+    peak_if_all_named: int = 0  # inference from an export: the peak had every tensor been a named local (0: not computed)
 
 
 @dataclass
@@ -372,7 +373,8 @@ class Report:
                 cuda_context=s.cuda_context, nvidia_smi=s.nvidia_smi, baseline=s.baseline, end=s.end,
                 at_peak={c: v for c, v in zip(L.MEM_CATEGORIES, s.at_peak) if c in cats},
                 peak_at=s.peak_name.decode() if s.peak_name else "", peak_phase=L.PHASES[s.peak_phase],
-                segments=s.segments, recompute_macs=s.recompute_macs, forward_end=s.forward_end))
+                segments=s.segments, recompute_macs=s.recompute_macs, forward_end=s.forward_end,
+                peak_if_all_named=s.peak_frames))
         mode = [k for k, v in L.RUN_MODES.items() if v == self._mem.mode][0]
         return Memory({"grad": "infer_grad"}.get(mode, mode), out)
 

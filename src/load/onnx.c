@@ -1436,6 +1436,7 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     free_functions(&o);
     me_free(o.gen);
     if (rc >= 0) rc = mark_functional(g);
+    g->frames_unseen = true; /* an export keeps no Python names */
     return rc < 0 ? rc : mark_uncalled(g);
 }
 

@@ -249,6 +249,7 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
             cJSON_AddNumberToObject(o, "checkpoint_segments", r->segments);
             add_u64(o, "recompute_macs", r->recompute_macs);
             if (ms->mode == MEMEST_RUN_TRAIN) add_u64(o, "forward_end", r->forward_end);
+            if (r->peak_frames) add_u64(o, "peak_if_all_named", r->peak_frames); /* memest.h: the bound */
             if (ms->offload) add_u64(o, "host", r->host); /* ZeRO-Offload: never on the GPU */
             cJSON *cat = cJSON_AddObjectToObject(o, "at_peak");
             for (int c = 0; c < MEMEST_MEM_COUNT; c++)

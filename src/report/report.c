@@ -211,6 +211,10 @@ const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
         if (code) *code = n->code;
         return n->text;
     }
+    if (a->has_memory && a->memory.names_note[0] && !i) { /* the memory run's own note, after the graph's */
+        if (code) *code = "python_names";
+        return a->memory.names_note;
+    }
     return NULL;
 }
 
@@ -366,6 +370,9 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
             fprintf(f, "    nvidia-smi, estimated %10.2f MiB  (reserved + CUDA context %.0f MiB, estimated)\n", mib(r->nvidia_smi),
                     mib(r->cuda_context));
         }
+        if (r->peak_frames > r->peak_allocated)
+            fprintf(f, "    if every tensor were a named Python local: peak %.2f MiB (+%.1f %%), the most names can hold\n",
+                    mib(r->peak_frames), 100.0 * (double)(r->peak_frames - r->peak_allocated) / (double)(r->peak_allocated ? r->peak_allocated : 1));
         if (r->segments) {
             char rm[40];
             thousands(r->recompute_macs, rm, sizeof(rm));

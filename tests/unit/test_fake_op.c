@@ -141,7 +141,7 @@ static void test_in_model(void)
     /* what the loader does after shape inference: the binding is valid and
      * the module scopes' holds are known */
     m->bound = true;
-    CHECK((m->hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1))) && me_scope_holds(g, m->hold_end) == 0, "scope holds");
+    CHECK((m->hold_end = me_malloc(sizeof(int) * (size_t)(g->nv + 1))) && me_scope_holds(g, m->hold_end, NULL) == 0, "scope holds");
 
     /* shape inference ran the descriptor's infer */
     const MeValue *yv = &g->v[y];
