@@ -94,6 +94,7 @@ typedef struct MeValue {
     int n_uses;
     char **sym;          /* graph inputs, and decl: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
+    bool dtype_declared; /* graph inputs: the file states the element type (--input may not change it) */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad; a node's output: made to require grad
                           * when checkpoint units run (HF's enable_input_require_grads hook) */
     bool local;          /* a Python local of its module's forward: alive until that forward returns */

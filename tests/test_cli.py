@@ -370,6 +370,11 @@ def case_bad_input():
     expect_bad([r18, "--input", "4x224x224"], ["dim 1 is 3 in the model, not 4"], label="--input channels")
     expect_bad([r18, "--input", "foo=3x224x224"], ["no input named 'foo'", "inputs: input"], label="--input name")
     expect_bad([r18, "--input", "3x22a4x224"], ["expected sizes"], label="--input syntax")
+    # the file types its input: int64 into its Conv is no model
+    expect_bad([r18, "--input", "3x224x224:int64"], ["input 'input' is float32 in the file, not int64"], label="--input dtype")
+    expect_bad([write("typed.json", json.dumps(dict(base, inputs=[{"name": "x", "shape": [3, 8, 8], "dtype": "float32"}],
+                                                     layers=[{"name": "r", "type": "ReLU"}]))), "--input", "3x8x8:float16"],
+               ["input 'x' is float32 in the file, not float16"], label="--input dtype (JSON)")
     expect_bad([path("models", "seed_sequential.json"), "--input", "3x1x1"], ["node '4' (MaxPool)", "smaller than the window"], label="--input too small")
     expect_bad([r18, "--batch", "0"], ["--batch"], label="--batch 0")
     expect_bad([r18, "--frobnicate"], ["unknown option"], label="unknown option")

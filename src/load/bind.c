@@ -258,6 +258,12 @@ static int bind_input(Binder *bd, const char *spec, const char **spec_of)
     if (colon) {
         int t = me_dtype_from_name(colon + 1);
         if (t < 0) return me_error(bd->d, ME_EINVAL, "--input '%s': unknown dtype '%s'", spec, colon + 1);
+        /* the file's type is what its ops were exported for: a Conv fed
+         * int64 ids is an error in PyTorch and ONNX alike, not a model */
+        if (v->dtype_declared && (MeDType)t != v->dtype)
+            return me_error(bd->d, ME_EINVAL, "%s: --input '%s': input '%s' is %s in the file, not %s (the model's ops are typed "
+                            "for its inputs; --dtype changes every float input and weight)", g->path, spec, v->name,
+                            me_dtype_name(v->dtype), me_dtype_name((MeDType)t));
         v->dtype = (MeDType)t;
     }
     if (target < 256) spec_of[target] = spec;

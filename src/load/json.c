@@ -569,6 +569,7 @@ static int load_inputs(JCtx *j, const cJSON *root)
         MeValue *v = &j->g->v[vi];
         v->kind = ME_V_INPUT;
         v->dtype = (MeDType)dtype;
+        v->dtype_declared = dt != NULL;
         v->shape.rank = 1 + cJSON_GetArraySize(shape);
         v->sym = me_calloc(ME_MAX_RANK, sizeof(char *));
         if (!v->sym || !(v->sym[0] = me_strdup("batch"))) return ME_ENOMEM;

@@ -1154,6 +1154,7 @@ static int load_value_info(OCtx *o, const PbField *fld, int which, int index)
         }
         v->kind = ME_V_INPUT;
         v->dtype = (MeDType)tt->elem_type;
+        v->dtype_declared = true;
         v->shape.rank = (int)tt->shape->n_dim;
         if (!(v->sym = me_calloc(ME_MAX_RANK, sizeof(char *)))) { rc = ME_ENOMEM; goto end; }
         for (size_t k = 0; k < tt->shape->n_dim; k++) {
