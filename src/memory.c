@@ -1597,6 +1597,30 @@ int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, cons
  * when rec is given), on CUDA the caching-allocator model, and extra when
  * given. prev: step 1's figures when the caller has them (--grad's step 2
  * starts beside step 1's graph), else step 2 simulates step 1 itself. */
+/* model.train() normalizes a BatchNorm with its batch's statistics, and
+ * F.batch_norm refuses a batch of one value per channel
+ * (torch/nn/functional.py _verify_batch_size: "Expected more than 1 value
+ * per channel when training"): DeepLabV3's ASPP pooling at batch 1. No
+ * such step exists to predict. */
+static int bn_batch_ok(const MeGraph *g, char *err, size_t errlen)
+{
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        if (!n->desc || n->desc->cls != ME_C_BN || n->n_in < 1 || n->in[0] < 0 || !g->v[n->in[0]].known) continue;
+        const MeShape *x = &g->v[n->in[0]].shape;
+        int64_t per = x->rank >= 2 && x->d[1] > 0 ? me_shape_numel(x) / x->d[1] : 0;
+        if (per != 1) continue;
+        char sh[128];
+        me_shape_str(x, sh, sizeof(sh), "x", 0);
+        if (err && errlen)
+            snprintf(err, errlen, "%s: node '%s' (%s): --train normalizes with the batch's statistics and its input %s has one "
+                     "value per channel, which PyTorch refuses in training (F.batch_norm: \"Expected more than 1 value per "
+                     "channel when training\"); use a larger --batch", g->path, n->name, n->op, sh);
+        return ME_EINVAL;
+    }
+    return 0;
+}
+
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev, const int *holds)
 {
@@ -1677,6 +1701,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     for (int i = 0; i <= g->nn; i++) m.hold.hold_head[i] = m.saved.saved_head[i] = -1;
     m.hold.hold_end = holds ? holds : model->hold_end; /* read only: shared by the two steps */
     if (s->mode == MEMEST_RUN_TRAIN && (rc = plan_segments(&m)) < 0) goto end;
+    if (s->mode == MEMEST_RUN_TRAIN && (rc = bn_batch_ok(g, err, errlen)) < 0) goto end;
     if (s->mode == MEMEST_RUN_TRAIN && s->checkpoint == MEMEST_CHECKPOINT_LAYERS && !m.ckpt.nseg) {
         if (err && errlen) snprintf(err, errlen, "%s: --checkpoint layers: the model marks no layers to checkpoint (a language model's decoder layers)", g->path);
         rc = ME_EINVAL;

@@ -377,6 +377,10 @@ def case_bad_input():
                ["input 'x' is float32 in the file, not float16"], label="--input dtype (JSON)")
     expect_bad([path("models", "seed_sequential.json"), "--input", "3x1x1"], ["node '4' (MaxPool)", "smaller than the window"], label="--input too small")
     expect_bad([r18, "--batch", "0"], ["--batch"], label="--batch 0")
+    # a training step PyTorch refuses: BatchNorm over one value per channel
+    # (DeepLabV3's ASPP pooling branch at batch 1)
+    expect_bad([path("models", "onnx", "zoo", "deeplabv3_mbv3.onnx"), "--input", "3x224x224", "--train"],
+               ["convs.4.2/BatchNormalization", "one value per channel"], label="--train BatchNorm at batch 1")
     expect_bad([r18, "--frobnicate"], ["unknown option"], label="unknown option")
     expect_bad([r18, "--convention", "nope"], ["--convention"], label="bad convention")
 
