@@ -563,7 +563,17 @@ def process(name, tmp):
     per_batch_print = []
     for b in BATCHES:
         # PyTorch forward in the export mode (output shapes + MAC cross-check)
-        c_exp, y = count_macs(model, name, b, mode == "train", 3)
+        try:
+            c_exp, y = count_macs(model, name, b, mode == "train", 3)
+        except ValueError as e:
+            # torch raises for a training forward whose BatchNorm sees one
+            # value per channel (DeepLabV3's ASPP pooling at batch 1): such a
+            # step does not exist; the export-mode cross-check runs in eval
+            if mode != "train" or "more than 1 value per channel" not in str(e):
+                raise
+            notes.append("batch %d: a training forward raises in PyTorch (%s); the export-mode MAC "
+                         "cross-check ran in eval mode" % (b, e))
+            c_exp, y = count_macs(model, name, b, False, 3)
         outs = output_shapes(y)
         del y
         # primary MAC count: eval mode, no_grad
