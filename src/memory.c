@@ -561,6 +561,7 @@ static int64_t temp_bytes(const Sim *m, const MeNode *n, int64_t (*hook)(const M
 {
     if (m->s->runtime != MEMEST_RUNTIME_CPU || !hook) return 0;
     MeRunCtx r = { .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .sim = m,
+                   .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT,
                    .bytes = run_bytes, .operand_bytes = run_operand_bytes };
     return hook(&r);
 }

@@ -4,11 +4,18 @@
 against golden/truth/native_conv (tests/oracle/measure_native_conv.py),
 every cell within 1 % (a stack of two convolutions: the columns, or
 oneDNN's weight copy, are a large part of each peak). Batch 8's training
-cells are printed, not checked: oneDNN's backward scratch depends on the
-shape and the kernel it picks (this Conv3d's is 4.2 MB, ten times its
-weight), which memest does not model (doc/memory.md).
+cells are printed, not checked: the jit kernels' backward scratch depends
+on the shape and the kernel it picks (this Conv3d's is 4.2 MB, ten times
+its weight), which memest does not model (doc/memory.md).
 
-usage: test_native_conv.py MEMEST SOURCE_ROOT
+Case gemm: convolutions whose weight gradient oneDNN computes with its
+gemm implementation (a kernel wider than 14, a 3-d kernel padded past a
+one-frame input), whose scratchpad is four weight copies a thread plus the
+columns: golden/truth/gemm_conv (tests/oracle/measure_gemm_conv.py) at
+batches 1, 2 and 8, every cell within 1 %, and two of them at one thread
+(threads1/, --cpu-threads 1).
+
+usage: test_native_conv.py MEMEST SOURCE_ROOT [gemm]
 """
 import json
 import os
@@ -18,14 +25,21 @@ import sys
 MEMEST, ROOT = sys.argv[1], sys.argv[2]
 TOL = 0.01
 MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"]}
+GEMM = len(sys.argv) > 3 and sys.argv[3] == "gemm"
+DIR = "gemm_conv" if GEMM else "native_conv"
 fails = 0
-for name in ("nc_conv2d", "nc_conv1d", "nc_conv3d"):
-    t = json.load(open(os.path.join(ROOT, "golden", "truth", "native_conv", name + ".json")))
+CASES = ([(n, "") for n in ("gc_patch32", "gc_patch16", "gc_conv3d")] + [(n, "threads1") for n in ("gc_patch32", "gc_conv3d")]
+         if GEMM else [(n, "") for n in ("nc_conv2d", "nc_conv1d", "nc_conv3d")])
+for name, sub in CASES:
+    t = json.load(open(os.path.join(ROOT, "golden", "truth", DIR, sub, name + ".json")))
+    threads = ["--cpu-threads", str(t["threads"])]
     loss = ["--loss", "mean"] if "pow(2)" in t.get("loss", "") or "pow2" in t.get("loss", "") else ["--loss", "cross-entropy"]
     for b, e in sorted(t["batches"].items()):
         for mode, extra in MODES.items():
-            cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "native_conv", name + ".onnx"), "--batch", b,
-                   "--runtime", "cpu", "--format", "json"] + extra + (loss if mode.startswith("train") else [])
+            if mode not in e:
+                continue
+            cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", DIR, name + ".onnx"), "--batch", b,
+                   "--runtime", "cpu", "--format", "json"] + threads + extra + (loss if mode.startswith("train") else [])
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 print("FAIL %s b%s %s: exit %d %s" % (name, b, mode, r.returncode, r.stderr.strip()[:200]))
@@ -33,12 +47,13 @@ for name in ("nc_conv2d", "nc_conv1d", "nc_conv3d"):
                 continue
             steps = json.loads(r.stdout)["memory"]["steps"]
             want = [e[mode]["step1"]["peak"], e[mode]["step2"]["peak"]] if mode.startswith("train") else [e[mode]["peak"]]
-            checked = b == "1" or not mode.startswith("train")
+            checked = GEMM or b == "1" or not mode.startswith("train")
             for i, w in enumerate(want):
                 err = (steps[i]["peak"] - w) / w
                 ok = abs(err) <= TOL
                 fails += checked and not ok
-                print("%s %s b%s %s step %d: %d B vs %d B (%+.2f %%)" % (("ok  " if ok else "FAIL") if checked else "info",
-                                                                         name, b, mode, i + 1, steps[i]["peak"], w, 100 * err))
+                print("%s %s%s b%s %s step %d: %d B vs %d B (%+.2f %%)" % (("ok  " if ok else "FAIL") if checked else "info",
+                                                                           name, " (%s)" % sub if sub else "", b, mode, i + 1,
+                                                                           steps[i]["peak"], w, 100 * err))
 print("%d failure(s)" % fails)
 sys.exit(1 if fails else 0)

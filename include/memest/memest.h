@@ -338,7 +338,13 @@ typedef struct MemestMemorySettings {
     int shard;             /* MemestShard, with gpus > 1 */
     MemestOptimizerImpl optimizer_impl; /* training: the update's implementation (default single) */
     int offload;           /* MemestOffload: ZeRO-Offload (training with --gpus/--shard; doc/memory.md) */
+    /* runtime CPU: torch.get_num_threads() of the run (oneDNN's per-thread
+     * scratch); 0: MEMEST_CPU_THREADS_DEFAULT */
+    int cpu_threads;
 } MemestMemorySettings;
+
+/* The threads of memest's CPU truth (tests/oracle: torch.set_num_threads(2)) */
+#define MEMEST_CPU_THREADS_DEFAULT 2
 
 /* MemestMemorySettings.offload: DeepSpeed's zero_optimization
  * offload_optimizer / offload_param (device "cpu"). The fp32 master weights

@@ -54,7 +54,7 @@ class MemorySettings(ctypes.Structure):
     _fields_ = [("mode", c_int), ("optimizer", c_int), ("runtime", c_int), ("loss", c_int),
                 ("step", c_int), ("checkpoint", c_int), ("input_grad", c_int), ("amp", c_int),
                 ("cuda_context", c_u64), ("cublas_workspace", c_u64), ("record_series", c_int),
-                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int), ("offload", c_int)]
+                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int), ("offload", c_int), ("cpu_threads", c_int)]
 
 
 class Gpu(ctypes.Structure):

@@ -279,6 +279,15 @@ static int apply(Cli *c, int o, const char *val)
         }
         break;
     }
+    case OPT_CPU_THREADS: {
+        int64_t t;
+        if (parse_size(val, &t) < 0 || t < 1 || t > 4096) {
+            fprintf(stderr, "memest: --cpu-threads '%s': expected a number of threads (1 to 4096)\n", val);
+            return -1;
+        }
+        c->ms.cpu_threads = (int)t;
+        break;
+    }
     case OPT_GPUS: {
         int64_t g;
         if (parse_size(val, &g) < 0 || g > 65536) {
@@ -390,6 +399,11 @@ static int check_values(const Cli *c)
     const MemestMemorySettings *ms = &c->ms;
     if ((c->given & OPT_BIT(SHARD)) && ms->gpus < 2) {
         fprintf(stderr, "memest: --shard %s with --gpus '%s' shards nothing: give --gpus 2 or more\n", c->val[OPT_SHARD], c->val[OPT_GPUS]);
+        return -1;
+    }
+    if ((c->given & OPT_BIT(CPU_THREADS)) && ms->runtime != MEMEST_RUNTIME_CPU) {
+        fprintf(stderr, "memest: --cpu-threads %s with --runtime %s binds nothing: CPU threads size oneDNN's scratch; "
+                        "give --runtime cpu\n", c->val[OPT_CPU_THREADS], c->val[OPT_RUNTIME]);
         return -1;
     }
     if ((c->given & OPT_BIT(MICRO_BATCHES)) && c->ls.pp_stages < 2 && !(c->given & OPT_BIT(PLAN))) {

@@ -60,6 +60,9 @@
       "cross-entropy | mse | mean | sum | none (default cross-entropy;\n"                                        \
       "none: out.backward(grad) with a ones-like grad)")                                                        \
     X(RUNTIME, "--runtime", "NAME", 0, 0, "cuda | cpu: what PyTorch allocates inside ops (default cuda)")        \
+    X(CPU_THREADS, "--cpu-threads", "N", 0, OPT_BIT(RUNTIME),                                                    \
+      "--runtime cpu: torch.get_num_threads() of the run (oneDNN's\n"                                         \
+      "per-thread scratch; default 2, the threads of memest's CPU truth)")                                   \
     X(CHECKPOINT, "--checkpoint", "HOW", 0, OPT_BIT(TRAIN),                                                      \
       "activation checkpointing: N (>= 2 segments), sqrt (sqrt of the\n"                                      \
       "chain's layers, the places a single tensor crosses), layers (each\n"                                    \

@@ -222,25 +222,152 @@ static int64_t native_columns(const MeRunCtx *r)
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
 }
 
+/* The forward's input copy: the direct kernel reads an ungrouped input of
+ * fewer than 16 channels as it is (jit_avx512_common_conv_kernel.cpp
+ * is_1stconv on avx512_core: ic < 16, ngroups == 1; src "abcd"), while the
+ * 1x1 kernel (jit_avx512_common_1x1_convolution) reorders any input into
+ * the blocked layout, 3 channels padded to 16. */
+static int64_t fwd_input_copy(const MeRunCtx *r)
+{
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
+    if (!x || !w || x->shape.rank < 3) return 0;
+    bool one = true;
+    for (int i = 2; i < w->shape.rank; i++) one &= w->shape.d[i] == 1;
+    if (!one && me_attr_i(r->c.n, "group", 1) == 1 && x->shape.d[1] < 16) return 0;
+    return one ? blocked_bytes(r, x, r->operand_bytes(r, x)) : conv_input_copy(r);
+}
+
 /* oneDNN: input and weights reordered, the result computed into a
- * blocked buffer, then reordered into the output: beyond the output,
- * max(input copy + weight copy, blocked output) at once */
+ * blocked buffer y (ideep's), then reordered into the output
+ * (mkldnn_to_dense) once the copies are gone: max(copies + y, y + output),
+ * beyond the output max(copies + y - output, y). y exceeds the output by
+ * the channels padded to the block. */
 static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
 {
     int64_t cols = native_columns(r);
     if (cols >= 0) return cols;
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
-    int64_t a = conv_input_copy(r) + r->operand_bytes(r, w), b = blocked_bytes(r, o, r->bytes(r, o));
-    return a > b ? a : b;
+    int64_t out = r->bytes(r, o), y = blocked_bytes(r, o, out);
+    int64_t a = fwd_input_copy(r) + r->operand_bytes(r, w) + (y - out);
+    return a > y ? a : y;
 }
 
-/* oneDNN: reordered output gradient, input and weights */
+/* oneDNN v2.6.3 (torch 1.13's) picks the first weight-gradient
+ * implementation whose init_conf accepts the shapes (cpu_convolution_list.cpp,
+ * f32 backward_weights). For an ungrouped convolution the jit ones are
+ * jit_avx512_common (jit_avx512_common_conv_kernel.cpp) and jit_avx2
+ * (jit_avx2_conv_kernel_f32.cpp); when both refuse, gemm_convolution
+ * computes it on the plain layout. Their shape conditions, oneDNN's
+ * dilation being torch's minus one and a pad's end from
+ * calculate_end_padding: */
+typedef struct ConvGeom {
+    int sp;
+    int64_t in[3], out[3], k[3], ext[3], s[3], dil[3], pb[3], pe[3]; /* depth, height, width; 1/0 where absent */
+} ConvGeom;
+
+static bool conv_geom(const MeRunCtx *r, ConvGeom *g)
+{
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
+    if (!x || !w || !o || x->shape.rank < 3 || x->shape.rank > 5) return false;
+    MeDiag d = { 0 }; /* shape inference has checked the attributes already */
+    MeCtx c = r->c;
+    c.d = &d;
+    ConvParams p;
+    if (conv_params(&c, &x->shape, &w->shape, &p) < 0) return false;
+    memset(g, 0, sizeof(*g));
+    g->sp = p.sp;
+    bool same = !strcmp(p.auto_pad, "SAME_UPPER") || !strcmp(p.auto_pad, "SAME_LOWER");
+    for (int j = 0; j < 3; j++) {
+        int i = j - (3 - p.sp); /* the attribute's index of depth, height, width */
+        if (i < 0) { g->in[j] = g->out[j] = g->k[j] = g->ext[j] = g->s[j] = 1; continue; }
+        g->in[j] = x->shape.d[i + 2];
+        g->out[j] = o->shape.d[i + 2];
+        g->k[j] = p.k[i];
+        g->s[j] = p.s[i];
+        g->dil[j] = p.dil[i] - 1;
+        g->ext[j] = (p.k[i] - 1) * p.dil[i] + 1;
+        int64_t pb = p.pb[i], need = (g->out[j] - 1) * g->s[j] + g->ext[j] - g->in[j];
+        if (!strcmp(p.auto_pad, "VALID")) pb = 0;
+        else if (same) pb = need > 0 ? (!strcmp(p.auto_pad, "SAME_UPPER") ? need / 2 : need - need / 2) : 0;
+        g->pb[j] = pb;
+        g->pe[j] = need - pb > 0 ? need - pb : 0;
+    }
+    return p.group == 1;
+}
+
+static bool avx512_common_bwd_w(const ConvGeom *g)
+{
+    enum { D, H, W };
+    if (g->sp == 3 && g->dil[D]) return false;
+    if ((g->dil[H] && g->s[H] != 1) || (g->dil[H] && g->ext[H] > g->in[H])) return false;
+    bool bounds = g->pb[W] < g->ext[W] && g->pe[W] < g->ext[W] && g->pb[H] <= g->ext[H] / 2 && g->pe[H] <= g->ext[H] / 2 &&
+                  g->pb[D] < g->ext[D] && g->pe[D] < g->ext[D] && (g->pb[D] == 0 || g->k[D] < g->in[D] + g->pb[D]) &&
+                  g->pb[W] <= 28 && g->pe[W] <= 28; /* max_ur_w */
+    if (!bounds) return false;
+    /* kw > 14 only on the "hw transpose" kernel: 2-d, 14 <= kw < 20,
+     * one output column, the kernel as wide as the input, no stride,
+     * dilation or padding */
+    bool hw_transp = g->sp == 2 && g->k[W] >= 14 && g->k[W] < 20 && g->out[W] == 1 && g->k[W] == g->in[W] && g->s[W] == 1 &&
+                     g->s[H] == 1 && !g->dil[H] && !g->dil[W] && !g->pb[W] && !g->pb[H] && !g->pe[W] && !g->pe[H];
+    return hw_transp || g->k[W] <= 14;
+}
+
+static bool avx2_bwd_w(const ConvGeom *g)
+{
+    enum { D, H, W };
+    return g->pb[H] < g->ext[H] && g->pe[H] < g->ext[H] && g->pb[W] < g->ext[W] && g->pe[W] < g->ext[W] && !g->pb[D] &&
+           !g->pe[D] && g->k[W] < 14 && g->k[H] <= g->pb[H] + g->in[H] && g->k[H] <= g->in[H] &&
+           g->k[D] <= g->pb[D] + g->in[D] && g->k[D] <= g->in[D] && g->pb[H] < g->k[H] && !g->dil[D] && !g->dil[H] && !g->dil[W];
+}
+
+/* gemm_convolution_bwd_weights' scratchpad (gemm_convolution_utils.cpp
+ * init_conf, plain layout), one block ideep allocates through c10: a
+ * weight-reduction buffer booked as book<float>(nthr * weights_d.size()),
+ * a count of floats that is the weights' bytes, so four copies a thread,
+ * booked even when one thread runs; and each thread's im2col columns,
+ * [C·∏k, ∏out]. Threads run over the batch ("outer threading") when the
+ * batch is above 1, ∏out / threads < 256 and the estimate stays under the
+ * scratchpad limit; otherwise one. A convolution that covers its whole
+ * input goes to the inner-product implementation, and a 1x1 kernel to its
+ * own: neither is this. -1: a jit implementation runs it. */
+static int64_t gemm_bwd_w_scratch(const MeRunCtx *r)
+{
+    ConvGeom g;
+    if (!conv_geom(r, &g) || r->threads < 1) return -1;
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
+    int64_t ks = g.k[0] * g.k[1] * g.k[2], os = g.out[0] * g.out[1] * g.out[2];
+    bool whole = os == 1 && g.k[0] == g.in[0] && g.k[1] == g.in[1] && g.k[2] == g.in[2];
+    if (ks == 1 || whole || avx512_common_bwd_w(&g) || avx2_bwd_w(&g)) return -1;
+    uint64_t T = (uint64_t)r->threads, ic = (uint64_t)x->shape.d[1], wb = (uint64_t)me_value_bytes(w);
+    uint64_t limit = me_smul(15 * T, me_sadd(me_sadd((uint64_t)me_value_bytes(x), wb), (uint64_t)me_value_bytes(o)));
+    if (limit > (1ull << 30)) limit = 1ull << 30;
+    uint64_t est = me_sadd(me_smul(4 * T, wb), me_smul(4 * T, me_smul(ic, me_smul((uint64_t)ks, 16))));
+    bool outer = est < limit && (uint64_t)os / T < 256 && x->shape.d[0] != 1;
+    uint64_t nthr = outer ? T : 1, red = me_smul(4 * nthr, wb);
+    /* im2col is skipped only for a 1x1 stride-1 kernel, never here */
+    uint64_t per_os = me_smul(ic, (uint64_t)ks), col = me_smul(4 * nthr, me_smul(per_os, (uint64_t)os));
+    if (limit < red) return -1; /* gemm refuses: the reference implementation, no scratchpad */
+    if (limit - red < col) { /* the columns cut into blocks of os */
+        uint64_t max_os_block = (limit - red) / (4 * nthr * per_os), osb = (uint64_t)((double)max_os_block * 0.05);
+        col = me_smul(4 * nthr, me_smul(per_os, osb > 16 ? osb : 16));
+    }
+    uint64_t b = me_sadd(red, col);
+    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+/* oneDNN: reordered output gradient, input and weights; where gemm
+ * computes the weight gradient, its scratchpad, beside the weight
+ * gradient ideep computes into (the timeline's gradient: the input
+ * gradient has finished by then, mkldnn_convolution_backward runs the two
+ * one after the other) */
 static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
 {
     int64_t cols = native_columns(r);
     if (cols >= 0) return cols;
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
-    return blocked_bytes(r, o, r->bytes(r, o)) + conv_input_copy(r) + r->operand_bytes(r, w);
+    int64_t jit = blocked_bytes(r, o, r->bytes(r, o)) + conv_input_copy(r) + r->operand_bytes(r, w);
+    int64_t gemm = r->operand_bytes(r, w) == r->bytes(r, w) ? gemm_bwd_w_scratch(r) : -1; /* fp32 only */
+    return gemm > jit ? gemm : jit;
 }
 
 const MeOpDesc me_op_conv = {

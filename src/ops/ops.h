@@ -140,6 +140,7 @@ enum {
 typedef struct MeRunCtx {
     MeCtx c;
     bool grad;                 /* autograd records this forward */
+    int threads;               /* CPU runtime: intra-op threads (MemestMemorySettings.cpu_threads) */
     const void *sim;           /* the simulation, for the callbacks */
     /* bytes of v as the simulation holds it (its element size under autocast) */
     int64_t (*bytes)(const struct MeRunCtx *r, const MeValue *v);

@@ -84,7 +84,9 @@ def measured(label, args, training=False):
 
 
 measured("resnet18 inference", ["models/resnet18.json", "--input", "3x32x32", "--batch", "2"])
-measured("resnet18 sgd", ["models/resnet18.json", "--input", "3x32x32", "--train"], training=True)
+# batch 2: at 32 px layer4's BatchNorm sees 1x1, one value per channel at
+# batch 1, which PyTorch refuses to train
+measured("resnet18 sgd", ["models/resnet18.json", "--input", "3x32x32", "--batch", "2", "--train"], training=True)
 # every op memest-measure runs, small: Concat (gradients that are channel
 # slices, through cuDNN and through the direct kernels), Clip, depthwise
 # convolution, ceil-mode max-pool, average pools, Dropout, Linear

@@ -910,8 +910,9 @@ def run_model(name, batches, out_dir, summary, modes_filter=None):
         entry["saved_for_backward"] = {
             "what": "distinct storages saved by autograd in one forward (not params, buffers, "
                     "inputs), from an unprofiled forward with saved_tensors_hooks",
-            "eval": saved_for_backward(name, spec, b, False),
-            "train": saved_for_backward(name, spec, b, True)}
+            "eval": saved_for_backward(name, spec, b, False)}
+        if any(m_.startswith("train") for m_ in bmodes):  # a train() forward may not exist (BATCH_MODES)
+            entry["saved_for_backward"]["train"] = saved_for_backward(name, spec, b, True)
         bnotes = []
         psizes = {}
         torch.manual_seed(0)

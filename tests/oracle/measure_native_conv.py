@@ -35,20 +35,26 @@ MODELS = {
 ONNX_OUT = os.path.join(ROOT, "models", "onnx", "native_conv")
 TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "native_conv")
 
-if __name__ == "__main__":
+def export_stacks(models, onnx_out, truth_out):
+    """Each stack exported (opset 17, training export, dynamic batch) as a
+    graph-only file and registered with measure_memory."""
     torch.set_num_threads(2)
-    os.makedirs(ONNX_OUT, exist_ok=True)
-    os.makedirs(TRUTH_OUT, exist_ok=True)
-    for name, (ctor, spec) in MODELS.items():
+    os.makedirs(onnx_out, exist_ok=True)
+    os.makedirs(truth_out, exist_ok=True)
+    for name, (ctor, spec) in models.items():
         torch.manual_seed(0)
         m = ctor().train()
-        tmp = os.path.join(ONNX_OUT, name + ".full.onnx")
+        tmp = os.path.join(onnx_out, name + ".full.onnx")
         torch.onnx.export(m, (torch.randn(2, *spec[0][1]),), tmp, opset_version=17, input_names=["input"],
                           output_names=["output"], training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-        make_graph_only(tmp, os.path.join(ONNX_OUT, name + ".onnx"))
+        make_graph_only(tmp, os.path.join(onnx_out, name + ".onnx"))
         os.remove(tmp)
         mm.LOCAL[name] = (ctor, spec)
+
+
+if __name__ == "__main__":
+    export_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
     summary = []
     for name in MODELS:
         mm.run_model(name, [1, 8], TRUTH_OUT, summary, modes_filter=("infer_nograd", "infer_grad", "train_sgd"))
