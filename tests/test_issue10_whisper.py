@@ -176,7 +176,8 @@ def case_names_bound():
     # w; the UNet's h), and the note is said where it is far off
     for model in ("resnet18", "resnet50", "mobilenet_v2", "vgg16", "densenet121", "efficientnet_b0", "googlenet",
                   "shufflenet_v2_x1_0", "regnet_y_400mf", "mobilenet_v3_large", "vit_b_16", "bert_like", "gpt2_tanh",
-                  "llama_tied", "whisper_encoder", "diffusion_unet"):
+                  "llama_tied", "whisper_encoder", "diffusion_unet", "t5_like", "unet_like", "squeezenet1_0", "swin_t",
+                  "efficientnet_v2_s", "r3d_18"):
         truth = json.load(open(path("golden", "truth", "memory", model + ".json")))
         spec = []
         for i in truth["inputs"]:
