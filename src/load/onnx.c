@@ -1274,6 +1274,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
     if (rc >= 0) rc = unique_names(o);
     for (int i = 0; i < counts[S_OUTPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_OUTPUT][i], 1, i);
     for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, &spans[S_VI][i], 2, i);
+    if (rc >= 0) rc = me_load_weight_inputs(o->g, o->d);
     if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
     if (rc >= 0 && !o->g->n_outputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no outputs", o->g->path);
 end:

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""ONNX files written in common ways memest once refused or miscounted
+(models/onnx/robust/, made by tests/robust/make_robust.py with torch 1.13;
+truth from PyTorch in models/onnx/robust/truth.json):
+
+  weights_inputs  export_params=False: weights are graph inputs without
+                  data; they count as parameters and buffers (PyTorch's
+                  numbers), a note weights_as_inputs says so, and --input
+                  binds only the data inputs
+  dedup           deduplicated initializers: one nn.Linear called twice is
+                  one tensor; two equal layers are stored once by an eval
+                  export, counted as the file holds them, and the note
+                  deduplicated_initializers gives the difference to PyTorch
+  reduce          sizes computed by ReduceMin/Max/Sum/Prod (torchvision's
+                  detection transform) are evaluated, not refused
+  subgraph        weights read only inside If/Loop bodies count once
+  ops             GridSample, RoiAlign, LpNormalization: known ops, output
+                  shapes as PyTorch's
+
+usage: test_robust.py MEMEST SOURCE_ROOT CASE
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+MEMEST, ROOT, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+DIR = os.path.join(ROOT, "models", "onnx", "robust")
+TRUTH = json.load(open(os.path.join(DIR, "truth.json")))["models"]
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print(("ok   " if ok else "FAIL ") + what)
+    fails += not ok
+
+
+def run(name, *args):
+    r = subprocess.run([MEMEST, os.path.join(DIR, name + ".onnx"), "--format", "json"] + list(args), capture_output=True, text=True)
+    doc = None
+    if r.returncode == 0:
+        try:
+            doc = json.loads(r.stdout)
+        except ValueError:
+            pass
+    return r.returncode, doc, r.stderr
+
+
+def notes(doc, code):
+    return [n["text"] for n in doc["notes"] if n["code"] == code] if doc else []
+
+
+def output_shapes(doc, names):
+    """Shapes memest gives the graph outputs named."""
+    got = {}
+    for layer in doc["layers"] if doc else []:
+        for o in layer.get("outputs", []):
+            got[o["name"]] = o.get("shape")
+    return [got.get(n) for n in names]
+
+
+def case_weights_inputs():
+    for name in ("noparams_tiny_train", "noparams_mlp3d_eval", "noparams_resnet18_train", "noparams_identity"):
+        t = TRUTH[name]
+        rc, doc, err = run(name)
+        check(rc == 0 and doc is not None, f"{name}: loads (rc {rc}) {err.strip()[-200:]}")
+        if not doc:
+            continue
+        check(doc["totals"]["params"] == t["params"], f"{name}: params {doc['totals']['params']} vs PyTorch {t['params']}")
+        check(doc["totals"].get("buffers", 0) == t["buffers"], f"{name}: buffers {doc['totals'].get('buffers')} vs PyTorch {t['buffers']}")
+        check(len(doc["inputs"]) == 1, f"{name}: one data input, got {[i['name'] for i in doc['inputs']]}")
+        check(len(notes(doc, "weights_as_inputs")) == 1, f"{name}: note weights_as_inputs")
+        check(output_shapes(doc, t["output_names"]) == t["outputs"], f"{name}: outputs {output_shapes(doc, t['output_names'])} vs {t['outputs']}")
+    # an eval export folds BatchNorm into the convolutions: the weights are
+    # still inputs, and the canonicalization sees them as stored weights
+    rc, doc, err = run("noparams_resnet18_eval", "--input", "input.1=3x32x32", "--batch", "2")
+    check(rc == 0 and doc and [i["name"] for i in doc["inputs"]] == ["input.1"] and doc["inputs"][0]["shape"] == [2, 3, 32, 32],
+          f"resnet18 eval: --input binds the data input only: rc {rc} {err.strip()[-200:]}")
+    check(len(notes(doc, "weights_as_inputs")) == 1 and len(notes(doc, "folded_batchnorm")) == 1,
+          f"resnet18 eval: notes weights_as_inputs and folded_batchnorm: {[n['code'] for n in doc['notes']] if doc else None}")
+    rc, doc, err = run("noparams_resnet18_eval", "--input", "fc.weight=3x3")
+    check(rc == 2 and "fc.weight" in err and "input.1" in err, f"binding a weight is refused, naming the inputs: rc {rc} {err.strip()}")
+    # two data inputs multiplied are no weights
+    rc, doc, err = run("noparams_ab")
+    check(rc == 0 and doc and len(doc["inputs"]) == 2 and doc["totals"]["params"] == 0 and not notes(doc, "weights_as_inputs"),
+          f"a @ b: two inputs, no parameters: rc {rc} {doc['inputs'] if doc else err.strip()}")
+
+
+def case_dedup():
+    for name, t in sorted(TRUTH.items()):
+        if not name.startswith("dedup_"):
+            continue
+        rc, doc, err = run(name)
+        check(rc == 0 and doc is not None, f"{name}: loads (rc {rc}) {err.strip()[-200:]}")
+        if not doc:
+            continue
+        params, texts = doc["totals"]["params"], notes(doc, "deduplicated_initializers")
+        if name.startswith("dedup_same_eval"):
+            # the file holds each equal pair once; the note states the rest
+            more = [int(m) for m in re.findall(r"(\d+) more parameters", " ".join(texts))]
+            upto = [int(m) for m in re.findall(r"up to (\d+) more elements", " ".join(texts))]
+            check(params + sum(more) <= t["params"] <= params + sum(more) + sum(upto) and len(texts) == 1,
+                  f"{name}: {params} counted + {more} (up to {upto}) more in the note vs PyTorch {t['params']}")
+            check(params * 2 == t["params"], f"{name}: the file's tensors once each: {params} (PyTorch {t['params']}, every tensor twice)")
+        else:
+            check(params == t["params"] and not texts, f"{name}: params {params} vs PyTorch {t['params']}, no note: {texts}")
+
+
+def case_reduce():
+    rc, doc, err = run("reduce_det_transform")
+    t = TRUTH["reduce_det_transform"]
+    check(rc == 0 and doc is not None, f"detection transform: loads (rc {rc}) {err.strip()[-300:]}")
+    check(doc is not None and output_shapes(doc, t["output_names"]) == t["outputs"] and doc["totals"]["params"] == t["params"],
+          f"detection transform: output {output_shapes(doc, t['output_names'])} vs PyTorch {t['outputs']}")
+    t = TRUTH["reduce_sizes"]
+    rc, doc, err = run("reduce_sizes", "--input", "x=2x3x4", "--input", "y=5x2")
+    check(rc == 0 and output_shapes(doc, t["output_names"]) == t["outputs"],
+          f"ReduceProd/Sum/Max/Min of shapes: rc {rc} {output_shapes(doc, t['output_names'])} vs PyTorch {t['outputs']} {err.strip()[-300:]}")
+    # another binding: the folded sizes follow it
+    rc, doc, err = run("reduce_sizes", "--input", "x=3x5x2", "--input", "y=4x2")
+    check(rc == 0 and output_shapes(doc, t["output_names"]) == [[3, 10], [6, 2]], f"re-bound: rc {rc} {output_shapes(doc, t['output_names'])}")
+
+
+def case_subgraph():
+    for name, extra in (("subgraph_if", []), ("subgraph_loop", ["--input", "x.1=2x8"])):
+        t = TRUTH[name]
+        rc, doc, err = run(name, *extra)
+        check(rc == 0 and doc is not None and doc["totals"]["params"] == t["params"],
+              f"{name}: params {doc['totals']['params'] if doc else None} vs PyTorch {t['params']} (rc {rc}) {err.strip()[-200:]}")
+
+
+def case_ops():
+    for name, op in (("op_grid_sample", "GridSample"), ("op_roi_align", "RoiAlign"), ("op_lp_normalization", "LpNormalization")):
+        t = TRUTH[name]
+        rc, doc, err = run(name, "--strict")
+        check(rc == 0 and doc is not None, f"{name}: {op} is known (--strict, rc {rc}) {err.strip()[-200:]}")
+        if not doc:
+            continue
+        check(output_shapes(doc, t["output_names"]) == t["outputs"], f"{name}: output {output_shapes(doc, t['output_names'])} vs PyTorch {t['outputs']}")
+        check(doc["totals"]["params"] == t["params"], f"{name}: params {doc['totals']['params']} vs PyTorch {t['params']}")
+        row = [l for l in doc["layers"] if l["op"] == op]
+        check(len(row) == 1 and row[0]["status"] == "counted" and (op == "GridSample") <= (row[0]["flops"] > 0),
+              f"{name}: one {op} row, counted: {row}")
+        # training: the op's backward runs (its saved tensors), nothing refused
+        rc, doc, err = run(name, "--train", "--optimizer", "sgd")
+        check(rc == 0 and doc is not None, f"{name}: --train (rc {rc}) {err.strip()[-200:]}")
+
+
+CASES = {"weights_inputs": case_weights_inputs, "dedup": case_dedup, "reduce": case_reduce, "subgraph": case_subgraph, "ops": case_ops}
+CASES[CASE]()
+print("%d failure(s)" % fails)
+sys.exit(1 if fails else 0)
