@@ -121,6 +121,9 @@ def case_reduce():
     # another binding: the folded sizes follow it
     rc, doc, err = run("reduce_sizes", "--input", "x=3x5x2", "--input", "y=4x2")
     check(rc == 0 and output_shapes(doc, t["output_names"]) == [[3, 10], [6, 2]], f"re-bound: rc {rc} {output_shapes(doc, t['output_names'])}")
+    rc, doc, err = run("reduce_overflow")
+    check(rc == 2 and "node '/numel/ReduceProd' (ReduceProd)" in err and "overflow" in err,
+          f"a product of sizes past int64 is refused, naming the node: rc {rc} {err.strip()}")
 
 
 def case_subgraph():

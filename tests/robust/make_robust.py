@@ -166,6 +166,14 @@ export("reduce_det_transform", DetTransform(), (torch.rand(1, 3, 30, 40),), opse
 export("reduce_sizes", SizeReduce(), (torch.rand(2, 3, 4), torch.rand(5, 2)), input_names=["x", "y"],
        dynamic_axes={"x": {0: "b", 1: "c"}, "y": {0: "p"}})
 
+# a product of sizes past int64: refused, naming the node
+big = oh.make_tensor("sizes", onnx.TensorProto.INT64, [2], [1 << 40, 1 << 40])
+graph = oh.make_graph([oh.make_node("ReduceProd", ["sizes"], ["n"], name="/numel/ReduceProd", keepdims=1),
+                       oh.make_node("Reshape", ["x", "n"], ["y"], name="/Reshape")], "overflow",
+                      [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                      [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], [big])
+onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), os.path.join(OUT, "reduce_overflow.onnx"))
+
 
 # 4. weights read only inside If / Loop bodies
 class Branch(nn.Module):
