@@ -127,7 +127,7 @@ def case_reduce():
 
 
 def case_subgraph():
-    for name, extra in (("subgraph_if", []), ("subgraph_loop", ["--input", "x.1=2x8"])):
+    for name, extra in (("subgraph_if", []), ("subgraph_loop", ["--input", "x.1=2x8"]), ("subgraph_nested", ["--input", "x.1=2x8"])):
         t = TRUTH[name]
         rc, doc, err = run(name, *extra)
         check(rc == 0 and doc is not None and doc["totals"]["params"] == t["params"],

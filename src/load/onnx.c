@@ -702,7 +702,8 @@ static int pb_too_deep(const ProtobufCMessageDescriptor *d, const uint8_t *p, si
 /* A subgraph attribute (If/Loop/Scan bodies: AttributeProto.g = 6, .graphs
  * = 11) becomes a marker without being unpacked: memest does not analyze
  * subgraphs, and skipping them keeps their weights and their nesting out of
- * protobuf-c. 1: handled; 0: not a subgraph attribute. */
+ * protobuf-c (the outer weights they read are found at the wire level,
+ * capture_names). 1: handled; 0: not a subgraph attribute. */
 static int graph_attr(OCtx *o, MeNode *n, const uint8_t *p, size_t len)
 {
     const uint8_t *cur = p, *end = p + len;
@@ -721,6 +722,61 @@ static int graph_attr(OCtx *o, MeNode *n, const uint8_t *p, size_t len)
     memcpy(buf, name, name_len);
     buf[name_len] = 0;
     return me_node_add_attr(n, buf, ME_A_GRAPH) ? 1 : ME_ENOMEM;
+}
+
+/* The outer graph's stored tensors a subgraph attribute's nodes read
+ * (AttributeProto g = 6, graphs = 11; GraphProto node = 1; NodeProto input
+ * = 1, attribute = 5, nested subgraphs walked too): ONNX lets a body read
+ * any value of an enclosing scope by name, and an exported `if` or `for`
+ * reads its modules' weights so (torch.jit.script: Gemm(x, a.weight) inside
+ * the If's branches). They become extra inputs of the node, so that the
+ * weights are counted as parameters once, however many bodies read them.
+ * Names a body defines are never outer stored tensors (ONNX forbids
+ * shadowing), so only initializers are looked up. Bodies nested deeper
+ * than ME_MAX_PB_DEPTH are not walked (a hostile file of 10^5 nested Ifs
+ * still loads, its If unknown). */
+typedef struct Captures {
+    int *v;
+    int n, cap;
+} Captures;
+
+static int capture_names(OCtx *o, const MeNode *n, const uint8_t *p, size_t len, int depth, Captures *cp)
+{
+    if (depth > ME_MAX_PB_DEPTH) return 0; /* bodies nested deeper stay unread, as unanalysed as the rest of them */
+    const uint8_t *cur = p, *end = p + len;
+    MemField f;
+    int r;
+    while ((r = mem_next(&cur, end, &f)) > 0) {
+        if (f.wt != 2 || !(f.num == 6 || f.num == 11)) continue;
+        const uint8_t *gc = f.p, *ge = f.p + f.len; /* GraphProto */
+        MemField gf;
+        while ((r = mem_next(&gc, ge, &gf)) > 0) {
+            if (gf.num != 1 || gf.wt != 2) continue;
+            const uint8_t *nc = gf.p, *ne = gf.p + gf.len; /* NodeProto */
+            MemField nf;
+            while ((r = mem_next(&nc, ne, &nf)) > 0) {
+                if (nf.wt != 2) continue;
+                if (nf.num == 5) {
+                    int rc = capture_names(o, n, nf.p, nf.len, depth + 1, cp);
+                    if (rc < 0) return rc;
+                    continue;
+                }
+                if (nf.num != 1 || !nf.len || nf.len > ME_MAX_NAME || memchr(nf.p, 0, nf.len)) continue;
+                int vi = me_strmap_get_n(&o->g->names, (const char *)nf.p, nf.len);
+                if (vi < 0 || o->g->v[vi].kind != ME_V_INIT) continue;
+                bool have = false;
+                for (int k = 0; k < cp->n && !have; k++) have = cp->v[k] == vi;
+                for (int k = 0; k < n->n_in && !have; k++) have = n->in[k] == vi;
+                if (have) continue;
+                if (me_grow(&cp->v, &cp->cap, cp->n + 1, sizeof(int)) < 0) return ME_ENOMEM;
+                cp->v[cp->n++] = vi;
+            }
+            if (r < 0) break;
+        }
+        if (r < 0) break;
+    }
+    if (r < 0) return me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): a subgraph attribute is truncated or corrupt protobuf", o->g->path, n->name, n->op);
+    return 0;
 }
 
 /* Prefetches the name slots of the node or initializer a few ahead, when
@@ -883,6 +939,7 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
     me_free(full);
     if (rc < 0) goto end;
     MeNode *n = &o->g->n[ni];
+    Captures caps = { 0 };
     if (domain_len && !(n->domain = me_graph_strndup(o->g, domain, domain_len))) { rc = ME_ENOMEM; goto end; }
     if (!(n->module = module_name(o->g, n->name))) { rc = ME_ENOMEM; goto end; }
     int ki = 0, ko = 0;
@@ -896,6 +953,7 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
             *slot = vi;
         } else if (f.num == 5) {
             if ((rc = graph_attr(o, &o->g->n[ni], f.p, f.len)) != 0) {
+                if (rc > 0 && !call) rc = capture_names(o, &o->g->n[ni], f.p, f.len, 1, &caps);
                 if (rc > 0) rc = 0;
                 continue;
             }
@@ -924,6 +982,19 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
             onnx__attribute_proto__free_unpacked(ap, NULL);
         }
     }
+    if (rc >= 0 && caps.n) { /* the outer weights the node's subgraphs read: extra inputs */
+        MeNode *nn = &o->g->n[ni];
+        int *in = caps.n <= 4096 ? me_arena_alloc(&o->g->arena, sizeof(int) * (size_t)(nn->n_in + caps.n)) : NULL;
+        if (!in) rc = caps.n > 4096 ? me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): its subgraphs read over 4096 outer weights",
+                                               o->g->path, nn->name, nn->op) : ME_ENOMEM;
+        else {
+            if (nn->n_in) memcpy(in, nn->in, sizeof(int) * (size_t)nn->n_in);
+            memcpy(in + nn->n_in, caps.v, sizeof(int) * (size_t)caps.n);
+            nn->in = in;
+            nn->n_in += caps.n;
+        }
+    }
+    me_free(caps.v);
 end:
     me_free(buf);
     return rc;

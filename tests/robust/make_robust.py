@@ -201,8 +201,24 @@ class Repeat(nn.Module):
         return x
 
 
+class Nested(nn.Module):
+    """An If inside a Loop's body: the weights two bodies deep."""
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x, n: int):
+        for i in range(n):
+            if i % 2 == 0:
+                x = self.a(x)
+            else:
+                x = self.b(x)
+        return x
+
+
 export("subgraph_if", Branch(), (torch.ones(2, 8), torch.ones(1, 3, 4, 4)), script=True)
 export("subgraph_loop", Repeat(), (torch.ones(2, 8), 3), script=True)
+export("subgraph_nested", Nested(), (torch.ones(2, 8), 3), script=True)
 
 
 # 5. ops torchvision models export
