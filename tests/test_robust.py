@@ -150,6 +150,11 @@ def case_ops():
         rc, doc, err = run(name, "--train", "--optimizer", "sgd")
         check(rc == 0 and doc is not None, f"{name}: --train (rc {rc}) {err.strip()[-200:]}")
 
+    for name, node, what in (("bad_grid_sample", "/warp/GridSample", "grid"), ("bad_roi_align", "/pool/RoiAlign", "rois"),
+                             ("bad_lp_normalization", "/norm/LpNormalization", "p is 3")):
+        rc, doc, err = run(name)
+        check(rc == 2 and f"node '{node}'" in err and what in err and name in err, f"{name}: refused naming file, node and field: rc {rc} {err.strip()}")
+
 
 CASES = {"weights_inputs": case_weights_inputs, "dedup": case_dedup, "reduce": case_reduce, "subgraph": case_subgraph, "ops": case_ops}
 CASES[CASE]()

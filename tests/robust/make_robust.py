@@ -255,6 +255,18 @@ graph = oh.make_graph([oh.make_node("LpNormalization", ["x"], ["y"], name="/norm
 onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), os.path.join(OUT, "op_lp_normalization.onnx"))
 truth["op_lp_normalization"] = {"params": 0, "buffers": 0, "outputs": [list(F.normalize(x, p=2.0, dim=1).shape)], "output_names": ["y"]}
 
+# the same ops with inputs that do not fit: refused, naming node and input
+F32, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+for name, node, ins in (
+        ("bad_grid_sample", oh.make_node("GridSample", ["x", "grid"], ["y"], name="/warp/GridSample"),
+         [("x", F32, [2, 3, 8, 8]), ("grid", F32, [2, 5, 7, 3])]),
+        ("bad_roi_align", oh.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], name="/pool/RoiAlign"),
+         [("x", F32, [2, 3, 8, 8]), ("rois", F32, [4, 5]), ("idx", I64, [4])]),
+        ("bad_lp_normalization", oh.make_node("LpNormalization", ["x"], ["y"], name="/norm/LpNormalization", p=3),
+         [("x", F32, [2, 3])])):
+    graph = oh.make_graph([node], name, [oh.make_tensor_value_info(n, t, d) for n, t, d in ins], [oh.make_tensor_value_info("y", F32, None)])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)]), os.path.join(OUT, name + ".onnx"))
+
 with open(os.path.join(OUT, "truth.json"), "w") as f:
     json.dump({"torch": torch.__version__, "torchvision": torchvision.__version__, "models": truth}, f, indent=1, sort_keys=True)
     f.write("\n")
