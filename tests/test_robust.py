@@ -13,7 +13,8 @@ truth from PyTorch in models/onnx/robust/truth.json):
                   deduplicated_initializers gives the difference to PyTorch
   reduce          sizes computed by ReduceMin/Max/Sum/Prod (torchvision's
                   detection transform) are evaluated, not refused
-  subgraph        weights read only inside If/Loop bodies count once
+  subgraph        weights read only inside If/Loop bodies count once, also
+                  when they are graph inputs without data
   ops             GridSample, RoiAlign, LpNormalization: known ops, output
                   shapes as PyTorch's
 
@@ -127,11 +128,16 @@ def case_reduce():
 
 
 def case_subgraph():
-    for name, extra in (("subgraph_if", []), ("subgraph_loop", ["--input", "x.1=2x8"]), ("subgraph_nested", ["--input", "x.1=2x8"])):
+    for name, extra in (("subgraph_if", []), ("subgraph_loop", ["--input", "x.1=2x8"]), ("subgraph_nested", ["--input", "x.1=2x8"]),
+                        ("subgraph_if_noparams", [])):
         t = TRUTH[name]
         rc, doc, err = run(name, *extra)
         check(rc == 0 and doc is not None and doc["totals"]["params"] == t["params"],
               f"{name}: params {doc['totals']['params'] if doc else None} vs PyTorch {t['params']} (rc {rc}) {err.strip()[-200:]}")
+    # weights as inputs that only the bodies read: the bodies' Gemm slots say so
+    rc, doc, err = run("subgraph_if_noparams")
+    check(doc is not None and [i["name"] for i in doc["inputs"]] == ["x.1"] and len(notes(doc, "weights_as_inputs")) == 1,
+          f"subgraph_if_noparams: one data input and the note: {doc['inputs'] if doc else err.strip()}")
 
 
 def case_ops():

@@ -6,8 +6,8 @@
  * the slots that read them say what they are:
  *
  *   a float graph input of a fully static shape is a stored tensor when
- *   a node reads it (through Identity nodes at most) in a weight or buffer
- *   slot of its op (Conv/Gemm weight and bias, a norm's scale, bias and
+ *   a node reads it (through Identity nodes at most, or inside an If/Loop
+ *   body: onnx.c capture_names) in a weight or buffer slot of its op (Conv/Gemm weight and bias, a norm's scale, bias and
  *   running statistics: roles 'w' and 'b'), as MatMul's 2-d right operand
  *   when the left one is computed or a graph input of rank 3 or more (a
  *   folded nn.Linear weight: at::linear on a 2-d input is Gemm, so
@@ -42,7 +42,7 @@ static const MeOpDesc *desc_of(const MeGraph *g, const MeNode *n)
     return me_op_find(n->op, n->domain, g->opset);
 }
 
-int me_load_weight_inputs(MeGraph *g, MeDiag *d)
+int me_load_weight_inputs(MeGraph *g, const int *body_weights, int n_body, MeDiag *d)
 {
     (void)d;
     bool any = false;
@@ -71,6 +71,11 @@ int me_load_weight_inputs(MeGraph *g, MeDiag *d)
     }
 #define SRC(v) ((v) >= 0 ? src[v] : -1)
     int found = 0;
+    for (int k = 0; k < n_body; k++) /* read in a weight slot inside an If/Loop body */
+        if (body_weights[k] >= 0 && body_weights[k] < g->nv && candidate(g, body_weights[k]) && !w[body_weights[k]]) {
+            w[body_weights[k]] = true;
+            found++;
+        }
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         const MeOpDesc *dsc = desc[i];

@@ -221,6 +221,22 @@ export("subgraph_loop", Repeat(), (torch.ones(2, 8), 3), script=True)
 export("subgraph_nested", Nested(), (torch.ones(2, 8), 3), script=True)
 
 
+class BranchOnly(nn.Module):
+    """Weights read only inside the If's branches, and written without data
+    (export_params=False): graph inputs that only the bodies read."""
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            return self.a(x)
+        return self.b(x)
+
+
+export("subgraph_if_noparams", BranchOnly(), (torch.ones(2, 8),), script=True, export_params=False)
+
+
 # 5. ops torchvision models export
 class Warp(nn.Module):
     """A spatial transformer's sampling: F.grid_sample (GridSample, opset 16)."""
