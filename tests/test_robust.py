@@ -98,7 +98,11 @@ def case_dedup():
         if not doc:
             continue
         params, texts = doc["totals"]["params"], notes(doc, "deduplicated_initializers")
-        if name.startswith("dedup_same_eval"):
+        if name == "dedup_bn_eval":
+            more = [int(m) for m in re.findall(r"(\d+) more parameters and (\d+) more buffer elements", " ".join(texts))[0]] if texts else [0, 0]
+            check(len(texts) == 1 and params + more[0] == t["params"] and doc["totals"].get("buffers", 0) + more[1] == t["buffers"],
+                  f"{name}: {params} params, {doc['totals'].get('buffers', 0)} buffers + the note's {more} vs PyTorch {t['params']}, {t['buffers']}")
+        elif name.startswith("dedup_same_eval"):
             # the file holds each equal pair once; the note states the rest
             more = [int(m) for m in re.findall(r"(\d+) more parameters", " ".join(texts))]
             upto = [int(m) for m in re.findall(r"up to (\d+) more elements", " ".join(texts))]

@@ -85,7 +85,7 @@ int me_canon_dedup(MeGraph *g, MeDiag *d)
         snprintf(more, sizeof(more), "; %d more alias(es) with names the exporter made may be further equal Parameters "
                  "(up to %llu more elements) or one Parameter read twice", n_maybe, (unsigned long long)maybe);
     return me_graph_add_note(g, "deduplicated_initializers", ME_NOTE_ALWAYS,
-                             "%d tensor(s) of other modules are read through Identity nodes from an equal initializer "
+                             "%d tensor(s) named as other parameters or buffers are read through Identity nodes from an equal initializer "
                              "(%s%s): the export stored equal tensors once (torch.onnx deduplicates initializers of equal "
                              "value in an eval export), and they are counted once, as the file holds them; PyTorch holds "
                              "each as its own tensor: %llu more parameters and %llu more buffer elements than reported%s",

@@ -140,6 +140,10 @@ for name, cls in (("twice", Twice), ("same", Same)):
         for xs in ((2, 16), (2, 3, 16)):
             export(f"dedup_{name}_{mode}_{len(xs)}d", cls(), (torch.zeros(*xs), torch.zeros(1, 4, 8, 8)), train=mode == "train")
 
+# freshly built BatchNorms in an eval export: weight = running_var (ones),
+# bias = running_mean (zeros), and the second layer's equal to the first's
+export("dedup_bn_eval", nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 8), nn.BatchNorm1d(8)), (torch.zeros(2, 8),))
+
 
 # 3. sizes computed by reductions
 class DetTransform(nn.Module):
