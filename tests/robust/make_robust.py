@@ -144,6 +144,18 @@ for name, cls in (("twice", Twice), ("same", Same)):
 # bias = running_mean (zeros), and the second layer's equal to the first's
 export("dedup_bn_eval", nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 8), nn.BatchNorm1d(8)), (torch.zeros(2, 8),))
 
+# one initializer read only through two Identity nodes (an nn.Linear called
+# twice, its folded weight deduplicated): one tensor, counted once
+lin = nn.Linear(3, 3, bias=False)
+w = oh.make_tensor("onnx::Gemm_7", onnx.TensorProto.FLOAT, [3, 3], lin.weight.detach().flatten().tolist())
+graph = oh.make_graph([oh.make_node("Identity", ["onnx::Gemm_7"], ["onnx::Gemm_8"], name="/Identity"),
+                       oh.make_node("Identity", ["onnx::Gemm_7"], ["onnx::Gemm_9"], name="/Identity_1"),
+                       oh.make_node("Gemm", ["x", "onnx::Gemm_8"], ["h"], name="/fc/Gemm", transB=1),
+                       oh.make_node("Gemm", ["h", "onnx::Gemm_9"], ["y"], name="/fc_1/Gemm", transB=1)], "identity_only",
+                      [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                      [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])], [w])
+onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), os.path.join(OUT, "dedup_identity_only.onnx"))
+truth["dedup_identity_only"] = {"params": counts(lin)[0], "buffers": 0, "outputs": [[2, 3]], "output_names": ["y"]}
 
 # 3. sizes computed by reductions
 class DetTransform(nn.Module):
