@@ -17,6 +17,8 @@ truth from PyTorch in models/onnx/robust/truth.json):
                   when they are graph inputs without data
   ops             GridSample, RoiAlign, LpNormalization: known ops, output
                   shapes as PyTorch's
+  ops_memory      GridSample's and LpNormalization's forward and training
+                  peaks against torch's CPU measurement, within 1 %
 
 usage: test_robust.py MEMEST SOURCE_ROOT CASE
 """
@@ -166,7 +168,28 @@ def case_ops():
         check(rc == 2 and f"node '{node}'" in err and what in err and name in err, f"{name}: refused naming file, node and field: rc {rc} {err.strip()}")
 
 
-CASES = {"weights_inputs": case_weights_inputs, "dedup": case_dedup, "reduce": case_reduce, "subgraph": case_subgraph, "ops": case_ops}
+def case_ops_memory():
+    """GridSample and LpNormalization in a Conv, op, pool, Linear stack:
+    memest --runtime cpu against torch's CPU peaks (golden/truth/robust_ops,
+    tests/oracle/measure_robust_ops.py), every cell within 1 %."""
+    modes = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd", "--loss", "cross-entropy"]}
+    for name in ("grid_sample", "lp_normalization"):
+        t = json.load(open(os.path.join(ROOT, "golden", "truth", "robust_ops", name + ".json")))
+        for b, e in sorted(t["batches"].items()):
+            for mode, extra in modes.items():
+                rc, doc, err = run("mem_" + name, "--batch", b, "--runtime", "cpu", *extra)
+                if not doc:
+                    check(False, f"{name} b{b} {mode}: rc {rc} {err.strip()[-200:]}")
+                    continue
+                steps = doc["memory"]["steps"]
+                want = [e[mode]["step1"]["peak"], e[mode]["step2"]["peak"]] if mode.startswith("train") else [e[mode]["peak"]]
+                for i, w in enumerate(want):
+                    err_pct = 100 * (steps[i]["peak"] - w) / w
+                    check(abs(err_pct) <= 1, f"{name} b{b} {mode} step {i + 1}: {steps[i]['peak']} B vs {w} B ({err_pct:+.2f} %)")
+
+
+CASES = {"weights_inputs": case_weights_inputs, "dedup": case_dedup, "reduce": case_reduce, "subgraph": case_subgraph, "ops": case_ops,
+         "ops_memory": case_ops_memory}
 CASES[CASE]()
 print("%d failure(s)" % fails)
 sys.exit(1 if fails else 0)

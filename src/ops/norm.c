@@ -226,9 +226,31 @@ static uint64_t lp_norm_saved_extra(const MeCtx *c, bool training)
     return me_smul(2, me_dtype_bytes(me_in(c, 0)->dtype, (int64_t)(rows > INT64_MAX ? INT64_MAX : rows)));
 }
 
+/* Forward without autograd: the norm dies once clamp_min made its copy, the
+ * clamped norm is alive while the division writes the output (with
+ * autograd both are kept, saved_extra). */
+static int64_t lp_norm_cpu_temp_fwd(const MeRunCtx *r)
+{
+    if (r->grad) return 0;
+    const MeValue *x = me_in(&r->c, 0);
+    return x ? (int64_t)(lp_norm_saved_extra(&r->c, false) / 2) : 0;
+}
+
+/* Backward: DivBackward0's divisor gradient, -grad * self / (other * other),
+ * makes three x-sized tensors (neg, mul, div) beside self's gradient
+ * (grad / other) before summing them down to the norm's shape: measured with
+ * tests/oracle/measure_memory.py's method, the training peak of a Conv,
+ * F.normalize, pool, Linear stack is there. */
+static int64_t lp_norm_cpu_temp_bwd(const MeRunCtx *r)
+{
+    int64_t b = r->bytes(r, me_in(&r->c, 0));
+    return b > INT64_MAX / 3 ? INT64_MAX : 3 * b;
+}
+
 /* norm is on CUDA autocast's fp32 list; CPU autocast lists neither norm nor div */
 const MeOpDesc me_op_lp_normalization = {
     .name = "LpNormalization", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_ELTWISE, .infer = infer_lp_norm, .cost = cost_lp_norm,
     .autograd = ME_AG_INPUT, .saved_extra = lp_norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .cpu_temp_fwd = lp_norm_cpu_temp_fwd, .cpu_temp_bwd = lp_norm_cpu_temp_bwd,
 };

@@ -968,15 +968,24 @@ static void cost_grid_sample(const MeCtx *c, MeOpCost *o)
 /* derivatives.yaml (torch 1.13): grid_sampler_2d(input, grid, ...) and
  * grid_sampler_3d: "input, grid: grid_sampler_2d_backward(grad, input, grid,
  * ...)", one formula for both, so both are saved (GridSampler2DBackward0
- * has _saved_input and _saved_grid) whenever either needs a gradient;
- * ME_AG_OPERANDS keeps each for the other's gradient, which is the same
- * whenever both need one (a spatial transformer) and misses X when only X
- * does. autocast_mode.cpp lists grid_sampler as fp32 on CUDA and CPU
- * (bf16 operands under CPU autocast give a float32 result). */
+ * has _saved_input and _saved_grid) whenever either needs a gradient
+ * (ME_AG_ALL: a conv output sampled by a constant grid is kept, which
+ * tests/oracle/measure_memory.py's method measures). autocast_mode.cpp lists grid_sampler as fp32 on CUDA and
+ * CPU (bf16 operands under CPU autocast give a float32 result). */
+/* Backward: grid_sampler_2d_backward_cpu (GridSampler.cpp, 1.13) makes
+ * grad_grid with at::empty_like(grid) whatever its output mask says: a
+ * grid that needs no gradient (sampling points computed without autograd)
+ * still gets one, a temporary as large as the grid. */
+static int64_t grid_sample_cpu_temp_bwd(const MeRunCtx *r)
+{
+    const MeValue *grid = me_in(&r->c, 1);
+    return grid && !r->needs_grad(r, grid) ? r->bytes(r, grid) : 0;
+}
+
 const MeOpDesc me_op_grid_sample = {
     .name = "GridSample", .since = 16, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xx", .cls = ME_C_OTHER, .infer = infer_grid_sample, .cost = cost_grid_sample,
-    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FP32,
+    .autograd = ME_AG_ALL, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FP32, .cpu_temp_bwd = grid_sample_cpu_temp_bwd,
 };
 
 /* RoiAlign (torchvision.ops.roi_align): X [N, C, H, W], rois [K, 4], batch
