@@ -17,8 +17,8 @@ truth from PyTorch in models/onnx/robust/truth.json):
                   when they are graph inputs without data
   ops             GridSample, RoiAlign, LpNormalization: known ops, output
                   shapes as PyTorch's
-  ops_memory      GridSample's and LpNormalization's forward and training
-                  peaks against torch's CPU measurement, within 1 %
+  ops_memory      GridSample's, LpNormalization's and RoiAlign's forward and
+                  training peaks against torch's CPU measurement, within 1 %
 
 usage: test_robust.py MEMEST SOURCE_ROOT CASE
 """
@@ -169,11 +169,11 @@ def case_ops():
 
 
 def case_ops_memory():
-    """GridSample and LpNormalization in a Conv, op, pool, Linear stack:
+    """GridSample, LpNormalization and RoiAlign in a Conv, op, pool, Linear stack:
     memest --runtime cpu against torch's CPU peaks (golden/truth/robust_ops,
     tests/oracle/measure_robust_ops.py), every cell within 1 %."""
     modes = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd", "--loss", "cross-entropy"]}
-    for name in ("grid_sample", "lp_normalization"):
+    for name in ("grid_sample", "lp_normalization", "roi_align"):
         t = json.load(open(os.path.join(ROOT, "golden", "truth", "robust_ops", name + ".json")))
         for b, e in sorted(t["batches"].items()):
             for mode, extra in modes.items():

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Truth for the memory of two ops torchvision-style models export that
-memest once did not know: GridSample (F.grid_sample) and LpNormalization
-(F.normalize). Each sits in a small stack (Conv2d, the op, adaptive
+"""Truth for the memory of three ops torchvision-style models export that
+memest once did not know: GridSample (F.grid_sample), LpNormalization
+(F.normalize) and RoiAlign (torchvision.ops.roi_align, one box per image
+built in the forward). Each sits in a small stack (Conv2d, the op, adaptive
 average pool, Linear: a cross-entropy loss over 10 classes), measured at
 batch 1 and 8 with tests/oracle/measure_memory.py's method (infer_nograd,
 infer_grad, train_sgd; torch.set_num_threads(2)). The grid is an input
@@ -24,6 +25,7 @@ import onnx.helper as oh
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 
 ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
@@ -55,9 +57,23 @@ def norm():
     return Stack(lambda h: F.normalize(h, p=2.0, dim=1))
 
 
+def roi(h):
+    """torchvision.ops.roi_align of one box per image (its batch index, then
+    fixed corners), 14 x 14 bins, 2 x 2 samples each."""
+    b = h.shape[0]
+    boxes = torch.cat([torch.arange(b, dtype=h.dtype).unsqueeze(1),
+                       torch.tensor([[2.0, 3.0, 40.0, 30.0]], dtype=h.dtype).expand(b, 4)], 1)
+    return torchvision.ops.roi_align(h, boxes, (14, 14), 1.0, 2)
+
+
+def pool():
+    return Stack(roi)
+
+
 MODELS = {
     "grid_sample": (warp, [("input", (16, 48, 48), F32), ("grid", (40, 40, 2), F32)], 16),
     "lp_normalization": (norm, [("input", (16, 48, 48), F32)], 13),
+    "roi_align": (pool, [("input", (16, 48, 48), F32)], 16),
 }
 ONNX_OUT = os.path.join(ROOT, "models", "onnx", "robust")
 TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "robust_ops")
