@@ -502,6 +502,16 @@ end:
     return rc;
 }
 
+bool me_state_name(const char *name)
+{
+    if (!strncmp(name, "onnx::", 6)) return false;
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name || !dot[1]) return false;
+    for (const char *p = dot + 1; *p; p++)
+        if (*p < '0' || *p > '9') return true;
+    return false;
+}
+
 int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char *fmt, ...)
 {
     char buf[1024];

@@ -281,6 +281,10 @@ int me_scope_common(const MeGraph *g, int s, int t);
 /* Adds a note (printf-style text, copied into the arena). */
 int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Whether a value name is a module's state_dict key as torch names a
+ * parameter or buffer ("layer1.0.bn1.weight": dotted, its last segment not
+ * a number as in "input.1", not an exporter-made "onnx::..." name). */
+bool me_state_name(const char *name);
 /* Replaces nodes[0..n) (a connected chain whose inner values nothing
  * else reads) by one new node of op `op` with inputs ins[0..n_in) and
  * outputs outs[0..n_out); the new node takes the place of the chain's

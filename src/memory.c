@@ -554,6 +554,11 @@ static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
 
 static int64_t run_bytes(const MeRunCtx *r, const MeValue *v) { return v ? vb(r->sim, v) : 0; }
 static int64_t run_operand_bytes(const MeRunCtx *r, const MeValue *v) { return op_vb(r->sim, r->c.n, v); }
+static bool run_needs_grad(const MeRunCtx *r, const MeValue *v)
+{
+    const Sim *m = r->sim;
+    return v && m->rg[v - m->g->v];
+}
 
 /* Bytes an op allocates and frees inside itself, by runtime (doc/memory.md),
  * beyond its outputs: the op's own CPU hooks say how many. */
@@ -562,7 +567,7 @@ static int64_t temp_bytes(const Sim *m, const MeNode *n, int64_t (*hook)(const M
     if (m->s->runtime != MEMEST_RUNTIME_CPU || !hook) return 0;
     MeRunCtx r = { .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .sim = m,
                    .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT,
-                   .bytes = run_bytes, .operand_bytes = run_operand_bytes };
+                   .bytes = run_bytes, .operand_bytes = run_operand_bytes, .needs_grad = run_needs_grad };
     return hook(&r);
 }
 
@@ -702,6 +707,13 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
         break;
     case ME_AG_OUTPUT:
         keep_for_backward(m, ni, n->out[0]);
+        break;
+    case ME_AG_ALL:
+        for (int i = 0; i < n->n_in; i++) {
+            if (n->in[i] < 0) continue;
+            if (i < 8 && m->amp.cast[i] >= 0) keep_storage(m, ni, m->amp.cast[i]); /* autocast's copy */
+            else keep_for_backward(m, ni, n->in[i]);
+        }
         break;
     case ME_AG_DIV:
         if (n->n_in > 1) {

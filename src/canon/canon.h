@@ -22,6 +22,7 @@
     X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
+    X(dedup)       /* equal initializers stored once, read through Identity: a note (dedup.c) */ \
     X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */ \
     X(dropout)     /* an eval export without Dropout: a note for --train (dropout.c) */ \
     X(folded)      /* buffers folded into constants the forward reads: a note (folded.c) */ \

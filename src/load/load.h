@@ -28,6 +28,10 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d);
 /* After loading from memory: the caller's bytes are gone; initializer
  * contents not read by then cannot be read any more. */
 void me_onnx_detach(MeGraph *g);
+/* Graph inputs that nodes read as weights (a file written without its
+ * weights) become stored tensors, with a note (weight_inputs.c);
+ * body_weights[0..n): inputs a subgraph body reads in a weight slot. */
+int me_load_weight_inputs(MeGraph *g, const int *body_weights, int n, MeDiag *d);
 /* Binds graph input shapes from --input/--dim/--batch (memest.h). */
 int me_bind_inputs(MeGraph *g, const MemestLoadSettings *s, MeDiag *d);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "load/load.h"
+#include "ops/ops.h"
 #include "onnx.pb-c.h"
 
 #define ME_ONNX_MAX_OPSET 23
@@ -141,6 +142,7 @@ typedef struct OCtx {
     int *gen, ngen, cap_gen; /* nodes whose name memest made up (unnamed in the file) */
     struct Func *fn;         /* the model's local functions (FunctionProto) */
     int nfn;
+    int *subw, nsubw, cap_subw; /* graph inputs a subgraph body reads in a weight slot (capture_names) */
 } OCtx;
 
 /* A model-local function (ModelProto.functions): nodes calling it by
@@ -702,7 +704,8 @@ static int pb_too_deep(const ProtobufCMessageDescriptor *d, const uint8_t *p, si
 /* A subgraph attribute (If/Loop/Scan bodies: AttributeProto.g = 6, .graphs
  * = 11) becomes a marker without being unpacked: memest does not analyze
  * subgraphs, and skipping them keeps their weights and their nesting out of
- * protobuf-c. 1: handled; 0: not a subgraph attribute. */
+ * protobuf-c (the outer weights they read are found at the wire level,
+ * capture_names). 1: handled; 0: not a subgraph attribute. */
 static int graph_attr(OCtx *o, MeNode *n, const uint8_t *p, size_t len)
 {
     const uint8_t *cur = p, *end = p + len;
@@ -721,6 +724,90 @@ static int graph_attr(OCtx *o, MeNode *n, const uint8_t *p, size_t len)
     memcpy(buf, name, name_len);
     buf[name_len] = 0;
     return me_node_add_attr(n, buf, ME_A_GRAPH) ? 1 : ME_ENOMEM;
+}
+
+/* The outer graph's stored tensors a subgraph attribute's nodes read
+ * (AttributeProto g = 6, graphs = 11; GraphProto node = 1; NodeProto input
+ * = 1, attribute = 5, nested subgraphs walked too): ONNX lets a body read
+ * any value of an enclosing scope by name, and an exported `if` or `for`
+ * reads its modules' weights so (torch.jit.script: Gemm(x, a.weight) inside
+ * the If's branches). They become extra inputs of the node, so that the
+ * weights are counted as parameters once, however many bodies read them.
+ * Graph inputs a body reads become inputs of the node too (a file
+ * without its weights lists them as inputs; a body reading one in a
+ * weight slot is evidence for me_load_weight_inputs, OCtx.subw). Names a
+ * body defines are never outer initializers or inputs (ONNX forbids
+ * shadowing), so only those are looked up. Bodies nested deeper
+ * than ME_MAX_PB_DEPTH are not walked (a hostile file of 10^5 nested Ifs
+ * still loads, its If unknown). */
+typedef struct Captures {
+    int *v;
+    int n, cap;
+} Captures;
+
+/* The op a body's NodeProto runs (op_type 4, domain 7), as the registry has it; NULL if unknown. */
+static const MeOpDesc *body_op(OCtx *o, const uint8_t *p, size_t len)
+{
+    const uint8_t *cur = p, *end = p + len;
+    char op[128] = "", domain[128] = "";
+    MemField f;
+    while (mem_next(&cur, end, &f) > 0) {
+        if (f.wt != 2 || (f.num != 4 && f.num != 7) || f.len >= sizeof(op) || memchr(f.p, 0, f.len)) continue;
+        char *dst = f.num == 4 ? op : domain;
+        memcpy(dst, f.p, f.len);
+        dst[f.len] = 0;
+    }
+    return *op ? me_op_find(op, domain, o->g->opset) : NULL;
+}
+
+static int capture_names(OCtx *o, const MeNode *n, const uint8_t *p, size_t len, int depth, Captures *cp)
+{
+    if (depth > ME_MAX_PB_DEPTH) return 0; /* bodies nested deeper stay unread, as unanalysed as the rest of them */
+    const uint8_t *cur = p, *end = p + len;
+    MemField f;
+    int r;
+    while ((r = mem_next(&cur, end, &f)) > 0) {
+        if (f.wt != 2 || !(f.num == 6 || f.num == 11)) continue;
+        const uint8_t *gc = f.p, *ge = f.p + f.len; /* GraphProto */
+        MemField gf = { 0 };
+        while ((r = mem_next(&gc, ge, &gf)) > 0) {
+            if (gf.num != 1 || gf.wt != 2) continue;
+            const uint8_t *nc = gf.p, *ne = gf.p + gf.len; /* NodeProto */
+            const MeOpDesc *dsc = body_op(o, gf.p, gf.len);
+            size_t nr = dsc ? strlen(dsc->roles) : 0;
+            int slot = 0;
+            MemField nf = { 0 };
+            while ((r = mem_next(&nc, ne, &nf)) > 0) {
+                if (nf.wt != 2) continue;
+                if (nf.num == 5) {
+                    int rc = capture_names(o, n, nf.p, nf.len, depth + 1, cp);
+                    if (rc < 0) return rc;
+                    continue;
+                }
+                if (nf.num != 1) continue;
+                int k = slot++;
+                if (!nf.len || nf.len > ME_MAX_NAME || memchr(nf.p, 0, nf.len)) continue;
+                int vi = me_strmap_get_n(&o->g->names, (const char *)nf.p, nf.len);
+                if (vi < 0 || (o->g->v[vi].kind != ME_V_INIT && o->g->v[vi].kind != ME_V_INPUT)) continue;
+                char role = nr ? dsc->roles[(size_t)k < nr ? (size_t)k : nr - 1] : 'x';
+                if (o->g->v[vi].kind == ME_V_INPUT && (role == 'w' || role == 'b')) {
+                    /* a graph input a body reads as a weight: evidence for me_load_weight_inputs */
+                    if (me_grow(&o->subw, &o->cap_subw, o->nsubw + 1, sizeof(int)) < 0) return ME_ENOMEM;
+                    o->subw[o->nsubw++] = vi;
+                }
+                bool have = false;
+                for (int j = 0; j < cp->n && !have; j++) have = cp->v[j] == vi;
+                for (int j = 0; j < n->n_in && !have; j++) have = n->in[j] == vi;
+                if (have) continue;
+                if (me_grow(&cp->v, &cp->cap, cp->n + 1, sizeof(int)) < 0) return ME_ENOMEM;
+                cp->v[cp->n++] = vi;
+            }
+            if (r < 0) break;
+        }
+        if (r < 0) break;
+    }
+    if (r < 0) return me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): a subgraph attribute is truncated or corrupt protobuf", o->g->path, n->name, n->op);
+    return 0;
 }
 
 /* Prefetches the name slots of the node or initializer a few ahead, when
@@ -883,6 +970,7 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
     me_free(full);
     if (rc < 0) goto end;
     MeNode *n = &o->g->n[ni];
+    Captures caps = { 0 };
     if (domain_len && !(n->domain = me_graph_strndup(o->g, domain, domain_len))) { rc = ME_ENOMEM; goto end; }
     if (!(n->module = module_name(o->g, n->name))) { rc = ME_ENOMEM; goto end; }
     int ki = 0, ko = 0;
@@ -896,6 +984,7 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
             *slot = vi;
         } else if (f.num == 5) {
             if ((rc = graph_attr(o, &o->g->n[ni], f.p, f.len)) != 0) {
+                if (rc > 0 && !call) rc = capture_names(o, &o->g->n[ni], f.p, f.len, 1, &caps);
                 if (rc > 0) rc = 0;
                 continue;
             }
@@ -924,6 +1013,19 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
             onnx__attribute_proto__free_unpacked(ap, NULL);
         }
     }
+    if (rc >= 0 && caps.n) { /* the outer weights the node's subgraphs read: extra inputs */
+        MeNode *nn = &o->g->n[ni];
+        int *in = caps.n <= 4096 ? me_arena_alloc(&o->g->arena, sizeof(int) * (size_t)(nn->n_in + caps.n)) : NULL;
+        if (!in) rc = caps.n > 4096 ? me_error(o->d, ME_EINVAL, "%s: node '%s' (%s): its subgraphs read over 4096 outer weights",
+                                               o->g->path, nn->name, nn->op) : ME_ENOMEM;
+        else {
+            if (nn->n_in) memcpy(in, nn->in, sizeof(int) * (size_t)nn->n_in);
+            memcpy(in + nn->n_in, caps.v, sizeof(int) * (size_t)caps.n);
+            nn->in = in;
+            nn->n_in += caps.n;
+        }
+    }
+    me_free(caps.v);
 end:
     me_free(buf);
     return rc;
@@ -1275,6 +1377,7 @@ static int load_graph(OCtx *o, uint64_t off, uint64_t len)
     if (rc >= 0) rc = unique_names(o);
     for (int i = 0; i < counts[S_OUTPUT] && rc >= 0; i++) rc = load_value_info(o, &spans[S_OUTPUT][i], 1, i);
     for (int i = 0; i < counts[S_VI] && rc >= 0; i++) rc = load_value_info(o, &spans[S_VI][i], 2, i);
+    if (rc >= 0) rc = me_load_weight_inputs(o->g, o->subw, o->nsubw, o->d);
     if (rc >= 0 && !o->g->n_inputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no inputs besides its weights", o->g->path);
     if (rc >= 0 && !o->g->n_outputs) rc = me_error(o->d, ME_EINVAL, "%s: the graph has no outputs", o->g->path);
 end:
@@ -1436,6 +1539,7 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     int rc = load_model(&o, path);
     free_functions(&o);
     me_free(o.gen);
+    me_free(o.subw);
     if (rc >= 0) rc = mark_functional(g);
     g->frames_unseen = true; /* an export keeps no Python names */
     return rc < 0 ? rc : mark_uncalled(g);

@@ -188,3 +188,69 @@ const MeOpDesc me_op_log_softmax = {
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
     .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
 };
+
+/* LpNormalization (F.normalize(x, p, dim)): x divided by its p-norm along
+ * axis (p 1 or 2). FLOPs = 3·|x|: |x| or x², the sum, and the divide, per
+ * element. */
+static int infer_lp_norm(MeCtx *c)
+{
+    int64_t p = me_attr_i(c->n, "p", 2);
+    if (p != 1 && p != 2) return me_fail(c, "p is %lld; LpNormalization takes 1 or 2", (long long)p);
+    int axis, rc = me_axis(c, me_attr_i(c->n, "axis", -1), me_in_shape(c, 0)->rank, &axis);
+    return rc < 0 ? rc : me_set_out(c, 0, me_in(c, 0)->dtype, me_in_shape(c, 0));
+}
+
+static void cost_lp_norm(const MeCtx *c, MeOpCost *o)
+{
+    o->flops = me_smul((uint64_t)me_numel_in(c, 0), 3);
+}
+
+/* F.normalize is x / norm(x, p, dim, keepdim=True).clamp_min(eps).expand_as(x):
+ * derivatives.yaml (torch 1.13) norm.ScalarOpt_dim "self: norm_backward(grad,
+ * self, p, result, dim, keepdim)" saves x and the norm; clamp_min "self:
+ * where(self >= min, grad, 0)" saves the norm again (the same tensor); div
+ * "self: grad / other, other: -grad * self / (other * other)" saves x and
+ * the clamped norm (expand_as is a view of it). Kept: x (input 0) and two
+ * norm-sized tensors, one value per row along axis. */
+static uint64_t lp_norm_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeShape *x = me_in_shape(c, 0);
+    if (!x || x->rank < 1) return 0;
+    int64_t axis = me_attr_i(c->n, "axis", -1);
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank) return 0;
+    uint64_t rows = 1;
+    for (int i = 0; i < x->rank; i++)
+        if (i != axis) rows = me_smul(rows, (uint64_t)x->d[i]);
+    return me_smul(2, me_dtype_bytes(me_in(c, 0)->dtype, (int64_t)(rows > INT64_MAX ? INT64_MAX : rows)));
+}
+
+/* Forward without autograd: the norm dies once clamp_min made its copy, the
+ * clamped norm is alive while the division writes the output (with
+ * autograd both are kept, saved_extra). */
+static int64_t lp_norm_cpu_temp_fwd(const MeRunCtx *r)
+{
+    if (r->grad) return 0;
+    const MeValue *x = me_in(&r->c, 0);
+    return x ? (int64_t)(lp_norm_saved_extra(&r->c, false) / 2) : 0;
+}
+
+/* Backward: DivBackward0's divisor gradient, -grad * self / (other * other),
+ * makes three x-sized tensors (neg, mul, div) beside self's gradient
+ * (grad / other) before summing them down to the norm's shape: measured with
+ * tests/oracle/measure_memory.py's method, the training peak of a Conv,
+ * F.normalize, pool, Linear stack is there. */
+static int64_t lp_norm_cpu_temp_bwd(const MeRunCtx *r)
+{
+    int64_t b = r->bytes(r, me_in(&r->c, 0));
+    return b > INT64_MAX / 3 ? INT64_MAX : 3 * b;
+}
+
+/* norm is on CUDA autocast's fp32 list; CPU autocast lists neither norm nor div */
+const MeOpDesc me_op_lp_normalization = {
+    .name = "LpNormalization", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .roles = "x", .cls = ME_C_ELTWISE, .infer = infer_lp_norm, .cost = cost_lp_norm,
+    .autograd = ME_AG_INPUT, .saved_extra = lp_norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .cpu_temp_fwd = lp_norm_cpu_temp_fwd, .cpu_temp_bwd = lp_norm_cpu_temp_bwd,
+};

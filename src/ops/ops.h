@@ -70,6 +70,7 @@ typedef enum MeAutograd {
     ME_AG_INPUT,        /* gelu, clip, pooling, norms: input 0 kept when it needs a gradient */
     ME_AG_OUTPUT,       /* relu, sigmoid, tanh, softmax, exp: output 0 kept */
     ME_AG_DIV,          /* div: the divisor always, the dividend when the divisor needs a gradient */
+    ME_AG_ALL,          /* grid_sampler: one formula for every input's gradient, so every input is kept */
     ME_AG_BY_ATTRS,     /* depends on the node's attributes: the op's saved_rule() decides */
 } MeAutograd;
 
@@ -146,6 +147,8 @@ typedef struct MeRunCtx {
     int64_t (*bytes)(const struct MeRunCtx *r, const MeValue *v);
     /* bytes of operand v as this op computes with it (autocast's lower-precision copies) */
     int64_t (*operand_bytes)(const struct MeRunCtx *r, const MeValue *v);
+    /* whether autograd computes a gradient for v (its backward allocates it) */
+    bool (*needs_grad)(const struct MeRunCtx *r, const MeValue *v);
 } MeRunCtx;
 
 /* Everything memest knows about one op (one version of it). Required:

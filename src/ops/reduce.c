@@ -1,10 +1,65 @@
 /* Reductions. Default convention: FLOPs = |in| (one accumulate per input
  * element; ReduceMean's divide and ReduceL2's square root are per output and
  * ignored), no MACs. Axes come from an attribute (older opsets) or input 1
- * (ReduceSum from 13, the others from 18). */
+ * (ReduceSum from 13, the others from 18). ReduceMin/Max/Sum/Prod of known
+ * small inputs are evaluated (shape arithmetic). */
 #include <string.h>
 
 #include "ops.h"
+
+/* Evaluates ReduceMin/Max/Sum/Prod over a known small input: shape
+ * arithmetic (torchvision's detection transforms take the smaller side's
+ * scale as ReduceMin over a constant of sizes, then Resize by it). Integers
+ * are overflow-checked. Output element of input element i: i's index with
+ * the reduced dims at 0, in the shape with those dims of size 1 (which is
+ * the output's order with or without keepdims). */
+static int fold_reduce(const MeCtx *c, const MeShape *x, const bool *red)
+{
+    const char *op = c->n->op;
+    int f = !strcmp(op, "ReduceMin") ? 1 : !strcmp(op, "ReduceMax") ? 2 : !strcmp(op, "ReduceSum") ? 3 : !strcmp(op, "ReduceProd") ? 4 : 0;
+    if (!f || !me_in_has_val(c, 0)) return 0;
+    MeValue *v = me_in(c, 0), *out = me_out(c, 0);
+    int64_t n = me_shape_numel(x), m = out ? me_shape_numel(&out->shape) : -1;
+    if (!out || n < 0 || m < 0 || n > ME_MAX_FOLD || v->nval != n || (n == 0 && f <= 2)) return 0;
+    MeShape k = *x; /* the input's shape with reduced dims 1 */
+    for (int i = 0; i < k.rank; i++)
+        if (red[i]) k.d[i] = 1;
+    int64_t *iv = v->ival ? me_malloc(sizeof(int64_t) * (size_t)(m ? m : 1)) : NULL;
+    double *fv = v->ival ? NULL : me_malloc(sizeof(double) * (size_t)(m ? m : 1));
+    bool *seen = me_calloc((size_t)(m ? m : 1), 1);
+    int rc = (iv || fv) && seen ? 0 : ME_ENOMEM;
+    for (int64_t j = 0; rc == 0 && j < m; j++) {
+        if (iv) iv[j] = f == 4;
+        else fv[j] = f == 4;
+    }
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        int64_t rem = i, o = 0, stride = 1;
+        for (int d = x->rank - 1; d >= 0; d--) { /* unravel i, ravel into k */
+            int64_t idx = x->d[d] ? rem % x->d[d] : 0;
+            rem = x->d[d] ? rem / x->d[d] : 0;
+            o += (red[d] ? 0 : idx) * stride;
+            stride *= k.d[d];
+        }
+        if (o < 0 || o >= m) { rc = me_fail(c, "internal: reduction index out of range"); break; }
+        if (iv) {
+            int64_t a = iv[o], b = v->ival[i], r = a;
+            if (f == 1) r = seen[o] && a < b ? a : b;
+            else if (f == 2) r = seen[o] && a > b ? a : b;
+            else if (f == 3 ? !me_add64(a, b, &r) : !me_mul64(a, b, &r)) rc = me_fail(c, "integer overflow while evaluating shapes");
+            iv[o] = r;
+        } else {
+            double a = fv[o], b = v->fval[i];
+            fv[o] = f == 1 ? (seen[o] && a < b ? a : b) : f == 2 ? (seen[o] && a > b ? a : b) : f == 3 ? a + b : a * b;
+        }
+        seen[o] = true;
+    }
+    for (int64_t j = 0; rc == 0 && fv && out->dtype == ME_DT_F32 && j < m; j++) fv[j] = (float)fv[j]; /* as a float32 runtime has it */
+    if (rc == 0) rc = iv ? me_value_set_ints(out, iv, m) : me_value_set_floats(out, fv, m);
+    me_free(iv);
+    me_free(fv);
+    me_free(seen);
+    return rc;
+}
 
 static int infer_reduce(MeCtx *c)
 {
@@ -38,7 +93,8 @@ static int infer_reduce(MeCtx *c)
         if (!red[i]) o.d[o.rank++] = x->d[i];
         else if (keep) o.d[o.rank++] = 1;
     }
-    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    return rc < 0 ? rc : fold_reduce(c, x, red);
 }
 
 static int infer_argreduce(MeCtx *c)

@@ -937,3 +937,101 @@ const MeOpDesc me_op_cumsum = {
     .roles = "xc", .cls = ME_C_ELTWISE, .infer = infer_like_input, .cost = cost_per_in,
     .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW, /* CPU: not listed */
 };
+
+/* GridSample (F.grid_sample; opset 16 for 4-d X, 20 for any rank): X [N, C,
+ * D1..Dr], grid [N, O1..Or, r] of sampling points, Y [N, C, O1..Or]. Each
+ * output element interpolates 2^r neighbours (bilinear: 4 products and 3
+ * sums, FLOPs 2·2^r - 1), 4^r for bicubic (2·4^r - 1), none for nearest;
+ * the grid's unnormalization, per point not per channel, is left out. */
+static int infer_grid_sample(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0), *g = me_in_shape(c, 1);
+    if (x->rank < 3 || g->rank != x->rank || g->d[g->rank - 1] != x->rank - 2)
+        return me_fail(c, "X must be [N, C, D1..Dr] and grid [N, O1..Or, r] (X rank %d, grid rank %d, last grid dim %lld)",
+                       x->rank, g->rank, (long long)(g->rank ? g->d[g->rank - 1] : 0));
+    if (g->d[0] != x->d[0]) return me_fail(c, "grid's batch %lld differs from X's %lld", (long long)g->d[0], (long long)x->d[0]);
+    MeShape o = { .rank = x->rank, .d = { x->d[0], x->d[1] } };
+    for (int i = 2; i < x->rank; i++) o.d[i] = g->d[i - 1];
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static void cost_grid_sample(const MeCtx *c, MeOpCost *o)
+{
+    const char *mode = me_attr_s(c->n, "mode", "linear");
+    const MeShape *x = me_in_shape(c, 0);
+    int r = x && x->rank > 2 ? x->rank - 2 : 2;
+    if (!strcmp(mode, "nearest") || r > 8) return;
+    uint64_t pts = (uint64_t)1 << (!strcmp(mode, "cubic") || !strcmp(mode, "bicubic") ? 2 * r : r);
+    o->flops = me_smul((uint64_t)me_numel_out(c, 0), 2 * pts - 1);
+}
+
+/* derivatives.yaml (torch 1.13): grid_sampler_2d(input, grid, ...) and
+ * grid_sampler_3d: "input, grid: grid_sampler_2d_backward(grad, input, grid,
+ * ...)", one formula for both, so both are saved (GridSampler2DBackward0
+ * has _saved_input and _saved_grid) whenever either needs a gradient
+ * (ME_AG_ALL: a conv output sampled by a constant grid is kept, which
+ * tests/oracle/measure_memory.py's method measures). autocast_mode.cpp lists grid_sampler as fp32 on CUDA and
+ * CPU (bf16 operands under CPU autocast give a float32 result). */
+/* Backward: grid_sampler_2d_backward_cpu (GridSampler.cpp, 1.13) makes
+ * grad_grid with at::empty_like(grid) whatever its output mask says: a
+ * grid that needs no gradient (sampling points computed without autograd)
+ * still gets one, a temporary as large as the grid. */
+static int64_t grid_sample_cpu_temp_bwd(const MeRunCtx *r)
+{
+    const MeValue *grid = me_in(&r->c, 1);
+    return grid && !r->needs_grad(r, grid) ? r->bytes(r, grid) : 0;
+}
+
+const MeOpDesc me_op_grid_sample = {
+    .name = "GridSample", .since = 16, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .roles = "xx", .cls = ME_C_OTHER, .infer = infer_grid_sample, .cost = cost_grid_sample,
+    .autograd = ME_AG_ALL, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FP32, .cpu_temp_bwd = grid_sample_cpu_temp_bwd,
+};
+
+/* RoiAlign (torchvision.ops.roi_align): X [N, C, H, W], rois [K, 4], batch
+ * indices [K] -> Y [K, C, output_height, output_width] (1 x 1 by default).
+ * Each output element averages sampling_ratio^2 bilinear samples (4
+ * products and 4 sums each, the average's sum included); sampling_ratio 0
+ * (adaptive: ceil(roi size / output size), unknown before the boxes are)
+ * is taken as 2, torchvision's MultiScaleRoIAlign's. */
+static int infer_roi_align(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0), *r = me_in_shape(c, 1), *b = me_in_shape(c, 2);
+    if (x->rank != 4) return me_fail(c, "X must be 4-d [N, C, H, W], got rank %d", x->rank);
+    if (r->rank != 2 || r->d[1] != 4) return me_fail(c, "rois must be [num_rois, 4]");
+    if (b->rank != 1 || b->d[0] != r->d[0]) return me_fail(c, "batch_indices must be [num_rois] (%lld)", (long long)r->d[0]);
+    int64_t oh = me_attr_i(c->n, "output_height", 1), ow = me_attr_i(c->n, "output_width", 1);
+    if (oh < 1 || ow < 1) return me_fail(c, "output_height %lld and output_width %lld must be positive", (long long)oh, (long long)ow);
+    MeShape o = { .rank = 4, .d = { r->d[0], x->d[1], oh, ow } };
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static void cost_roi_align(const MeCtx *c, MeOpCost *o)
+{
+    int64_t s = me_attr_i(c->n, "sampling_ratio", 0);
+    uint64_t per = s > 0 && s < (1 << 16) ? (uint64_t)(s * s) : 4;
+    o->flops = me_smul(me_smul((uint64_t)me_numel_out(c, 0), per), 8);
+}
+
+/* torchvision's roi_align is no derivatives.yaml op: its autograd
+ * (torchvision/csrc/ops/autograd/roi_align_kernel.cpp, ROIAlignFunction)
+ * saves only the rois, ctx->save_for_backward({rois}), the [K, 5] tensor
+ * (batch index, box) that convert_boxes_to_roi_format builds for the call
+ * (the export splits it into rois and batch_indices): its bytes are the
+ * extra the forward keeps. torchvision registers an Autocast (CUDA) kernel
+ * that runs it on float32 copies (ME_AC_FP32; the kernel casts the result
+ * back to the input's type, a copy this class leaves out), none for CPU (no
+ * bfloat16 kernel either). */
+static uint64_t roi_align_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeShape *r = me_in_shape(c, 1);
+    const MeValue *v = me_in(c, 1);
+    return r && v && r->rank == 2 ? me_dtype_bytes(v->dtype, (int64_t)me_smul((uint64_t)r->d[0], 5)) : 0;
+}
+
+const MeOpDesc me_op_roi_align = {
+    .name = "RoiAlign", .since = 10, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "xxc", .cls = ME_C_OTHER, .infer = infer_roi_align, .cost = cost_roi_align,
+    .autograd = ME_AG_NONE, .saved_extra = roi_align_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+};

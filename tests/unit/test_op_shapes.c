@@ -123,6 +123,8 @@ static const Row rows[] = {
     { "Greater", 0, "[2,3] [2,1]", "", "bool[2,3]" },
     { "GreaterOrEqual", 0, "[2,3] [1]", "", "bool[2,3]" },
     /* opset 18: scale and bias are [num_groups] */
+    /* Y [N, C, H_out, W_out] from grid [N, H_out, W_out, 2] (opset 16) */
+    { "GridSample", 0, "[2,3,8,8] [2,5,7,2]", "", "[2,3,5,7]" },
     { "GroupNormalization", 18, "[2,6,4,4] w[2] w[2]", "num_groups=2", "[2,6,4,4]" },
     { "HardSigmoid", 0, "[2,3]", "", "[2,3]" },
     { "HardSwish", 0, "[2,3]", "", "[2,3]" },
@@ -143,6 +145,7 @@ static const Row rows[] = {
     { "Linear", 0, "[2,7,16] w[32,16] w[32]", "", "[2,7,32]" },
     { "Log", 0, "[2,3]", "", "[2,3]" },
     { "LogSoftmax", 0, "[2,5]", "axis=1", "[2,5]" },
+    { "LpNormalization", 0, "[2,5,3]", "axis=1 p=2", "[2,5,3]" },
     /* numpy matmul: a 1-d operand gains and then loses a dim */
     { "MatMul", 0, "[3] [3,4]", "", "[4]" },
     { "MatMul", 0, "[2,3,4] [4]", "", "[2,3]" },
@@ -209,6 +212,8 @@ static const Row rows[] = {
     { "Resize", 0, "[1,3,4,6] - - k=[1,3,5,7]", "", "[1,3,5,7]" },
     /* opset 10: X, scales */
     { "Resize", 10, "[1,1,2,2] kf=[1.0,1.0,3.0,3.0]", "", "[1,1,6,6]" },
+    /* Y [num_rois, C, output_height, output_width] */
+    { "RoiAlign", 0, "[2,16,20,20] [7,4] x:i64[7]", "output_height=5 output_width=6", "[7,16,5,6]" },
     { "Round", 0, "[2,3]", "", "[2,3]" },
     { "ScatterElements", 0, "[3,3] x:i64[2,3] [2,3]", "axis=0", "[3,3]" },
     /* fused attention (PyTorch 2.x SDPA's CUDA kernels, vLLM's paged one):
