@@ -283,7 +283,7 @@ static void pt_linear(const Peer *p, PeerOut *o)
 static void pt_matmul(const Peer *p, PeerOut *o) { o->flops = p->d.macs; }
 static void pt_norm(const Peer *p, PeerOut *o)
 {
-    bool affine = p->cls == ME_C_BN && bn_affine(p->c); /* LayerNorm has no 'affine' attribute */
+    bool affine = (p->sees & ME_PEER_AFFINE) && bn_affine(p->c); /* LayerNorm has no 'affine' attribute */
     o->macs = p->mod ? me_smul(p->in, affine ? 2 : 1) / p->nb : 0;
     o->counted = p->mod;
 }
