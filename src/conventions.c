@@ -301,7 +301,16 @@ static void pt_pool(const Peer *p, PeerOut *o)
     o->flops = p->in; /* the module calls the patched F.*pool* too */
 }
 static void pt_softmax(const Peer *p, PeerOut *o) { o->flops = p->in; }
-static void pt_upsample(const Peer *p, PeerOut *o) { o->macs = p->mod ? p->out / p->nb : 0; }
+/* nn.Upsample's hook (pytorch_ops.py upsample_flops_counter_hook) counts
+ * output[0], the first sample's elements, and the module sum is divided
+ * by the batch; the module calls F.interpolate, which ptflops patches as
+ * every other caller's (_interpolate_functional_flops_hook): N·C·∏size, or
+ * |x|·s^(dims - 2) for a scale, both |out| */
+static void pt_upsample(const Peer *p, PeerOut *o)
+{
+    o->macs = p->mod ? p->out / p->nb / p->nb : 0;
+    o->flops = p->out;
+}
 /* pytorch_ops.py rnn_flops_counter_hook: per layer |W_ih| + |W_hh| + the
  * gates' element work (RNN H, GRU 7·H, LSTM 10·H) + both biases, times
  * steps·batch, twice when bidirectional; a module hook, per sample */
