@@ -283,7 +283,7 @@ static void pt_linear(const Peer *p, PeerOut *o)
 static void pt_matmul(const Peer *p, PeerOut *o) { o->flops = p->d.macs; }
 static void pt_norm(const Peer *p, PeerOut *o)
 {
-    bool affine = p->cls == ME_C_BN && bn_affine(p->c); /* LayerNorm has no 'affine' attribute */
+    bool affine = (p->sees & ME_PEER_AFFINE) && bn_affine(p->c); /* LayerNorm has no 'affine' attribute */
     o->macs = p->mod ? me_smul(p->in, affine ? 2 : 1) / p->nb : 0;
     o->counted = p->mod;
 }
@@ -301,7 +301,16 @@ static void pt_pool(const Peer *p, PeerOut *o)
     o->flops = p->in; /* the module calls the patched F.*pool* too */
 }
 static void pt_softmax(const Peer *p, PeerOut *o) { o->flops = p->in; }
-static void pt_upsample(const Peer *p, PeerOut *o) { o->macs = p->mod ? p->out / p->nb : 0; }
+/* nn.Upsample's hook (pytorch_ops.py upsample_flops_counter_hook) counts
+ * output[0], the first sample's elements, and the module sum is divided
+ * by the batch; the module calls F.interpolate, which ptflops patches as
+ * every other caller's (_interpolate_functional_flops_hook): N·C·∏size, or
+ * |x|·s^(dims - 2) for a scale, both |out| */
+static void pt_upsample(const Peer *p, PeerOut *o)
+{
+    o->macs = p->mod ? p->out / p->nb / p->nb : 0;
+    o->flops = p->out;
+}
 /* pytorch_ops.py rnn_flops_counter_hook: per layer |W_ih| + |W_hh| + the
  * gates' element work (RNN H, GRU 7·H, LSTM 10·H) + both biases, times
  * steps·batch, twice when bidirectional; a module hook, per sample */
@@ -473,6 +482,25 @@ static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
     } },
 };
 
+/* The elements the pool was handed. torch.onnx writes F.avg_pool2d(x, k,
+ * padding=p) with count_include_pad (the default) as a constant Pad of x
+ * and an unpadded AveragePool (torch/onnx/symbolic_opset11.py avg_pool),
+ * but ptflops (_numel_functional_flops_hook) and DeepSpeed
+ * (_pool_flops_compute) count x.numel() of the unpadded x: a constant Pad
+ * in the pool's scope that feeds nothing else is the pool's own padding. */
+static uint64_t pool_input(const MeCtx *c)
+{
+    int64_t in = me_numel_in(c, 0);
+    int v = c->n->in[0];
+    const MeValue *x = v >= 0 ? &c->g->v[v] : NULL;
+    if (!x || x->producer < 0 || x->n_uses != 1 || x->is_output) return (uint64_t)in;
+    const MeNode *pad = &c->g->n[x->producer];
+    if (!pad->desc || strcmp(pad->desc->name, "Pad") || pad->scope != c->n->scope || pad->n_in < 1 || pad->in[0] < 0) return (uint64_t)in;
+    if (strcmp(me_attr_s(pad, "mode", "constant"), "constant") || !c->g->v[pad->in[0]].known) return (uint64_t)in;
+    int64_t unpadded = me_shape_numel(&c->g->v[pad->in[0]].shape);
+    return unpadded >= 0 ? (uint64_t)unpadded : (uint64_t)in;
+}
+
 /* Leaves o as the convention's figure and marks it uncounted when the tool
  * counts the node as zero (the report lists those; nothing is silently 0). */
 static void peer_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
@@ -486,7 +514,7 @@ static void peer_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
          * the tools saw adaptive_avg_pool2d */
         p.cls = ME_C_ADAPTIVE_AVGPOOL;
     }
-    p.in = (uint64_t)me_numel_in(c, 0);
+    p.in = p.cls == ME_C_AVGPOOL ? pool_input(c) : (uint64_t)me_numel_in(c, 0);
     p.out = (uint64_t)me_numel_out(c, 0);
     p.nb = batch_of(c);
     p.bias = n->n_in > 2 && n->in[2] >= 0;

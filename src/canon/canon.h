@@ -21,6 +21,7 @@
     X(activations)  /* canon/fuse.c: SiLU, Mish, HardSwish below opset 14 */ \
     X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
+    X(forward)     /* a norm or softmax a module's own forward called among other ops: F.*, not nn.* (forward.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
     X(dedup)       /* equal initializers stored once, read through Identity: a note (dedup.c) */ \
     X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */ \

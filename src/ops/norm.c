@@ -134,11 +134,15 @@ static uint64_t norm_saved_extra(const MeCtx *c, bool training)
     return me_smul(rows, 2 * 4);
 }
 
+/* ptflops' bn_flops_counter_hook (pytorch_ops.py) doubles |x| when the
+ * module has a true `affine` attribute: BatchNorm, InstanceNorm and
+ * GroupNorm have one, LayerNorm (elementwise_affine) does not */
+#define PT_AFFINE [MEMEST_CONVENTION_PTFLOPS] = ME_PEER_AFFINE
 const MeOpDesc me_op_batch_norm = {
     .name = "BatchNormalization", .since = 1, .min_in = 5, .max_in = 5, .min_out = 1, .max_out = 5,
     .roles = "xwwbb", .cls = ME_C_BN, .infer = infer_bn, .cost = cost_bn,
     .autograd = ME_AG_INPUT, .saved_extra = bn_saved_extra, .autocast = ME_AC_INPUT, .autocast_cpu = ME_AC_INPUT,
-    .cpu_temp_bwd = bn_cpu_temp_bwd,
+    .cpu_temp_bwd = bn_cpu_temp_bwd, .peer = { PT_AFFINE },
 };
 /* thop hooks nn.LayerNorm, not InstanceNorm or GroupNorm */
 const MeOpDesc me_op_layer_norm = {
@@ -151,6 +155,7 @@ const MeOpDesc me_op_instance_norm = {
     .name = "InstanceNormalization", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_instance_norm, .cost = cost_ln,
     .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .peer = { PT_AFFINE },
 };
 static int infer_group_norm(MeCtx *c)
 {
@@ -176,6 +181,7 @@ const MeOpDesc me_op_group_norm = {
     .name = "GroupNormalization", .since = 18, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_group_norm, .cost = cost_ln,
     .autograd = ME_AG_INPUT, .saved_extra = group_norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .peer = { PT_AFFINE },
 };
 const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,

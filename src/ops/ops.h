@@ -134,6 +134,7 @@ enum {
 enum {
     ME_PEER_MODULE = 1 << 0,     /* the tool hooks the op's nn.Module */
     ME_PEER_FUNCTIONAL = 1 << 1, /* the tool patches the op's torch.nn.functional call */
+    ME_PEER_AFFINE = 1 << 2,     /* the tool's hook doubles its count when the module's `affine` is true */
 };
 
 /* What a timeline hook may ask of the simulation running it: memory.c fills

@@ -17,6 +17,10 @@ Models: tests/zoo/models.py MODELS (the torchvision models of
 tests/zoo/export_zoo.py are among them): a model added there is one more run
 here. Each is built with torch.manual_seed(0), put in eval mode, and counted
 at batch 1 on its registry input (token models: input_ids of 128 tokens).
+A model of several inputs (t5_like: input_ids, decoder_input_ids) gets them
+in the registry's order from the one generator: positional for thop and
+torchinfo, by name for ptflops (its input_constructor's dict; its batch
+counter then sees no positional input and takes batch 1, as it prints).
 fvcore is not run: it needs iopath, which Debian lacks (memest keeps its
 reimplementation, tests/zoo/peer_conventions.py).
 """
@@ -39,13 +43,19 @@ REPOS = {
 }
 
 
-def make_input(name, batch):
+def make_inputs(name, batch):
+    """[(input name, tensor)] in the registry's order, from one generator:
+    a single input is drawn exactly as before several were allowed."""
     _, inputs = MODELS[name]
-    (iname, shape, dtype), = inputs
     g = torch.Generator().manual_seed(3)
-    if dtype == torch.int64:
-        return torch.randint(0, VOCAB.get(name, 1000), (batch,) + tuple(shape), generator=g)
-    return torch.randn((batch,) + tuple(shape), generator=g, dtype=dtype)
+    xs = []
+    for iname, shape, dtype in inputs:
+        if dtype == torch.int64:
+            x = torch.randint(0, VOCAB.get(name, 1000), (batch,) + tuple(shape), generator=g)
+        else:
+            x = torch.randn((batch,) + tuple(shape), generator=g, dtype=dtype)
+        xs.append((iname, x))
+    return xs
 
 
 def build(name):
@@ -55,22 +65,24 @@ def build(name):
     return model
 
 
-def run_thop(name, x):
+def run_thop(name, xs):
     import thop
-    macs, params = thop.profile(build(name), inputs=(x,), verbose=False)
+    macs, params = thop.profile(build(name), inputs=tuple(x for _, x in xs), verbose=False)
     return {"macs": int(macs), "params": int(params)}
 
 
-def run_ptflops(name, x):
+def run_ptflops(name, xs):
     import contextlib
     import io
     from ptflops import get_model_complexity_info
     # the pytorch backend (module hooks + patched functionals), which memest's
     # --convention ptflops models; MACs as the tool prints them ("GMac")
+    # several inputs go by name (ptflops calls model(**dict))
+    x = xs[0][1] if len(xs) == 1 else dict(xs)
     said = io.StringIO()
     with contextlib.redirect_stdout(said):
         macs, params = get_model_complexity_info(
-            build(name), tuple(x.shape[1:]), as_strings=False, print_per_layer_stat=False,
+            build(name), tuple(xs[0][1].shape[1:]), as_strings=False, print_per_layer_stat=False,
             input_constructor=lambda _res: x, backend="pytorch")
     if macs is None:  # ptflops catches its own failure, prints it and returns None
         lines = [l for l in said.getvalue().splitlines() if l.strip()]
@@ -78,9 +90,9 @@ def run_ptflops(name, x):
     return {"macs": int(macs), "params": int(params)}
 
 
-def run_torchinfo(name, x):
+def run_torchinfo(name, xs):
     import torchinfo
-    s = torchinfo.summary(build(name), input_data=x, verbose=0)
+    s = torchinfo.summary(build(name), input_data=[x for _, x in xs], verbose=0)
     return {"params": int(s.total_params), "trainable_params": int(s.trainable_params),
             "mult_adds": int(s.total_mult_adds)}
 
@@ -118,13 +130,13 @@ def main():
             "units": "macs/mult_adds: the tool's total as it returns it; params: its parameter count",
         })
         for name in a.models.split(","):
-            x = make_input(name, a.batch)
+            xs = make_inputs(name, a.batch)
             try:
                 with torch.no_grad():
-                    r = RUN[tool](name, x)
+                    r = RUN[tool](name, xs)
             except Exception as e:  # the tool itself fails on this model: recorded, not hidden
                 r = {"error": "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1] if str(e).strip() else "")}
-            r["input"] = list(x.shape)
+            r["input"] = list(xs[0][1].shape) if len(xs) == 1 else {n: list(x.shape) for n, x in xs}
             doc["models"].setdefault(name, {})[str(a.batch)] = r
             print(tool, name, r, flush=True)
         with open(out, "w") as f:
