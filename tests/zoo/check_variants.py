@@ -60,7 +60,7 @@ MODES = {  # oracle mode -> memest options (the loss is added for training)
 # notes in which memest says what the file cannot show (issue 10's "never
 # silently wrong"): a failure of a file that printed one is tagged with it,
 # and still counts as a failure
-STATED = ("tied_weights", "folded_constants", "parameter_or_buffer")
+STATED = ("tied_weights", "folded_constants", "parameter_or_buffer", "python_names")
 SHORT = {"infer_nograd": "nograd", "infer_grad": "grad", "train_sgd": "sgd",
          "train_adam": "adam"}
 
