@@ -482,25 +482,6 @@ static const PeerConvention peers[MEMEST_CONVENTION_COUNT] = {
     } },
 };
 
-/* The elements the pool was handed. torch.onnx writes F.avg_pool2d(x, k,
- * padding=p) with count_include_pad (the default) as a constant Pad of x
- * and an unpadded AveragePool (torch/onnx/symbolic_opset11.py avg_pool),
- * but ptflops (_numel_functional_flops_hook) and DeepSpeed
- * (_pool_flops_compute) count x.numel() of the unpadded x: a constant Pad
- * in the pool's scope that feeds nothing else is the pool's own padding. */
-static uint64_t pool_input(const MeCtx *c)
-{
-    int64_t in = me_numel_in(c, 0);
-    int v = c->n->in[0];
-    const MeValue *x = v >= 0 ? &c->g->v[v] : NULL;
-    if (!x || x->producer < 0 || x->n_uses != 1 || x->is_output) return (uint64_t)in;
-    const MeNode *pad = &c->g->n[x->producer];
-    if (!pad->desc || strcmp(pad->desc->name, "Pad") || pad->scope != c->n->scope || pad->n_in < 1 || pad->in[0] < 0) return (uint64_t)in;
-    if (strcmp(me_attr_s(pad, "mode", "constant"), "constant") || !c->g->v[pad->in[0]].known) return (uint64_t)in;
-    int64_t unpadded = me_shape_numel(&c->g->v[pad->in[0]].shape);
-    return unpadded >= 0 ? (uint64_t)unpadded : (uint64_t)in;
-}
-
 /* Leaves o as the convention's figure and marks it uncounted when the tool
  * counts the node as zero (the report lists those; nothing is silently 0). */
 static void peer_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
@@ -514,7 +495,10 @@ static void peer_cost(MemestConvention conv, const MeCtx *c, MeCost *o)
          * the tools saw adaptive_avg_pool2d */
         p.cls = ME_C_ADAPTIVE_AVGPOOL;
     }
-    p.in = p.cls == ME_C_AVGPOOL ? pool_input(c) : (uint64_t)me_numel_in(c, 0);
+    /* a padded F.avg_pool2d reaches here as one AveragePool on the
+     * unpadded x (canon/fuse.c m_avgpool_pad): the x.numel() ptflops'
+     * _numel_functional_flops_hook and DeepSpeed's _pool_flops_compute count */
+    p.in = (uint64_t)me_numel_in(c, 0);
     p.out = (uint64_t)me_numel_out(c, 0);
     p.nb = batch_of(c);
     p.bias = n->n_in > 2 && n->in[2] >= 0;

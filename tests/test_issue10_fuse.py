@@ -16,6 +16,8 @@ inner_used: the same chains with an inner value read elsewhere (a graph
 cast: LayerNorm between a Cast to fp32 and a Cast back (fp16/bf16 exports).
 conventions: every convention counts an opset-13 LayerNorm export as its
   opset-17 LayerNormalization export.
+avgpool: a padded F.avg_pool2d as torch.onnx writes it (Pad, then an
+  unpadded AveragePool) is the padded AveragePool; a channel Pad is not.
 """
 import json
 import os
@@ -247,6 +249,44 @@ def case_inner_used():
         check(len(ops) > 2, f"[{idiom}] a chain whose inner value '{INNER[idiom]}' is a graph output was fused: rows {ops}")
 
 
+def pool_file(name, pads, fused=False):
+    """x [batch, 8, 16, 16] -> [Pad(pads) ->] AveragePool(3, stride 1) -> Relu,
+    in one module's scope as torch.onnx writes F.avg_pool2d(x, 3, 1, 1)."""
+    if fused:
+        nodes = [oc.node("AveragePool", ["x"], ["p"], name="/m/AveragePool",
+                         attrs=[oc.attr_ints("kernel_shape", [3, 3]), oc.attr_ints("strides", [1, 1]),
+                                oc.attr_ints("pads", [1, 1, 1, 1]), oc.attr_int("count_include_pad", 1)])]
+        inits = []
+    else:
+        nodes = [oc.node("Pad", ["x", "pads"], ["xp"], name="/m/Pad", attrs=[oc.attr_str("mode", "constant")]),
+                 oc.node("AveragePool", ["xp"], ["p"], name="/m/AveragePool",
+                         attrs=[oc.attr_ints("kernel_shape", [3, 3]), oc.attr_ints("strides", [1, 1]),
+                                oc.attr_ints("pads", [0, 0, 0, 0])])]
+        inits = [oc.tensor("pads", [8], dtype=oc.INT64, raw=oc.int64_raw(pads))]
+    nodes.append(oc.node("Relu", ["p"], ["out"], name="/r/Relu"))
+    g = oc.graph(nodes, [oc.value_info("x", ["batch", 8, 16, 16])], [oc.value_info("out", [])], inits)
+    f = os.path.join(TMP, name + ".onnx")
+    with open(f, "wb") as fh:
+        fh.write(oc.model(g, 13))
+    return f
+
+
+def case_avgpool():
+    # F.avg_pool2d(x, 3, 1, 1): the exporter's Pad + unpadded AveragePool is
+    # the one pool with its padding: same rows and peaks in every mode
+    spatial = [0, 0, 1, 1, 0, 0, 1, 1]
+    a, b = facts(pool_file("pad_pool", spatial)), facts(pool_file("pool", None, fused=True))
+    if a and b:
+        check([op for _, op in a["rows"]] == ["AveragePool", "Relu"], f"Pad + AveragePool rows {a['rows']}")
+        for k in b:
+            if k != "rows":
+                check(a[k] == b[k], f"{k}: Pad + AveragePool {a[k]} vs the padded AveragePool {b[k]}")
+    # a Pad of the channels is no pool's padding: it stays a row
+    d = report(pool_file("channel_pad", [0, 1, 0, 0, 0, 1, 0, 0]))
+    ops = [l["op"] for l in d["layers"]] if d else []
+    check("Pad" in ops, f"a channel Pad before an AveragePool was fused: rows {ops}")
+
+
 def case_conventions():
     for conv in ("default", "torchstat", "thop", "ptflops", "fvcore", "deepspeed"):
         got = {}
@@ -257,6 +297,6 @@ def case_conventions():
 
 
 {"exports": case_exports, "crafted": case_crafted, "cast": case_cast, "inner_used": case_inner_used,
- "conventions": case_conventions}[CASE]()
+ "conventions": case_conventions, "avgpool": case_avgpool}[CASE]()
 print(f"{CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

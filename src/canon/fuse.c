@@ -6,7 +6,8 @@
  * as Div/Erf/Add/Mul/Mul (and its tanh form as nine nodes) at every opset,
  * silu as Sigmoid·Mul, mish as Softplus/Tanh/Mul, hardswish as
  * HardSigmoid·Mul below opset 14, softmax and log_softmax over a non-last
- * axis between two Transposes below opset 13. PyTorch ran one op and kept
+ * axis between two Transposes below opset 13, a padded avg_pool as Pad and
+ * an unpadded AveragePool. PyTorch ran one op and kept
  * for backward what derivatives.yaml says for it; the chain's nodes would
  * keep far more. Each recognizer matches the exact structure the exporter
  * writes (operands in either order where the exporter's helpers may swap
@@ -134,7 +135,19 @@ typedef struct Canon {
     bool has_eps;
     const char *approximate;
     int64_t groups; /* num_groups, 0: none */
+    /* a pool's window (AveragePool with its padding): sp spatial dims */
+    int sp;
+    int64_t kernel[ME_MAX_RANK], strides[ME_MAX_RANK], pads[2 * ME_MAX_RANK], ceil_mode;
 } Canon;
+
+static int add_ints(MeNode *n, const char *name, const int64_t *v, int count)
+{
+    MeAttr *a = me_node_add_attr(n, name, ME_A_INTS);
+    if (!a || !(a->ints = me_malloc(sizeof(int64_t) * (size_t)(count ? count : 1)))) return ME_ENOMEM;
+    memcpy(a->ints, v, sizeof(int64_t) * (size_t)count);
+    a->n = count;
+    return 0;
+}
 
 static int set_attrs(MeNode *n, const Canon *k)
 {
@@ -154,6 +167,15 @@ static int set_attrs(MeNode *n, const Canon *k)
     }
     if (k->approximate && (!(a = me_node_add_attr(n, "approximate", ME_A_STRING)) || !(a->s = me_strdup(k->approximate))))
         return ME_ENOMEM;
+    if (k->sp) {
+        if (add_ints(n, "kernel_shape", k->kernel, k->sp) < 0 || add_ints(n, "strides", k->strides, k->sp) < 0 ||
+            add_ints(n, "pads", k->pads, 2 * k->sp) < 0)
+            return ME_ENOMEM;
+        if (!(a = me_node_add_attr(n, "ceil_mode", ME_A_INT))) return ME_ENOMEM;
+        a->i = k->ceil_mode;
+        if (!(a = me_node_add_attr(n, "count_include_pad", ME_A_INT))) return ME_ENOMEM;
+        a->i = 1;
+    }
     return 0;
 }
 
@@ -199,16 +221,23 @@ static int run_matchers(MeGraph *g, const Matcher *ms, int nm, MeDiag *d)
     r = me_malloc(sizeof(*r) * (size_t)nf);
     at = me_malloc(sizeof(int) * (size_t)nf);
     if (!r || !at) { rc = ME_ENOMEM; goto end; }
+    bool *fn = me_malloc((size_t)nf + 1); /* the anchor ran in a container's own forward: so does the op */
+    if (!fn) { rc = ME_ENOMEM; goto end; }
     for (int j = 0; j < nf; j++) {
         int anchor = f[j].c.nodes[0];
         for (int k = 1; k < f[j].c.n; k++)
             if (f[j].c.nodes[k] > anchor) anchor = f[j].c.nodes[k];
+        fn[j] = (g->n[anchor].flags & ME_N_FUNCTIONAL) != 0;
         const char *name = g->n[anchor].name;
         r[j] = (MeReplace){ .nodes = f[j].c.nodes, .n = f[j].c.n, .op = f[j].k.op, .name = name ? name : "",
                             .ins = f[j].k.in, .n_in = f[j].k.n_in, .outs = &f[j].out, .n_out = 1 };
     }
-    if ((rc = me_graph_replace_many(g, r, nf, at, d)) < 0) goto end;
-    for (int j = 0; j < nf && rc >= 0; j++) rc = set_attrs(&g->n[at[j]], &f[j].k);
+    if ((rc = me_graph_replace_many(g, r, nf, at, d)) >= 0)
+        for (int j = 0; j < nf && rc >= 0; j++) {
+            rc = set_attrs(&g->n[at[j]], &f[j].k);
+            if (fn[j]) g->n[at[j]].flags |= ME_N_FUNCTIONAL;
+        }
+    me_free(fn);
 end:
     me_free(reader);
     me_free(taken);
@@ -595,6 +624,61 @@ static int m_group_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     return 0;
 }
 
+/* --- pools --- */
+
+/* F.avg_pool2d(x, k, stride, padding) with count_include_pad (its
+ * default): torch.onnx pads x with zeros itself and pools unpadded,
+ * Pad(constant 0) -> AveragePool(pads 0) (symbolic_opset9/11 avg_pool),
+ * where PyTorch ran one avg_pool2d on x: no padded copy, and backward
+ * needs only x's size (derivatives.yaml avg_pool2d). Taken when the Pad
+ * pads only the spatial dims and feeds nothing else; the pool then
+ * carries the padding with count_include_pad = 1. */
+static int m_avgpool_pad(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    if (!is_op(g, a, "AveragePool") || g->n[a].n_in != 1 || me_attr_i(&g->n[a], "count_include_pad", 0)) return 0;
+    if (strcmp(me_attr_s(&g->n[a], "auto_pad", "NOTSET"), "NOTSET")) return 0;
+    const MeAttr *ks = me_node_attr(&g->n[a], "kernel_shape"), *st = me_node_attr(&g->n[a], "strides"),
+                 *pp = me_node_attr(&g->n[a], "pads"), *dl = me_node_attr(&g->n[a], "dilations");
+    if (!ks || ks->type != ME_A_INTS || ks->n < 1 || ks->n > ME_MAX_RANK - 2) return 0;
+    int sp = ks->n;
+    if ((st && (st->type != ME_A_INTS || st->n != sp)) || dl) return 0;
+    for (int i = 0; pp && i < pp->n; i++)
+        if (pp->type != ME_A_INTS || pp->ints[i]) return 0;
+    int pad = inner(g, g->n[a].in[0], 1, "Pad");
+    if (pad < 0 || strcmp(me_attr_s(&g->n[pad], "mode", "constant"), "constant") || g->n[pad].n_in < 1) return 0;
+    const MeNode *pn = &g->n[pad];
+    int64_t pads[2 * ME_MAX_RANK];
+    int64_t np;
+    double value = 0;
+    if (pn->n_in >= 2) { /* opset 11: pads and the value are inputs */
+        if (pn->n_in > 3 || (pn->n_in == 3 && pn->in[2] >= 0 && !scalar(g, pn->in[2], &value, d))) return 0;
+        np = ints(g, pn->in[1], pads, 2 * ME_MAX_RANK, d);
+    } else {
+        const MeAttr *pa = me_node_attr(pn, "pads");
+        if (!pa || pa->type != ME_A_INTS || pa->n > 2 * ME_MAX_RANK) return 0;
+        memcpy(pads, pa->ints, sizeof(int64_t) * (size_t)pa->n);
+        np = pa->n;
+        value = me_attr_f(pn, "value", 0.0);
+    }
+    int rank = sp + 2;
+    if (np != 2 * rank || value != 0) return 0;
+    for (int i = 0; i < 2; i++)
+        if (pads[i] || pads[rank + i]) return 0; /* the batch or channel dims padded: not the pool's padding */
+    for (int i = 0; i < 2 * rank; i++)
+        if (pads[i] < 0) return 0;
+    c->nodes[c->n++] = pad;
+    c->nodes[c->n++] = a;
+    *k = (Canon){ .op = "AveragePool", .in = { pn->in[0] }, .n_in = 1, .sp = sp,
+                  .ceil_mode = me_attr_i(&g->n[a], "ceil_mode", 0) };
+    for (int i = 0; i < sp; i++) {
+        k->kernel[i] = ks->ints[i];
+        k->strides[i] = st ? st->ints[i] : 1;
+        k->pads[i] = pads[2 + i];
+        k->pads[sp + i] = pads[rank + 2 + i];
+    }
+    return 1;
+}
+
 /* --- the passes --- */
 
 int me_canon_layer_norm(MeGraph *g, MeDiag *d)
@@ -618,6 +702,12 @@ int me_canon_activations(MeGraph *g, MeDiag *d)
 int me_canon_softmax(MeGraph *g, MeDiag *d)
 {
     static const Matcher ms[] = { m_softmax_transposed };
+    return run_matchers(g, ms, 1, d);
+}
+
+int me_canon_avgpool(MeGraph *g, MeDiag *d)
+{
+    static const Matcher ms[] = { m_avgpool_pad };
     return run_matchers(g, ms, 1, d);
 }
 
