@@ -554,6 +554,12 @@ static int64_t op_vb(const Sim *m, const MeNode *n, const MeValue *v)
 
 static int64_t run_bytes(const MeRunCtx *r, const MeValue *v) { return v ? vb(r->sim, v) : 0; }
 static int64_t run_operand_bytes(const MeRunCtx *r, const MeValue *v) { return op_vb(r->sim, r->c.n, v); }
+static bool channels_last(const Sim *m, int v);
+static bool run_channels_last(const MeRunCtx *r, const MeValue *v)
+{
+    const Sim *m = r->sim;
+    return v && channels_last(m, (int)(v - m->g->v));
+}
 static bool run_needs_grad(const MeRunCtx *r, const MeValue *v)
 {
     const Sim *m = r->sim;
@@ -567,7 +573,8 @@ static int64_t temp_bytes(const Sim *m, const MeNode *n, int64_t (*hook)(const M
     if (m->s->runtime != MEMEST_RUNTIME_CPU || !hook) return 0;
     MeRunCtx r = { .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .sim = m,
                    .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT,
-                   .bytes = run_bytes, .operand_bytes = run_operand_bytes, .needs_grad = run_needs_grad };
+                   .bytes = run_bytes, .operand_bytes = run_operand_bytes, .needs_grad = run_needs_grad,
+                   .channels_last = run_channels_last };
     return hook(&r);
 }
 
@@ -786,6 +793,57 @@ static void set_strides(Sim *m, int v, const int64_t *st)
     memcpy(m->layout.strides[m->layout.stride_at[v]], st, sizeof(int64_t) * (size_t)s->rank);
 }
 
+/* A 4-d value laid out channels-last (NHWC strides: what permute(0, 3, 1,
+ * 2) of a contiguous [N, H, W, C] gives; dims of size 1 may have any
+ * stride), as ATen's suggest_memory_format sees it. */
+static bool channels_last(const Sim *m, int v)
+{
+    if (v < 0 || m->layout.stride_at[v] < 0) return false;
+    const MeShape *s = &m->g->v[v].shape;
+    if (s->rank != 4 || s->d[1] == 1) return false;
+    const int64_t *st = m->layout.strides[m->layout.stride_at[v]];
+    static const int order[4] = { 1, 3, 2, 0 }; /* innermost first */
+    int64_t want = 1;
+    for (int i = 0; i < 4; i++) {
+        int d = order[i];
+        if (s->d[d] != 1 && st[d] != want) return false;
+        want *= s->d[d];
+    }
+    return true;
+}
+
+static void set_channels_last(Sim *m, int v)
+{
+    const MeShape *s = &m->g->v[v].shape;
+    int64_t st[ME_MAX_RANK] = { s->d[1] * s->d[2] * s->d[3], 1, s->d[3] * s->d[1], s->d[1] };
+    set_strides(m, v, st);
+}
+
+/* A new tensor's layout. TensorIterator's ops (elementwise, activations,
+ * dropout) give their output the layout of an input of the output's shape
+ * (compute_strides follows the operands' stride order), the CPU
+ * convolution and batch norm write channels-last where their input is
+ * (mkldnn_conv_use_channels_last, batch_norm_cpu's suggest_memory_format):
+ * ConvNeXt's blocks, whose LayerNorm2d permutes back to NCHW, run on
+ * channels-last tensors. Only that layout is followed; any other new
+ * tensor is contiguous. */
+static void new_layout(Sim *m, const MeNode *n, int v)
+{
+    int cls = n->desc ? n->desc->cls : ME_C_OTHER;
+    bool follows = cls == ME_C_ELTWISE || cls == ME_C_RELU || cls == ME_C_ACT || cls == ME_C_DROPOUT;
+    bool first = cls == ME_C_CONV || cls == ME_C_BN;
+    if (!follows && !first) return;
+    const MeShape *o = &m->g->v[v].shape;
+    for (int i = 0; i < (first ? 1 : n->n_in); i++) {
+        int x = n->in[i];
+        if (x < 0 || !channels_last(m, x)) continue;
+        if (!first && (m->g->v[x].shape.rank != o->rank || memcmp(m->g->v[x].shape.d, o->d, sizeof(int64_t) * (size_t)o->rank)))
+            continue;
+        set_channels_last(m, v);
+        return;
+    }
+}
+
 /* ATen's computeStride: strides for viewing (shape, stride) as nshape, or
  * false when that needs a copy. */
 static bool view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
@@ -980,6 +1038,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         bool alias = (k == 0 || me_node_is_view(n)) && aliases_input(m, n);
         if (alias && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
         if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
+        if (!alias && g->v[v].shape.rank == 4) new_layout(m, n, v);
         int id = alias ? m->vst[n->in[0]]
                : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
         if (id < 0) return;

@@ -150,6 +150,8 @@ typedef struct MeRunCtx {
     int64_t (*operand_bytes)(const struct MeRunCtx *r, const MeValue *v);
     /* whether autograd computes a gradient for v (its backward allocates it) */
     bool (*needs_grad)(const struct MeRunCtx *r, const MeValue *v);
+    /* whether v is laid out channels-last here (a 4-d NHWC-strided tensor) */
+    bool (*channels_last)(const struct MeRunCtx *r, const MeValue *v);
 } MeRunCtx;
 
 /* Everything memest knows about one op (one version of it). Required:
