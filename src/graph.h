@@ -95,6 +95,8 @@ typedef struct MeValue {
     char **sym;          /* graph inputs, and decl: symbolic dim names (NULL entries) */
     bool dims_default;   /* graph inputs: the file's sizes are a default --input may change */
     bool dtype_declared; /* graph inputs: the file states the element type (--input may not change it) */
+    bool layout_copy;    /* the exporter's rearrangement of stored tensors for an op's layout (an RNN's W, R, B):
+                          * no tensor PyTorch makes, no bytes (canon/rnn.c) */
     bool requires_grad;  /* graph inputs: a leaf that wants .grad; a node's output: made to require grad
                           * when checkpoint units run (HF's enable_input_require_grads hook) */
     bool local;          /* a Python local of its module's forward: alive until that forward returns */

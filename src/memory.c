@@ -484,6 +484,7 @@ static int64_t numel0(const MeShape *s)
  * the file's dtype under autocast (es). */
 static int64_t vb(const Sim *m, const MeValue *v)
 {
+    if (v->layout_copy) return 0; /* its parameters hold the bytes (canon/rnn.c) */
     if (v->sparse || v->stored_bytes) { /* values and indices; a quantized or header-typed weight as stored */
         uint64_t b = me_value_bytes(v);
         return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
