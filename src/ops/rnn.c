@@ -102,9 +102,13 @@ static void cost_torch_rnn(const MeCtx *c, MeOpCost *o)
     }
 }
 
-/* the per-step gates, cell states and activations PyTorch's CPU LSTM/GRU
- * cells keep: about (gates + 3)·H floats per step, sample, direction and
- * layer */
+/* What PyTorch's CPU cells (aten/src/ATen/native/RNN.cpp, run step by
+ * step under autograd) keep a step, sample, direction and layer, counted
+ * as distinct storages with torch.autograd.graph.saved_tensors_hooks on
+ * torch 1.13: the step's gate buffer (G·H, its chunks activated in place)
+ * and the cell's [H] results: LSTM cy, tanh(cy) and hy (4H + 3H); GRU
+ * the new gate, the two products of the update and hy (3H + 4H); the
+ * tanh RNN only its result (1H). */
 static uint64_t rnn_saved_extra(const MeCtx *c, bool training)
 {
     (void)training;
@@ -112,8 +116,9 @@ static uint64_t rnn_saved_extra(const MeCtx *c, bool training)
     if (!y || !me_in_shape(c, 0)) return 0;
     int gates = gates_of(c->n->op, me_attr_s(c->n, "mode", NULL));
     if (!gates) gates = 4;
+    int per_step = gates == 4 ? 4 + 3 : gates == 3 ? 3 + 4 : 1;
     uint64_t layers = (uint64_t)me_attr_i(c->n, "num_layers", 1);
-    return me_smul(me_smul((uint64_t)me_shape_numel(&y->shape), layers), (uint64_t)(gates + 3) * 4);
+    return me_smul(me_smul((uint64_t)me_shape_numel(&y->shape), layers), (uint64_t)per_step * 4);
 }
 
 #define RNN_OP(sym, opname, mx_in, mx_out, rl, infer_fn, cost_fn) \
