@@ -151,6 +151,7 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
         return ME_ENOMEM;
     }
     for (int i = 0; i < g->nv; i++) hold_end[i] = -1;
+    for (int i = 0; frame_end && i < g->nv; i++) frame_end[i] = -1;
     /* a name bound in the forward (HF attention's query_states,
      * key_states, attn_weights) keeps its tensor until the frame ends */
     for (int i = 0; i < g->nv; i++)
@@ -162,6 +163,17 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
             if (v < 0 || g->v[v].producer < 0) continue;
             int from = g->n[g->v[v].producer].scope, to = n->scope;
             int c = me_scope_common(g, from, to), a;
+            /* The bound for a graph that does not state its frames' names:
+             * every tensor bound to a name in the frame that passes it to
+             * its reader (c, the innermost scope holding both), alive until
+             * that frame returns. A frame holds nothing past its return, and
+             * a tensor reaches a reader only through the frames from its
+             * producer's up to c, which all return by c's last op; so no
+             * name keeps it longer (module attributes and hooks aside). */
+            if (frame_end) {
+                int e = c >= 0 ? last[c] : g->nn - 1;
+                if (e > frame_end[v]) frame_end[v] = e;
+            }
             int lf = loop_frame(g, &lp, from, to, c, oi);
             if (lf != -2) {
                 int e = lf >= 0 ? last[lf] : g->nn - 1;
@@ -185,24 +197,8 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
             if (last[a] > hold_end[v]) hold_end[v] = last[a];
         }
     }
-    /* The bound for a graph that does not state its frames' names: every
-     * tensor bound to a name in the frame that passes it to its reader (c,
-     * the innermost scope holding both), alive until that frame returns.
-     * A frame holds nothing past its return, and a tensor reaches a reader
-     * only through the frames from its producer's up to c, which all return
-     * by c's last op; so no name keeps it longer (module attributes and
-     * hooks aside). */
-    for (int i = 0; frame_end && i < g->nv; i++) frame_end[i] = hold_end[i];
-    for (int oi = 0; frame_end && oi < g->nn; oi++) {
-        const MeNode *n = &g->n[g->order[oi]];
-        for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k];
-            if (v < 0 || g->v[v].producer < 0) continue;
-            int c = me_scope_common(g, g->n[g->v[v].producer].scope, n->scope);
-            int e = c >= 0 ? last[c] : g->nn - 1;
-            if (e > frame_end[v]) frame_end[v] = e;
-        }
-    }
+    for (int i = 0; frame_end && i < g->nv; i++)
+        if (hold_end[i] > frame_end[i]) frame_end[i] = hold_end[i];
     me_free(last);
     return 0;
 }
@@ -1666,10 +1662,6 @@ int me_timeline_simulate(MemestModel *model, const MemestMemorySettings *s, cons
     return run_step_events(model, s, out, err, errlen, NULL, 0, sink, NULL, NULL);
 }
 
-/* The step, told to the statistics (out, and the series rec->series[slot]
- * when rec is given), on CUDA the caching-allocator model, and extra when
- * given. prev: step 1's figures when the caller has them (--grad's step 2
- * starts beside step 1's graph), else step 2 simulates step 1 itself. */
 /* model.train() normalizes a BatchNorm with its batch's statistics, and
  * F.batch_norm refuses a batch of one value per channel
  * (torch/nn/functional.py _verify_batch_size: "Expected more than 1 value
@@ -1694,6 +1686,11 @@ static int bn_batch_ok(const MeGraph *g, char *err, size_t errlen)
     return 0;
 }
 
+/* The step, told to the statistics (out, and the series rec->series[slot]
+ * when rec is given), on CUDA the caching-allocator model, and extra when
+ * given. prev: step 1's figures when the caller has them (--grad's step 2
+ * starts beside step 1's graph), else step 2 simulates step 1 itself.
+ * holds: the module scopes' holds to apply, NULL for the model's own. */
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev, const int *holds)
 {
@@ -2229,16 +2226,20 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
     /* said when the names could move the figure by more than the 2 % memest
      * aims for: the worst step's bound */
     r->names_note[0] = 0;
+    int worst = -1;
+    double up = 0;
     for (int k = 0; k < r->n_mem; k++) {
         const MemestMemory *x = &r->mem[k];
-        double up = x->peak_allocated ? (double)x->peak_frames / (double)x->peak_allocated - 1.0 : 0.0;
-        if (!x->peak_frames || up <= 0.02 || (r->names_note[0] && x->peak_frames <= r->mem[0].peak_frames)) continue;
+        double u = x->peak_frames && x->peak_allocated ? (double)x->peak_frames / (double)x->peak_allocated - 1.0 : 0.0;
+        if (u > 0.02 && (worst < 0 || x->peak_frames > r->mem[worst].peak_frames)) { up = u; worst = k; }
+    }
+    if (worst >= 0)
         snprintf(r->names_note, sizeof(r->names_note),
                  "the file does not show which tensors the Python forwards kept in named variables (a name holds its "
                  "tensor until it is re-bound or its forward returns): the peak frees each after its last reader and "
                  "the calls it is an argument of; had every one been named, the peak%s would be %.2f MiB (+%.1f %%)",
-                 r->n_mem > 1 ? (k ? " of call 2" : " of call 1") : "", (double)x->peak_frames / 1048576.0, 100.0 * up);
-    }
+                 r->n_mem > 1 ? (worst ? " of call 2" : " of call 1") : "", (double)r->mem[worst].peak_frames / 1048576.0,
+                 100.0 * up);
     return 0;
 }
 
