@@ -178,12 +178,43 @@ static int64_t conv_input_copy(const MeRunCtx *r)
     return x && x->shape.rank > 1 && x->shape.d[1] > 4 ? blocked_bytes(r, x, r->operand_bytes(r, x)) : 0;
 }
 
-static bool attr_all(const MeNode *n, const char *name, int64_t v)
+/* A convolution's geometry as oneDNN's init_conf reads it: depth, height
+ * and width (1 / 0 where absent), dilation as torch's minus one, the end
+ * pads from the output size (calculate_end_padding). False for a grouped
+ * one or attributes conv_params refuses. */
+typedef struct ConvGeom {
+    int sp;
+    int64_t in[3], out[3], k[3], ext[3], s[3], dil[3], pb[3], pe[3]; /* depth, height, width; 1/0 where absent */
+} ConvGeom;
+
+static bool conv_geom(const MeRunCtx *r, ConvGeom *g)
 {
-    const MeAttr *a = me_node_attr(n, name);
-    for (int i = 0; a && i < a->n; i++)
-        if (a->ints[i] != v) return false;
-    return true;
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
+    if (!x || !w || !o || x->shape.rank < 3 || x->shape.rank > 5) return false;
+    MeDiag d = { 0 }; /* shape inference has checked the attributes already */
+    MeCtx c = r->c;
+    c.d = &d;
+    ConvParams p;
+    if (conv_params(&c, &x->shape, &w->shape, &p) < 0) return false;
+    memset(g, 0, sizeof(*g));
+    g->sp = p.sp;
+    bool same = !strcmp(p.auto_pad, "SAME_UPPER") || !strcmp(p.auto_pad, "SAME_LOWER");
+    for (int j = 0; j < 3; j++) {
+        int i = j - (3 - p.sp); /* the attribute's index of depth, height, width */
+        if (i < 0) { g->in[j] = g->out[j] = g->k[j] = g->ext[j] = g->s[j] = 1; continue; }
+        g->in[j] = x->shape.d[i + 2];
+        g->out[j] = o->shape.d[i + 2];
+        g->k[j] = p.k[i];
+        g->s[j] = p.s[i];
+        g->dil[j] = p.dil[i] - 1;
+        g->ext[j] = (p.k[i] - 1) * p.dil[i] + 1;
+        int64_t pb = p.pb[i], need = (g->out[j] - 1) * g->s[j] + g->ext[j] - g->in[j];
+        if (!strcmp(p.auto_pad, "VALID")) pb = 0;
+        else if (same) pb = need > 0 ? (!strcmp(p.auto_pad, "SAME_UPPER") ? need / 2 : need - need / 2) : 0;
+        g->pb[j] = pb;
+        g->pe[j] = need - pb > 0 ? need - pb : 0;
+    }
+    return p.group == 1;
 }
 
 /* Not every fp32 CPU convolution runs on oneDNN. torch 1.13's
@@ -213,9 +244,10 @@ static int64_t native_columns(const MeRunCtx *r)
     uint64_t n4 = 1; /* the 4-d view's element count */
     for (int i = 0; i < 4 && i < xs->rank; i++) n4 = me_smul(n4, (uint64_t)xs->d[i]);
     if (me_attr_i(r->c.n, "group", 1) != 1 || (kw > 3 && kh > 3) || xs->d[0] != 1 || n4 > 20480) return -1;
-    bool cols = !(attr_all(r->c.n, "strides", 1) && attr_all(r->c.n, "pads", 0) && attr_all(r->c.n, "dilations", 1));
-    for (int i = 2; i < ws->rank; i++)
-        if (ws->d[i] != 1) cols = true;
+    ConvGeom g;
+    if (!conv_geom(r, &g)) return -1;
+    bool cols = kernel_volume(ws) != 1;
+    for (int j = 0; j < 3; j++) cols |= g.s[j] != 1 || g.dil[j] || g.pb[j] || g.pe[j];
     if (!cols) return 0;
     uint64_t b = me_smul((uint64_t)ws->d[1], 4);
     for (int i = 2; i < ws->rank; i++) b = me_smul(b, me_smul((uint64_t)ws->d[i], (uint64_t)o->shape.d[i]));
@@ -231,8 +263,7 @@ static int64_t fwd_input_copy(const MeRunCtx *r)
 {
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
     if (!x || !w || x->shape.rank < 3) return 0;
-    bool one = true;
-    for (int i = 2; i < w->shape.rank; i++) one &= w->shape.d[i] == 1;
+    bool one = kernel_volume(&w->shape) == 1;
     if (!one && me_attr_i(r->c.n, "group", 1) == 1 && x->shape.d[1] < 16) return 0;
     return one ? blocked_bytes(r, x, r->operand_bytes(r, x)) : conv_input_copy(r);
 }
@@ -253,9 +284,7 @@ static int64_t fwd_input_copy(const MeRunCtx *r)
 static int64_t cl_weight_copy(const MeRunCtx *r)
 {
     const MeValue *w = me_in(&r->c, 1);
-    int64_t k = 1;
-    for (int i = 2; i < w->shape.rank; i++) k *= w->shape.d[i];
-    return w->shape.d[1] > 1 && k > 1 ? r->operand_bytes(r, w) : 0;
+    return w->shape.d[1] > 1 && kernel_volume(&w->shape) > 1 ? r->operand_bytes(r, w) : 0;
 }
 
 static int64_t cl_temp(const MeRunCtx *r, bool bwd)
@@ -295,41 +324,6 @@ static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
  * computes it on the plain layout. Their shape conditions, oneDNN's
  * dilation being torch's minus one and a pad's end from
  * calculate_end_padding: */
-typedef struct ConvGeom {
-    int sp;
-    int64_t in[3], out[3], k[3], ext[3], s[3], dil[3], pb[3], pe[3]; /* depth, height, width; 1/0 where absent */
-} ConvGeom;
-
-static bool conv_geom(const MeRunCtx *r, ConvGeom *g)
-{
-    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
-    if (!x || !w || !o || x->shape.rank < 3 || x->shape.rank > 5) return false;
-    MeDiag d = { 0 }; /* shape inference has checked the attributes already */
-    MeCtx c = r->c;
-    c.d = &d;
-    ConvParams p;
-    if (conv_params(&c, &x->shape, &w->shape, &p) < 0) return false;
-    memset(g, 0, sizeof(*g));
-    g->sp = p.sp;
-    bool same = !strcmp(p.auto_pad, "SAME_UPPER") || !strcmp(p.auto_pad, "SAME_LOWER");
-    for (int j = 0; j < 3; j++) {
-        int i = j - (3 - p.sp); /* the attribute's index of depth, height, width */
-        if (i < 0) { g->in[j] = g->out[j] = g->k[j] = g->ext[j] = g->s[j] = 1; continue; }
-        g->in[j] = x->shape.d[i + 2];
-        g->out[j] = o->shape.d[i + 2];
-        g->k[j] = p.k[i];
-        g->s[j] = p.s[i];
-        g->dil[j] = p.dil[i] - 1;
-        g->ext[j] = (p.k[i] - 1) * p.dil[i] + 1;
-        int64_t pb = p.pb[i], need = (g->out[j] - 1) * g->s[j] + g->ext[j] - g->in[j];
-        if (!strcmp(p.auto_pad, "VALID")) pb = 0;
-        else if (same) pb = need > 0 ? (!strcmp(p.auto_pad, "SAME_UPPER") ? need / 2 : need - need / 2) : 0;
-        g->pb[j] = pb;
-        g->pe[j] = need - pb > 0 ? need - pb : 0;
-    }
-    return p.group == 1;
-}
-
 static bool avx512_common_bwd_w(const ConvGeom *g)
 {
     enum { D, H, W };
