@@ -35,26 +35,25 @@ int me_canon_rnn_weights(MeGraph *g, MeDiag *d)
         for (int k = 0; k < n->n_out && all; k++)
             if (n->out[k] >= 0) derived[n->out[k]] = true;
     }
-    /* readers last: a value is the layout's when each reader is an RNN's
-     * weight slot or makes only layout values */
+    /* readers first (reverse file order): a value is the layout's when
+     * each reader is an RNN's weight slot or makes only layout values;
+     * other[v] marks a reader that is neither */
+    bool *other = me_calloc((size_t)g->nv + 1, 1);
+    if (!other) { me_free(derived); return ME_ENOMEM; }
     for (int i = g->nn - 1; i >= 0; i--) {
         const MeNode *n = &g->n[i];
+        bool outs_layout = true;
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
-            if (v < 0 || !derived[v] || !g->v[v].n_uses || g->v[v].is_output) continue;
-            bool only = true;
-            for (int j = i + 1; j < g->nn && only; j++) {
-                const MeNode *r = &g->n[j];
-                for (int s = 0; s < r->n_in && only; s++) {
-                    if (r->in[s] != v) continue;
-                    if (is_rnn(g, r)) only = s >= 1 && s <= 3;
-                    else
-                        for (int o = 0; o < r->n_out && only; o++) only = r->out[o] < 0 || g->v[r->out[o]].layout_copy;
-                }
-            }
-            g->v[v].layout_copy = only;
+            if (v < 0) continue;
+            g->v[v].layout_copy = derived[v] && g->v[v].n_uses && !g->v[v].is_output && !other[v];
+            outs_layout &= g->v[v].layout_copy;
         }
+        bool rnn = is_rnn(g, n);
+        for (int s = 0; s < n->n_in; s++)
+            if (n->in[s] >= 0 && !(rnn ? s >= 1 && s <= 3 : outs_layout)) other[n->in[s]] = true;
     }
+    me_free(other);
     me_free(derived);
     return 0;
 }
