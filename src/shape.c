@@ -205,14 +205,6 @@ int me_broadcast(const MeCtx *c, const MeShape *a, const MeShape *b, MeShape *ou
     return 0;
 }
 
-/* The role of input slot k of op d (its descriptor's roles, the last one
- * repeating); 'x' for an unknown op. */
-static char input_role(const MeOpDesc *d, int k)
-{
-    size_t len = d ? strlen(d->roles) : 0;
-    return len ? d->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
-}
-
 /* Which stored tensors are parameters follows from the slots that use them. */
 static void assign_roles(MeGraph *g)
 {
@@ -222,7 +214,7 @@ static void assign_roles(MeGraph *g)
             if (n->in[k] < 0) continue;
             MeValue *v = &g->v[n->in[k]];
             if (v->kind != ME_V_INIT || ((v->from_constant || v->buffer_known) && v->role == ME_R_BUFFER)) continue;
-            char r = input_role(n->desc, k);
+            char r = me_op_role(n->desc, k);
             MeRole role = ME_R_CONST;
             if (me_dtype_is_float(v->dtype) && (r == 'w' || r == 'x')) role = ME_R_PARAM;
             else if (r == 'b') role = ME_R_BUFFER;
@@ -251,7 +243,7 @@ static void weights_in_constants(MeGraph *g)
             MeValue *v = &g->v[n->in[k]];
             if (v->from_constant) continue;
             if (v->producer < 0 || v->kind == ME_V_INIT || !me_node_is_constant(&g->n[v->producer])) continue;
-            char r = input_role(n->desc, k);
+            char r = me_op_role(n->desc, k);
             /* a table the forward slices by the run's length (rotary
              * cos/sin caches, causal masks): a non-persistent buffer, which
              * torch.onnx writes as a Constant because only state_dict()

@@ -13,6 +13,11 @@ bool me_canon_is(const MeGraph *g, const MeNode *n, const char *name)
     return d && !strcmp(d->name, name);
 }
 
+const MeOpDesc *me_canon_desc(const MeGraph *g, const MeNode *n)
+{
+    return n->desc ? n->desc : me_op_find(n->op, n->domain, (n->flags & ME_N_CANON) ? INT_MAX : g->opset);
+}
+
 int me_canonicalize(MeGraph *g, MeDiag *d)
 {
     static int (*const passes[])(MeGraph *, MeDiag *) = {

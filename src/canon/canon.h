@@ -40,6 +40,11 @@ ME_CANON_PASSES(ME_CANON_DECL)
  * an alias or domain spelling the registry accepts is accepted here. */
 bool me_canon_is(const MeGraph *g, const MeNode *n, const char *name);
 
+/* Node n's op descriptor: its own once shape inference attached it, else
+ * the registry's for the node's opset (the newest for a node a pass made). */
+struct MeOpDesc;
+const struct MeOpDesc *me_canon_desc(const MeGraph *g, const MeNode *n);
+
 /* Runs every pass; called once per loaded graph, after finalize. */
 int me_canonicalize(MeGraph *g, MeDiag *d);
 

@@ -33,10 +33,9 @@ static bool *buffer_reads(const MeGraph *g)
     if (!b) return NULL;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
-        const MeOpDesc *dsc = n->desc ? n->desc : me_op_find(n->op, n->domain, (n->flags & ME_N_CANON) ? INT_MAX : g->opset);
-        size_t nr = dsc ? strlen(dsc->roles) : 0;
-        for (int k = 0; nr && k < n->n_in; k++)
-            if (n->in[k] >= 0 && dsc->roles[(size_t)k < nr ? (size_t)k : nr - 1] == 'b') b[n->in[k]] = true;
+        const MeOpDesc *dsc = me_canon_desc(g, n);
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && me_op_role(dsc, k) == 'b') b[n->in[k]] = true;
     }
     return b;
 }

@@ -25,17 +25,6 @@
 #include "canon/canon.h"
 #include "ops/ops.h"
 
-/* descriptors are attached after this stage: look the node's op up */
-static const MeOpDesc *desc_of(const MeGraph *g, const MeNode *n)
-{
-    return n->desc ? n->desc : me_op_find(n->op, n->domain, (n->flags & ME_N_CANON) ? INT_MAX : g->opset);
-}
-
-static char role_of(const MeOpDesc *d, int k)
-{
-    size_t len = d ? strlen(d->roles) : 0;
-    return len ? d->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
-}
 
 /* The folded tensor's value (shape, dtype) for a candidate v, or -1. */
 static int folded_tensor(const MeGraph *g, int v)
@@ -59,13 +48,13 @@ int me_canon_folded(MeGraph *g, MeDiag *d)
     if (!use) return ME_ENOMEM;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
-        const MeOpDesc *dsc = desc_of(g, n);
+        const MeOpDesc *dsc = me_canon_desc(g, n);
         MeCostClass cls = dsc ? dsc->cls : ME_C_COUNT;
         bool contraction = cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_CONV || cls == ME_C_CONVT;
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
             if (v < 0 || me_canon_is(g, n, "Identity")) continue;
-            char r = role_of(dsc, k);
+            char r = me_op_role(dsc, k);
             if (r == 'w' || (r == 'x' && contraction) || (k == 0 && me_canon_is(g, n, "Slice"))) use[v] = 2;
             else if (!use[v]) use[v] = 1;
         }

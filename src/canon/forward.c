@@ -22,18 +22,12 @@
 #include "canon/canon.h"
 #include "ops/ops.h"
 
-/* the node's op as the registry knows it (shape inference sets n->desc later) */
-static const MeOpDesc *desc_of(const MeGraph *g, const MeNode *n)
-{
-    return me_op_find(n->op, n->domain, (n->flags & ME_N_CANON) ? INT_MAX : g->opset);
-}
-
 /* work on activations: not a constant, not shape arithmetic, not a dtype
  * conversion (autocast casts inside the op's own dispatch, an exporter's
  * Identity), and reading at least one value the forward computed */
 static bool works_on_data(const MeGraph *g, const MeNode *n)
 {
-    const MeOpDesc *o = desc_of(g, n);
+    const MeOpDesc *o = me_canon_desc(g, n);
     if (o && ((o->flags & ME_OPF_CONSTANT) || o->cls == ME_C_SHAPE)) return false;
     if (me_canon_is(g, n, "Cast") || me_canon_is(g, n, "CastLike") || me_canon_is(g, n, "Identity")) return false;
     for (int k = 0; k < n->n_in; k++) {
@@ -45,7 +39,7 @@ static bool works_on_data(const MeGraph *g, const MeNode *n)
 
 static bool one_functional_module(const MeGraph *g, const MeNode *n)
 {
-    const MeOpDesc *o = desc_of(g, n);
+    const MeOpDesc *o = me_canon_desc(g, n);
     return o && (o->cls == ME_C_NORM || o->cls == ME_C_SOFTMAX);
 }
 

@@ -774,7 +774,6 @@ static int capture_names(OCtx *o, const MeNode *n, const uint8_t *p, size_t len,
             if (gf.num != 1 || gf.wt != 2) continue;
             const uint8_t *nc = gf.p, *ne = gf.p + gf.len; /* NodeProto */
             const MeOpDesc *dsc = body_op(o, gf.p, gf.len);
-            size_t nr = dsc ? strlen(dsc->roles) : 0;
             int slot = 0;
             MemField nf = { 0 };
             while ((r = mem_next(&nc, ne, &nf)) > 0) {
@@ -789,7 +788,7 @@ static int capture_names(OCtx *o, const MeNode *n, const uint8_t *p, size_t len,
                 if (!nf.len || nf.len > ME_MAX_NAME || memchr(nf.p, 0, nf.len)) continue;
                 int vi = me_strmap_get_n(&o->g->names, (const char *)nf.p, nf.len);
                 if (vi < 0 || (o->g->v[vi].kind != ME_V_INIT && o->g->v[vi].kind != ME_V_INPUT)) continue;
-                char role = nr ? dsc->roles[(size_t)k < nr ? (size_t)k : nr - 1] : 'x';
+                char role = me_op_role(dsc, k);
                 if (o->g->v[vi].kind == ME_V_INPUT && (role == 'w' || role == 'b')) {
                     /* a graph input a body reads as a weight: evidence for me_load_weight_inputs */
                     if (me_grow(&o->subw, &o->cap_subw, o->nsubw + 1, sizeof(int)) < 0) return ME_ENOMEM;

@@ -80,11 +80,10 @@ int me_load_weight_inputs(MeGraph *g, const int *body_weights, int n_body, MeDia
         const MeNode *n = &g->n[i];
         const MeOpDesc *dsc = desc[i];
         if (!dsc || !strcmp(dsc->name, "Identity")) continue;
-        size_t nr = strlen(dsc->roles);
         for (int k = 0; k < n->n_in; k++) {
             int v = SRC(n->in[k]);
             if (!candidate(g, v) || w[v]) continue;
-            char r = dsc->roles[(size_t)k < nr ? (size_t)k : nr - 1];
+            char r = me_op_role(dsc, k);
             bool weight = r == 'w' || r == 'b';
             if (!weight && k == 1 && !strcmp(dsc->name, "MatMul") && g->v[v].shape.rank == 2) {
                 int a = SRC(n->in[0]);

@@ -199,6 +199,8 @@ uint64_t me_autograd_extra(const MeCtx *c, bool training);
  * above opset. NULL when the op is unknown or every version of it is newer
  * than opset (me_op_since tells which). */
 const MeOpDesc *me_op_find(const char *op, const char *domain, int opset);
+/* The role of input slot k of op d (its roles, the last letter repeating); 'x' for an unknown op. */
+char me_op_role(const MeOpDesc *d, int k);
 /* Whether two nodes run the same op: the same descriptor, or, for ops the
  * registry does not know, the same name in the same domain (the only place
  * outside the loaders that compares op names). */

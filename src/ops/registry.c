@@ -80,6 +80,12 @@ static bool known_domain(const char *domain)
     return !domain || !*domain || !strcmp(domain, "ai.onnx");
 }
 
+char me_op_role(const MeOpDesc *d, int k)
+{
+    size_t len = d ? strlen(d->roles) : 0;
+    return len ? d->roles[(size_t)k < len ? (size_t)k : len - 1] : 'x';
+}
+
 const MeOpDesc *me_op_find(const char *op, const char *domain, int opset)
 {
     const MeOpDesc *v[MAX_VERSIONS], *best = NULL;
