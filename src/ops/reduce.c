@@ -3,6 +3,7 @@
  * ignored), no MACs. Axes come from an attribute (older opsets) or input 1
  * (ReduceSum from 13, the others from 18). ReduceMin/Max/Sum/Prod of known
  * small inputs are evaluated (shape arithmetic). */
+#include <math.h>
 #include <string.h>
 
 #include "ops.h"
@@ -26,11 +27,11 @@ static int fold_reduce(const MeCtx *c, const MeShape *x, const bool *red)
         if (red[i]) k.d[i] = 1;
     int64_t *iv = v->ival ? me_malloc(sizeof(int64_t) * (size_t)(m ? m : 1)) : NULL;
     double *fv = v->ival ? NULL : me_malloc(sizeof(double) * (size_t)(m ? m : 1));
-    bool *seen = me_calloc((size_t)(m ? m : 1), 1);
-    int rc = (iv || fv) && seen ? 0 : ME_ENOMEM;
+    int rc = iv || fv ? 0 : ME_ENOMEM;
+    /* each output starts at its operation's identity */
     for (int64_t j = 0; rc == 0 && j < m; j++) {
-        if (iv) iv[j] = f == 4;
-        else fv[j] = f == 4;
+        if (iv) iv[j] = f == 1 ? INT64_MAX : f == 2 ? INT64_MIN : f == 4;
+        else fv[j] = f == 1 ? INFINITY : f == 2 ? -INFINITY : f == 4;
     }
     for (int64_t i = 0; rc == 0 && i < n; i++) {
         int64_t rem = i, o = 0, stride = 1;
@@ -43,21 +44,19 @@ static int fold_reduce(const MeCtx *c, const MeShape *x, const bool *red)
         if (o < 0 || o >= m) { rc = me_fail(c, "internal: reduction index out of range"); break; }
         if (iv) {
             int64_t a = iv[o], b = v->ival[i], r = a;
-            if (f == 1) r = seen[o] && a < b ? a : b;
-            else if (f == 2) r = seen[o] && a > b ? a : b;
+            if (f == 1) r = a < b ? a : b;
+            else if (f == 2) r = a > b ? a : b;
             else if (f == 3 ? !me_add64(a, b, &r) : !me_mul64(a, b, &r)) rc = me_fail(c, "integer overflow while evaluating shapes");
             iv[o] = r;
         } else {
             double a = fv[o], b = v->fval[i];
-            fv[o] = f == 1 ? (seen[o] && a < b ? a : b) : f == 2 ? (seen[o] && a > b ? a : b) : f == 3 ? a + b : a * b;
+            fv[o] = f == 1 ? (a < b ? a : b) : f == 2 ? (a > b ? a : b) : f == 3 ? a + b : a * b;
         }
-        seen[o] = true;
     }
     for (int64_t j = 0; rc == 0 && fv && out->dtype == ME_DT_F32 && j < m; j++) fv[j] = (float)fv[j]; /* as a float32 runtime has it */
     if (rc == 0) rc = iv ? me_value_set_ints(out, iv, m) : me_value_set_floats(out, fv, m);
     me_free(iv);
     me_free(fv);
-    me_free(seen);
     return rc;
 }
 
