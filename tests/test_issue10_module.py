@@ -16,6 +16,11 @@ usage: test_issue10_module.py MEMEST SOURCE_ROOT CASE
              tests/zoo/peer_tools.py) on every zoo model, exceptions named;
              and exact, or off by exactly what a named cause accounts for
              (TORCH_SOFTMAX)
+  peers_variants  the same on every committed export variant
+             (models/onnx/variants, golden/truth/variants.json) that keeps
+             the module's ops: an eval export that folded BatchNorm into
+             Conv has no BatchNorm for the tools' hooks to count and must
+             carry the folded_batchnorm note instead
   torchinfo  memest's parameter count equals torchinfo's total params on
              every zoo model whose export keeps every parameter; where a
              buffer reads as one, the parameter_or_buffer note's figure is
@@ -163,6 +168,23 @@ def peer_totals(tool):
     return doc["models"]
 
 
+def check_peer(tool, name, f, batch, truth, extra=()):
+    """memest's --convention total against the tool's on one file; the doc"""
+    doc, err = report(f, "--batch", batch, "--convention", tool, *extra)
+    if not doc:
+        check(False, f"{tool} {f}: {err}")
+        return None
+    got, want = int(doc["totals"]["macs"]), truth["macs"]
+    e = (got - want) / want
+    print(f"{tool:8s} {os.path.basename(f):44s} b{batch}  tool {want:>15,d}  memest {got:>15,d}  {100 * e:+.3f}%")
+    check(abs(e) <= 0.005, f"{tool} {f} batch {batch}: memest {got:,} vs the tool's {want:,} ({100 * e:+.2f}%)")
+    softmax = sum(int(l["macs"]) for l in doc["layers"] if l["op"] == "Softmax" and l["status"] == "counted")
+    explained = softmax if name in TORCH_SOFTMAX[tool] else 0
+    check(got - want == explained, f"{tool} {f} batch {batch}: memest {got:,} vs the tool's {want:,}: "
+          f"{got - want:+,} where {explained:+,} is explained")
+    return doc
+
+
 def case_peers():
     for tool in ("thop", "ptflops"):
         models = peer_totals(tool)
@@ -175,20 +197,34 @@ def case_peers():
                 if "macs" not in truth:
                     check(False, f"{tool} {name}: no figure ({truth.get('error')}) and not listed as an exception")
                     continue
-                doc, err = report(f, "--batch", batch, "--convention", tool)
-                if not doc:
-                    check(False, f"{tool} {name}: {err}")
-                    continue
-                got, want = int(doc["totals"]["macs"]), truth["macs"]
-                e = (got - want) / want
-                print(f"{tool:8s} {name:16s} b{batch}  tool {want:>15,d}  memest {got:>15,d}  {100 * e:+.3f}%")
-                check(abs(e) <= 0.005, f"{tool} {name} batch {batch}: memest {got:,} vs the tool's {want:,} ({100 * e:+.2f}%)")
-                softmax = sum(int(l["macs"]) for l in doc["layers"] if l["op"] == "Softmax" and l["status"] == "counted")
-                explained = softmax if name in TORCH_SOFTMAX[tool] else 0
-                check(got - want == explained, f"{tool} {name} batch {batch}: memest {got:,} vs the tool's {want:,}: "
-                      f"{got - want:+,} where {explained:+,} is explained")
-                checked += 1
+                if check_peer(tool, name, f, batch, truth):
+                    checked += 1
         check(checked >= 10, f"{tool}: only {checked} zoo models checked")
+
+
+def case_peers_variants():
+    manifest = json.load(open(path("golden", "truth", "variants.json")))["variants"]
+    for tool in ("thop", "ptflops"):
+        models = peer_totals(tool)
+        checked = folded = 0
+        for fname, v in sorted(manifest.items()):
+            name, f = v["model"], path("models", "onnx", "variants", fname)
+            if name in PEER_EXCEPTIONS[tool] or name not in models:
+                continue
+            inputs = [a for i in v["inputs"] for a in ("--input", i["name"] + "=" + "x".join(map(str, i["shape"])))]
+            for batch, truth in models[name].items():
+                if "macs" not in truth:
+                    continue  # the tool gives no figure (case_peers names it)
+                if v["bn_folded"]:
+                    doc, err = report(f, "--batch", batch, "--convention", tool, *inputs)
+                    codes = [n["code"] for n in doc["notes"]] if doc else []
+                    check("folded_batchnorm" in codes, f"{tool} {fname}: BatchNorm folded, notes {codes} {err or ''}")
+                    folded += 1
+                    continue
+                if check_peer(tool, name, f, batch, truth, inputs):
+                    checked += 1
+        print(f"{tool}: {checked} variant files checked, {folded} with folded BatchNorm noted")
+        check(checked >= 20, f"{tool}: only {checked} variant files checked")
 
 
 def case_torchinfo():

@@ -26,17 +26,25 @@
 #include "ops/ops.h"
 
 /* A module's parameter read by a call that is not that module's: the
- * weight is named under the node's module scope but is not its own
- * ".weight" (nn.MultiheadAttention's in_proj_weight, or out_proj.weight
- * that its forward passes to F.linear without calling out_proj). Hook-based
- * tools see no nn.Linear there. A weight from elsewhere (a tied head's
- * table) or with a name the exporter made says nothing. */
-static bool functional_use(const MeGraph *g, const MeNode *n, int w)
+ * weight or bias is named under the node's module scope but is not its own
+ * ".weight"/".bias" (nn.MultiheadAttention's in_proj_weight/in_proj_bias,
+ * or out_proj's that its forward passes to F.linear without calling
+ * out_proj). Hook-based tools see no nn.Linear there. A tensor from
+ * elsewhere (a tied head's table) or with a name the exporter made (an
+ * eval export's folded weight.t(), "onnx::MatMul_N") says nothing, so the
+ * bias decides when the weight was folded. */
+static bool foreign_param(const MeGraph *g, const MeNode *n, int v, const char *own)
 {
-    const char *wn = g->v[w].name, *m = n->module;
+    if (v < 0) return false;
+    const char *vn = g->v[v].name, *m = n->module;
     size_t lm = m ? strlen(m) : 0;
-    if (!lm || strncmp(wn, m, lm) || wn[lm] != '.') return false;
-    return strcmp(wn + lm, ".weight") != 0;
+    if (!vn || !lm || strncmp(vn, m, lm) || vn[lm] != '.') return false;
+    return strcmp(vn + lm, own) != 0;
+}
+
+static bool functional_use(const MeGraph *g, const MeNode *n, int w, int b)
+{
+    return foreign_param(g, n, w, ".weight") || foreign_param(g, n, b, ".bias");
 }
 
 static bool stored_float(const MeGraph *g, int v, int rank)
@@ -81,7 +89,8 @@ int me_canon_linear(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++) {
         MeNode *mm = &g->n[i];
         /* a Gemm is at::linear of a 2-d input already: only whose call it was */
-        if (mm->n_in >= 2 && me_canon_is(g, mm, "Gemm") && stored_float(g, mm->in[1], 2) && functional_use(g, mm, mm->in[1]))
+        if (mm->n_in >= 2 && me_canon_is(g, mm, "Gemm") && stored_float(g, mm->in[1], 2) &&
+            functional_use(g, mm, mm->in[1], mm->n_in > 2 ? mm->in[2] : -1))
             mm->flags |= ME_N_FUNCTIONAL;
         if (gone[i] || mm->n_in != 2 || mm->n_out != 1 || mm->n_attr || !me_canon_is(g, mm, "MatMul")) continue;
         int x = mm->in[0], y = mm->out[0], bt = mm->in[1], in_out, tr;
@@ -113,7 +122,7 @@ int me_canon_linear(MeGraph *g, MeDiag *d)
             n->flags = mm->flags;
             gone[i] = true;
         }
-        if (functional_use(g, n, w)) n->flags |= ME_N_FUNCTIONAL;
+        if (functional_use(g, n, w, b)) n->flags |= ME_N_FUNCTIONAL;
         n->op = op;
         n->domain = NULL;
         n->in = ins;
