@@ -554,13 +554,18 @@ def make_inputs(name, spec, batch):
     return random_inputs(spec, batch, 1, VOCAB.get(name, 1000))
 
 
+SEGMENTATION = {"unet_like", "deeplabv3_mbv3"}
+
+
 def loss_kind(name, out):
     out = first_tensor(out)
     if name in VOCAB and out.dim() == 3 and out.shape[-1] == VOCAB[name]:
         return "lm_ce"
     if out.dim() == 2:
         return "ce"
-    if out.dim() == 4 and name.startswith("unet"):
+    # per-pixel class scores: the loss segmentation training uses
+    # (torchvision's references/segmentation/train.py: F.cross_entropy)
+    if out.dim() == 4 and name in SEGMENTATION:
         return "seg_ce"
     return "pow2_mean"
 
