@@ -17,6 +17,13 @@ memest was run on them, checked once at the end): resnext50_32x4d at opset
 (training export, fixed batch 1) and alexnet at opset 13 (eval export,
 fixed batch 1: Dropout is not in the file).
 
+The third set (ho3_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once at the
+end): vgg11_bn at opset 14 (training export, dynamic batch), squeezenet1_1
+at opset 17 (eval export, fixed batch 1) and wide_resnet50_2 at opset 13
+(training export, fixed batch 1). efficientnet_b1 was the first choice:
+torch 1.13 cannot export its StochasticDepth in training mode (bernoulli_).
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -53,6 +60,9 @@ MODELS = {
     "ho2_resnext50": (lambda: torchvision.models.resnext50_32x4d(weights=None), [("input", (3, 224, 224), F32)]),
     "ho2_mobilenet_v3_small": (lambda: torchvision.models.mobilenet_v3_small(weights=None), [("input", (3, 224, 224), F32)]),
     "ho2_alexnet": (lambda: torchvision.models.alexnet(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho3_vgg11_bn": (lambda: torchvision.models.vgg11_bn(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho3_squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho3_wide_resnet50_2": (lambda: torchvision.models.wide_resnet50_2(weights=None), [("input", (3, 224, 224), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -63,6 +73,9 @@ EXPORTS = {
     "ho2_resnext50": (14, True, True),
     "ho2_mobilenet_v3_small": (11, True, False),
     "ho2_alexnet": (13, False, False),
+    "ho3_vgg11_bn": (14, True, True),
+    "ho3_squeezenet1_1": (17, False, False),
+    "ho3_wide_resnet50_2": (13, True, False),
 }
 
 
