@@ -258,6 +258,7 @@ typedef struct Sim {
     int nst, cap;
     int *vst;         /* value → storage, -1 none */
     int *vgrad;       /* value → gradient storage, -1 none */
+    bool *gstrided;   /* value → its gradient is a strided view (grad_strided) */
     bool *rg;         /* value requires grad */
     ScopeHolds hold;
     Checkpointing ckpt;
@@ -265,6 +266,10 @@ typedef struct Sim {
     Autocast amp;
     DataParallel dp;
     Saved saved;
+    /* a running node's input gradients that meet an earlier one: summed
+     * once the node's backward has returned (give_grad) */
+    struct PendingSum { int value, storage, through; } *pend;
+    int npend, cap_pend;
     MemestMemory *out;
     int node;
     MemestPhase phase;
@@ -557,6 +562,11 @@ static bool run_channels_last(const MeRunCtx *r, const MeValue *v)
     const Sim *m = r->sim;
     return v && channels_last(m, (int)(v - m->g->v));
 }
+static bool run_grad_strided(const MeRunCtx *r, const MeValue *v)
+{
+    const Sim *m = r->sim;
+    return v && m->gstrided[v - m->g->v];
+}
 static bool run_needs_grad(const MeRunCtx *r, const MeValue *v)
 {
     const Sim *m = r->sim;
@@ -565,17 +575,17 @@ static bool run_needs_grad(const MeRunCtx *r, const MeValue *v)
 
 /* Bytes an op allocates and frees inside itself, by runtime (doc/memory.md),
  * beyond its outputs: the op's own CPU hooks say how many. */
-static int64_t temp_bytes(const Sim *m, const MeNode *n, int64_t (*hook)(const MeRunCtx *r))
+static int64_t temp_bytes(const Sim *m, const MeNode *n, int64_t (*hook)(const MeRunCtx *r), int input)
 {
     if (m->s->runtime != MEMEST_RUNTIME_CPU || !hook) return 0;
-    MeRunCtx r = { .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .sim = m,
+    MeRunCtx r = { .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .input = input, .sim = m,
                    .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT,
                    .bytes = run_bytes, .operand_bytes = run_operand_bytes, .needs_grad = run_needs_grad,
-                   .channels_last = run_channels_last };
+                   .channels_last = run_channels_last, .grad_strided = run_grad_strided };
     return hook(&r);
 }
 
-static int64_t temp_forward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_fwd); }
+static int64_t temp_forward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_fwd, -1); }
 
 /* ZeRO-3 / FSDP gathers a layer's full parameters while it runs */
 static int64_t gathered(const Sim *m, const MeNode *n)
@@ -629,7 +639,9 @@ static int64_t quant_temp(const Sim *m, const MeNode *n)
     }
 }
 
-static int64_t temp_backward(const Sim *m, const MeNode *n) { return temp_bytes(m, n, n->desc->cpu_temp_bwd); }
+/* while input i's gradient is made: one op's backward may run a kernel
+ * per input (oneDNN's backward-data, then backward-weights) */
+static int64_t temp_backward(const Sim *m, const MeNode *n, int i) { return temp_bytes(m, n, n->desc->cpu_temp_bwd, i); }
 
 /* QLoRA's frozen 4-bit base in backward: MatMul4Bit.backward (bitsandbytes
  * autograd/_functions.py, v0.43) makes grad_A = torch.matmul(grad_output,
@@ -1291,29 +1303,63 @@ static void sum_grads(Sim *m, int vi, int new_id, int through)
     note_run(m, 0, &r);
     m->st[sum].holds = 1;
     m->vgrad[vi] = sum;
+    m->gstrided[vi] = false;
     bind(m, vi, sum, true);
     m->st[old].holds--;
     st_release(m, old);
     st_release(m, new_id);
 }
 
-/* Links value vi's gradient to storage id, the gradient of the running
- * node's output passed through for its input i. */
-static void give_grad(Sim *m, int vi, int id, int i)
+/* Links value vi's gradient to storage id, made by the running node for
+ * its input i (the node's output gradient passed through, when through).
+ * A value that has a gradient already waits: the engine's
+ * evaluate_function (torch/csrc/autograd/engine.cpp, v1.13) calls the
+ * node's backward for all its inputs, lets go of the node's incoming
+ * gradients and saved tensors (call_function's moved-in inputs,
+ * release_variables), and only then adds each result into the next
+ * node's InputBuffer, out of place (measured: aten::add after the last
+ * input's gradient, the weight's included). sum_pending does it there. */
+static void give_grad(Sim *m, int vi, int id, int i, bool through)
 {
-    if (m->vgrad[vi] < 0) {
-        m->vgrad[vi] = id;
-        m->st[id].holds++;
-        if (!heard(m, ME_TL_BIND)) return; /* as bind(): the statistics do not hear it */
-        MeTlEvent e = me_tl_event(ME_TL_BIND);
-        e.value = vi;
-        e.storage = id;
-        e.grad = e.through = true;
-        e.input = i;
-        emit(m, &e);
+    if (m->vgrad[vi] >= 0) {
+        if (me_grow_raw(&m->pend, &m->cap_pend, m->npend + 1, sizeof(*m->pend)) < 0) {
+            m->failed = true;
+            return;
+        }
+        m->pend[m->npend++] = (struct PendingSum){ .value = vi, .storage = id, .through = through ? i : -1 };
+        m->st[id].holds++; /* the node's result, waiting */
         return;
     }
-    sum_grads(m, vi, id, i);
+    if (!through) {
+        m->vgrad[vi] = id;
+        m->gstrided[vi] = false;
+        m->st[id].holds = 1;
+        bind(m, vi, id, true);
+        return;
+    }
+    const MeNode *n = &m->g->n[m->node];
+    MeCtx c = { .g = m->g, .n = (MeNode *)n };
+    m->vgrad[vi] = id;
+    m->gstrided[vi] = n->desc && n->desc->grad_strided && n->desc->grad_strided(&c, i);
+    m->st[id].holds++;
+    if (!heard(m, ME_TL_BIND)) return; /* as bind(): the statistics do not hear it */
+    MeTlEvent e = me_tl_event(ME_TL_BIND);
+    e.value = vi;
+    e.storage = id;
+    e.grad = e.through = true;
+    e.input = i;
+    emit(m, &e);
+}
+
+/* The sums give_grad deferred, in input order, as the engine adds them */
+static void sum_pending(Sim *m)
+{
+    for (int k = 0; k < m->npend && !m->failed; k++) {
+        struct PendingSum *p = &m->pend[k];
+        m->st[p->storage].holds--;
+        sum_grads(m, p->value, p->storage, p->through);
+    }
+    m->npend = 0;
 }
 
 bool me_passes_grad_through(const MeGraph *g, const MeNode *n, int i, bool train)
@@ -1355,12 +1401,13 @@ static void backward(Sim *m, int *param_grad_st)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
         if (has_grad && requires_grad_any_out(m, n)) {
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
-            int64_t tmp = sat_add(sat_add(temp_backward(m, n), gathered(m, n)), quant_temp_backward(m, n));
+            int64_t tmp_node = sat_add(gathered(m, n), quant_temp_backward(m, n));
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
                 bool dup = false;
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v]) continue;
+                int64_t tmp = sat_add(tmp_node, temp_backward(m, n, i));
                 const MeValue *val = &g->v[v];
                 /* input i's gradient computed */
                 MeTlEvent r = me_tl_event(ME_TL_RUN);
@@ -1392,20 +1439,14 @@ static void backward(Sim *m, int *param_grad_st)
                     continue;
                 }
                 if (gout >= 0 && me_passes_grad_through(g, n, i, train_mode(m))) {
-                    give_grad(m, v, gout, i);
+                    give_grad(m, v, gout, i, true);
                     continue;
                 }
                 int id = st_make(m, vb(m, val), MEMEST_MEM_ACT_GRADS, v, true);
                 if (id < 0) return;
                 r.storage = id;
                 note_run(m, tmp, &r);
-                if (m->vgrad[v] >= 0) {
-                    sum_grads(m, v, id, -1);
-                } else {
-                    m->vgrad[v] = id;
-                    m->st[id].holds = 1;
-                    bind(m, v, id, true);
-                }
+                give_grad(m, v, id, i, false);
             }
         }
         for (int k = 0; k < n->n_out; k++) {
@@ -1423,6 +1464,7 @@ static void backward(Sim *m, int *param_grad_st)
         }
         m->saved.saved_head[ni] = -1;
         if (s >= 0 && m->ckpt.seg_first[s] == oi) release_segment(m, s);
+        sum_pending(m);
     }
 }
 
@@ -1729,6 +1771,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     }
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    m.gstrided = me_calloc((size_t)g->nv + 1, sizeof(bool));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
     m.saved.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.saved.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
@@ -1756,7 +1799,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.vst || !m.vgrad || !m.rg || !m.saved.saved_head || !m.saved.saved_tail || !pgrad || !m.hold.hold_next || !m.hold.hold_head) {
+    if (!m.vst || !m.vgrad || !m.gstrided || !m.rg || !m.saved.saved_head || !m.saved.saved_tail || !pgrad || !m.hold.hold_next || !m.hold.hold_head) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -2093,9 +2136,11 @@ end:
     me_free(m.saved.saved_head);
     me_free(m.saved.saved_tail);
     me_free(m.saved.links);
+    me_free(m.pend);
     me_free(m.st);
     me_free(m.vst);
     me_free(m.vgrad);
+    me_free(m.gstrided);
     me_free(m.rg);
     me_free(pgrad);
     for (int i = 0; m.ckpt.seg_held && i < g->nn; i++) me_free(m.ckpt.seg_held[i]);

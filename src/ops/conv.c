@@ -349,6 +349,72 @@ static bool avx2_bwd_w(const ConvGeom *g)
            g->k[D] <= g->pb[D] + g->in[D] && g->k[D] <= g->in[D] && g->pb[H] < g->k[H] && !g->dil[D] && !g->dil[H] && !g->dil[W];
 }
 
+static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The jit weight-gradient kernels' padded bias (key_conv_padded_bias):
+ * booked where the bias gradient is computed and out channels are not a
+ * multiple of 16, with the registry's 128-byte alignment */
+static int64_t padded_bias(const MeRunCtx *r)
+{
+    const MeValue *w = me_in(&r->c, 1), *b = me_in(&r->c, 2);
+    if (!b || !r->needs_grad || !r->needs_grad(r, b) || w->shape.d[0] % 16 == 0) return 0;
+    return div_up(w->shape.d[0], 16) * 16 * 4 + 128;
+}
+
+/* The weight-gradient scratchpad of oneDNN v2.6.3's direct kernel
+ * (jit_avx512_common_conv_kernel.cpp, fp32, plain data layout): balance()
+ * spreads the threads over minibatch (on the 2-d harness, minibatch x
+ * output rows), output- and input-channel blocks by a memory-traffic cost,
+ * and each minibatch thread past the first accumulates into its own copy
+ * of the weight and bias gradients (init_scratchpad:
+ * key_conv_wei_bia_reduction, (nthr_mb - 1) x (weights + bias) floats,
+ * plus its barrier), and the padded bias. Measured exact on 3x3
+ * convolutions at batches 1 and 8 (tests/oracle/measure_direct_conv.py). */
+static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
+{
+    enum { D, H, W };
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
+    int64_t mb = x->shape.d[0], ic = w->shape.d[1], oc = w->shape.d[0], T = r->threads;
+    bool first = ic < 16;
+    int64_t icb = first ? ic : 16, nb_ic = first ? 1 : div_up(ic, 16), nb_oc = div_up(oc, 16);
+    bool transp = g->sp == 2 && g->k[W] >= 14 && g->k[W] < 20 && g->out[W] == 1 && g->k[W] == g->in[W] && g->s[W] == 1 &&
+                  g->s[H] == 1 && !g->dil[H] && !g->dil[W] && !g->pb[W] && !g->pb[H] && !g->pe[W] && !g->pe[H];
+    bool red2d = !g->dil[H] && g->sp == 2 && g->out[H] > 9 && !transp; /* harness_2d_reduction, min_oh_reduce 9 */
+    int64_t ih = transp ? g->in[W] : g->in[H], oh = transp ? g->out[W] : g->out[H];
+    int64_t iw = transp ? g->in[H] : g->in[W], ow = transp ? g->out[H] : g->out[W];
+    int64_t ih_r = red2d ? ih : 1, oh_r = red2d ? oh : 1, ih_n = red2d ? 1 : ih, oh_n = red2d ? 1 : oh;
+    int64_t oh_threads = oh_r / 9 > 1 ? oh_r / 9 : 1, ks = g->k[D] * g->k[H] * g->k[W];
+#define MEM_COST(m_, o_, i_)                                                                                    \
+    (div_up(mb * ih_r, m_) * div_up(nb_ic, i_) * icb * ih_n * iw * g->in[D] / g->s[D] / g->s[H] / g->s[W] + \
+     div_up(mb * oh_r, m_) * div_up(nb_oc, o_) * 16 * oh_n * ow * g->out[D] + 8 * div_up(nb_oc, o_) * div_up(nb_ic, i_) * ks * icb * 16)
+#define COMP_COST(m_, o_, i_) (div_up(mb * oh_r, m_) * div_up(nb_oc, o_) * div_up(nb_ic, i_))
+    int64_t best_m = 1, best_o = 1, best_i = 1, best_mem = MEM_COST(1, 1, 1);
+    int64_t m_max = T < mb * g->out[D] * oh_threads ? T : mb * g->out[D] * oh_threads;
+    for (int64_t m = 1; m <= m_max; m++) /* step 1: the lowest memory cost */
+        for (int64_t o = 1, par = T / m; o <= (par < nb_oc ? par : nb_oc); o++) {
+            int64_t i = par / o < nb_ic ? par / o : nb_ic, c = MEM_COST(m, o, i);
+            if (c <= best_mem) best_mem = c, best_m = m, best_o = o, best_i = i;
+        }
+    int64_t best_comp = COMP_COST(best_m, best_o, best_i);
+    for (int64_t m = 1; m <= m_max; m++) /* step 2: less compute within 110 % of that */
+        for (int64_t o = 1, par = T / m; o <= (par < nb_oc ? par : nb_oc); o++) {
+            int64_t i = par / o < nb_ic ? par / o : nb_ic, c = MEM_COST(m, o, i), k = COMP_COST(m, o, i);
+            if ((k <= best_comp && (transp || (double)c < 1.1 * (double)best_mem)) || 4 * k <= 3 * best_comp)
+                best_comp = k, best_m = m;
+        }
+#undef MEM_COST
+#undef COMP_COST
+    if (best_m > T / 2 && best_m < T) best_m = T < mb * g->out[D] * oh_threads ? T : mb * g->out[D] * oh_threads;
+    uint64_t bytes = 0, poc = (uint64_t)(nb_oc * 16);
+    if (best_m > 1) {
+        uint64_t wei = me_smul(me_smul(poc, (uint64_t)(nb_ic * icb)), (uint64_t)ks);
+        /* the barrier's simple_barrier::ctx_t is 4096-aligned (cpu_barrier.hpp):
+         * 4096 bytes booked with 4096 of alignment */
+        bytes = me_sadd(me_smul(me_smul(me_sadd(wei, poc), 4), (uint64_t)(best_m - 1)), 128 + 8192);
+    }
+    return me_sadd(bytes, (uint64_t)padded_bias(r)) > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)me_sadd(bytes, (uint64_t)padded_bias(r));
+}
+
 /* gemm_convolution_bwd_weights' scratchpad (gemm_convolution_utils.cpp
  * init_conf, plain layout), one block ideep allocates through c10: a
  * weight-reduction buffer booked as book<float>(nthr * weights_d.size()),
@@ -384,21 +450,70 @@ static int64_t gemm_bwd_w_scratch(const MeRunCtx *r)
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
 }
 
-/* oneDNN: reordered output gradient, input and weights; where gemm
- * computes the weight gradient, its scratchpad, beside the weight
- * gradient ideep computes into (the timeline's gradient: the input
- * gradient has finished by then, mkldnn_convolution_backward runs the two
- * one after the other) */
+/* The weight as oneDNN's blocked kernels hold it (OIhw16i16o; Ohwi16o
+ * for a first layer's few input channels; Goihw16g for a depthwise one):
+ * output channels, and input channels from 16 up, padded to the block. A
+ * grouped weight is taken as it is. */
+static int64_t blocked_weight(const MeRunCtx *r, const MeValue *w, int64_t bytes)
+{
+    int64_t g = me_attr_i(r->c.n, "group", 1), o = w->shape.d[0], i = w->shape.d[1];
+    if (o <= 0 || i <= 0 || bytes <= 0 || (g != 1 && !(g == o && i == 1))) return bytes;
+    const int64_t B = ME_CPU_CHANNEL_BLOCK;
+    int64_t po = (o + B - 1) / B * B, pi = g == 1 && i >= 16 ? (i + B - 1) / B * B : i;
+    /* bytes / (o·i) is the kernel's size exactly */
+    uint64_t b = me_smul(me_smul((uint64_t)(bytes / (o * i)), (uint64_t)po), (uint64_t)pi);
+    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+/* oneDNN's backward, as mkldnn_convolution_backward runs it, one kernel
+ * after the other (measured allocation by allocation, torch 1.13, 2
+ * threads: 3x3, 1x1, depthwise, grouped, channels not a multiple of 16,
+ * batch 1 and 8). Backward-data reorders the output gradient (gy) and the
+ * weight and computes the input gradient blocked (B), then copies it to a
+ * plain tensor (D) once gy and the weight copy are gone. Backward-weights
+ * reorders gy and the input again and computes the blocked weight
+ * gradient (Wb), frees the two copies, then makes the plain gradient from
+ * Wb. The bias gradient comes with the weight's. Under autocast the plain
+ * gradients are in the compute dtype and ToCopyBackward casts each to the
+ * tensor's own (the copy and its source alive together). Each phase is
+ * given beyond the gradient the timeline makes at this input (made).
+ * Where gemm computes the weight gradient, its scratchpad instead. */
 static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
 {
     int64_t cols = native_columns(r);
     if (cols >= 0) return cols;
     int64_t cl = cl_temp(r, true);
     if (cl >= 0) return cl;
-    const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
-    int64_t jit = blocked_bytes(r, o, r->bytes(r, o)) + conv_input_copy(r) + r->operand_bytes(r, w);
-    int64_t gemm = r->operand_bytes(r, w) == r->bytes(r, w) ? gemm_bwd_w_scratch(r) : -1; /* fp32 only */
-    return gemm > jit ? gemm : jit;
+    const MeValue *x = me_in(&r->c, 0), *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
+    int64_t gy = blocked_bytes(r, o, r->bytes(r, o)), wop = r->operand_bytes(r, w), wb = blocked_weight(r, w, wop);
+    /* mkldnn_convolution_backward first makes a strided output gradient
+     * (a slice of Concat's) contiguous: alive through both kernels */
+    int64_t copy = r->grad_strided && r->grad_strided(r, o) ? r->bytes(r, o) : 0;
+    if (r->input == 0) {
+        int64_t op = r->operand_bytes(r, x), made = r->bytes(r, x), b = me_sadd(blocked_bytes(r, x, op), copy);
+        return max3(me_sadd(me_sadd(gy, wb), b) - made, me_sadd(b, op) - made, op != made ? op : 0);
+    }
+    /* the bias gradient is made with the weight's, before it (input 2's
+     * event comes after: nothing of the kernel is left by then) */
+    const MeValue *b = me_in(&r->c, 2);
+    bool wgrad = r->needs_grad && r->needs_grad(r, w), bgrad = b && r->needs_grad && r->needs_grad(r, b);
+    if (r->input >= 2 && wgrad) return 0;
+    int64_t made = r->input >= 2 ? r->bytes(r, b) : r->bytes(r, w), scratch = 0;
+    int64_t bg = r->input == 1 && bgrad ? r->bytes(r, b) : 0;
+    ConvGeom g;
+    /* fp32, ungrouped, not 1x1 (its own kernel), on the direct kernel */
+    if (wop == made && conv_geom(r, &g) && kernel_volume(&w->shape) > 1 && avx512_common_bwd_w(&g))
+        scratch = direct_bwd_w_scratch(r, &g);
+    else if (wop == made && kernel_volume(&w->shape) == 1 && me_attr_i(r->c.n, "group", 1) == 1)
+        scratch = padded_bias(r); /* the 1x1 kernel books it too */
+    /* measured: the plain bias gradient and, once the reorders are gone,
+     * a second copy of it beside the plain weight gradient */
+    int64_t a = max3(me_sadd(me_sadd(me_sadd(me_sadd(gy, conv_input_copy(r)), wb), me_sadd(scratch, bg)), copy) - made,
+                     me_sadd(me_sadd(wb, wop), me_sadd(copy, 2 * bg)) - made, wop != made ? wop : 0);
+    int64_t gemm = wop == made ? gemm_bwd_w_scratch(r) : -1; /* fp32 only */
+    return gemm > a ? gemm : a;
 }
 
 const MeOpDesc me_op_conv = {

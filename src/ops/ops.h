@@ -142,6 +142,7 @@ enum {
 typedef struct MeRunCtx {
     MeCtx c;
     bool grad;                 /* autograd records this forward */
+    int input;                 /* backward: the input slot whose gradient is being made (-1: forward) */
     int threads;               /* CPU runtime: intra-op threads (MemestMemorySettings.cpu_threads) */
     const void *sim;           /* the simulation, for the callbacks */
     /* bytes of v as the simulation holds it (its element size under autocast) */
@@ -152,6 +153,9 @@ typedef struct MeRunCtx {
     bool (*needs_grad)(const struct MeRunCtx *r, const MeValue *v);
     /* whether v is laid out channels-last here (a 4-d NHWC-strided tensor) */
     bool (*channels_last)(const struct MeRunCtx *r, const MeValue *v);
+    /* backward: whether v's gradient arrives as a strided view of a larger
+     * one (a descriptor's grad_strided: Concat's slices) */
+    bool (*grad_strided)(const struct MeRunCtx *r, const MeValue *v);
 } MeRunCtx;
 
 /* Everything memest knows about one op (one version of it). Required:
@@ -181,6 +185,9 @@ typedef struct MeOpDesc {
     MeAutocast autocast_cpu;   /* CPU autocast's class */
     MeViewKind view;
     MeGradThrough grad_through;
+    /* Whether the output gradient passed through to input i is a strided
+     * view of it (not contiguous); NULL: never. */
+    bool (*grad_strided)(const MeCtx *c, int i);
     uint32_t flags;        /* ME_OPF_* */
     uint8_t peer[MEMEST_CONVENTION_COUNT]; /* ME_PEER_* per convention */
     /* CPU runtime (oneDNN): bytes the op allocates and frees inside itself

@@ -885,7 +885,25 @@ TENSOR_OP(me_op_squeeze, "Squeeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_SQUE
 TENSOR_OP(me_op_unsqueeze, "Unsqueeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_SQUEEZE, GT_ALL, infer_unsqueeze);
 TENSOR_OP(me_op_identity, "Identity", 1, 1, 1, 1, 1, "x", ME_C_VIEW, ME_VIEW_SAME, GT_ALL, infer_identity);
 /* the input gradients are narrow() views of the output's */
-TENSOR_OP(me_op_concat, "Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_ALL, infer_concat);
+/* CatBackward0 hands each input grad.narrow(axis, ...) (derivatives.yaml
+ * cat: cat_tensors_backward): a view, strided unless every dim before the
+ * axis is 1 */
+static bool concat_grad_strided(const MeCtx *c, int i)
+{
+    (void)i;
+    const MeValue *o = me_out(c, 0);
+    int64_t axis = me_attr_i(c->n, "axis", 1); /* checked by shape inference */
+    if (!o || c->n->n_in < 2 || !o->known) return false;
+    if (axis < 0) axis += o->shape.rank;
+    int64_t outer = 1;
+    for (int k = 0; k < axis; k++) outer *= o->shape.d[k];
+    return outer > 1;
+}
+
+const MeOpDesc me_op_concat = { .name = "Concat", .since = 1, .min_in = 1, .max_in = ME_VARIADIC, .min_out = 1, .max_out = 1,
+                                .roles = "x", .cls = ME_C_MOVE, .infer = infer_concat, .cost = cost_none,
+                                .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
+                                .view = NO_VIEW, .grad_through = GT_ALL, .grad_strided = concat_grad_strided };
 TENSOR_OP(me_op_transpose, "Transpose", 1, 1, 1, 1, 1, "x", ME_C_MOVE, ME_VIEW_PERMUTE, GT_ALL, infer_transpose);
 TENSOR_OP(me_op_slice, "Slice", 1, 1, 5, 1, 1, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_slice);
 /* x.to(torch.float32) on a float32 tensor returns x itself: HF's RMSNorm
