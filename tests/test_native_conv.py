@@ -3,10 +3,9 @@
 (batch 1, small inputs) and on oneDNN (batch 8): memest --runtime cpu
 against golden/truth/native_conv (tests/oracle/measure_native_conv.py),
 every cell within 1 % (a stack of two convolutions: the columns, or
-oneDNN's weight copy, are a large part of each peak). Batch 8's training
-cells are printed, not checked: the jit kernels' backward scratch depends
-on the shape and the kernel it picks (this Conv3d's is 4.2 MB, ten times
-its weight), which memest does not model (doc/memory.md).
+oneDNN's weight copy, are a large part of each peak). The Conv3d's batch-8
+training cells are printed, not checked: its 3-d jit kernel's backward
+scratch (4.2 MB, ten times its weight) is not modelled (doc/memory.md).
 
 Case gemm: convolutions whose weight gradient oneDNN computes with its
 gemm implementation (a kernel wider than 14, a 3-d kernel padded past a
@@ -57,7 +56,7 @@ for name, sub in CASES:
                 continue
             steps = json.loads(r.stdout)["memory"]["steps"]
             want = [e[mode]["step1"]["peak"], e[mode]["step2"]["peak"]] if mode.startswith("train") else [e[mode]["peak"]]
-            checked = GEMM or DIRECT or b == "1" or not mode.startswith("train")
+            checked = GEMM or DIRECT or b == "1" or not mode.startswith("train") or name != "nc_conv3d"
             for i, w in enumerate(want):
                 err = (steps[i]["peak"] - w) / w
                 ok = abs(err) <= TOL
