@@ -160,6 +160,9 @@ enum {
      * exporter spelled as a chain, found in the registry whatever opset the
      * file imports (Gelu is ONNX's from opset 20 only) */
     ME_N_CANON      = 1 << 4,
+    /* a view the forward makes with .contiguous().view(): a copy when its
+     * input is strided (nn.MultiheadAttention's reshapes, canon/mha.c) */
+    ME_N_CONTIGUOUS = 1 << 5,
 };
 
 struct MeOpDesc;

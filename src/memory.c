@@ -789,9 +789,11 @@ static void set_strides(Sim *m, int v, const int64_t *st)
     int64_t c[ME_MAX_RANK];
     const MeShape *s = &m->g->v[v].shape;
     me_shape_strides(s, c);
+    /* c10's compute_contiguous: a dim of size 1 may have any stride (a
+     * transpose of [L, 1, E] is still contiguous), and an empty tensor is */
     bool contiguous = true;
-    for (int i = 0; i < s->rank; i++) contiguous &= st[i] == c[i];
-    if (contiguous) { m->layout.stride_at[v] = -1; return; }
+    for (int i = 0; i < s->rank; i++) contiguous &= s->d[i] == 1 || st[i] == c[i];
+    if (contiguous || me_shape_numel(s) == 0) { m->layout.stride_at[v] = -1; return; }
     if (m->layout.stride_at[v] < 0) {
         if (me_grow_raw(&m->layout.strides, &m->layout.cap_strides, m->layout.nstrides + 1, sizeof(*m->layout.strides)) < 0) {
             m->failed = true;
@@ -920,6 +922,7 @@ static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *y
         return true;
     }
     case ME_VIEW_RESHAPE:
+        if ((n->flags & ME_N_CONTIGUOUS) && m->layout.stride_at[x] >= 0) return false; /* strided: contiguous() copies */
         return view_strides(xs, xst, ys, yst);
     case ME_VIEW_NONE:
         break;

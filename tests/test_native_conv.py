@@ -20,7 +20,17 @@ scratchpad) and autograd's deferred gradient sums at a branch point:
 golden/truth/direct_conv (tests/oracle/measure_direct_conv.py) at batches
 1 and 8, every cell within 0.5 %.
 
-usage: test_native_conv.py MEMEST SOURCE_ROOT [gemm|direct]
+Case mha: nn.MultiheadAttention's .contiguous().view() copies, which the
+export writes as plain Reshapes: golden/truth/mha
+(tests/oracle/measure_mha.py), packed and unpacked projections, batches 1
+and 8, every training cell within 0.5 %. The inference cells are printed,
+not checked: PyTorch keeps the forward's locals (q, k, v, the weights)
+named until it returns, which the file cannot show (the python_names
+note's bound covers them), and packed self-attention under no_grad takes
+the fused torch._native_multi_head_attention, which memest does not model
+(+20 % at batch 8).
+
+usage: test_native_conv.py MEMEST SOURCE_ROOT [gemm|direct|mha]
 """
 import json
 import os
@@ -31,13 +41,14 @@ MEMEST, ROOT = sys.argv[1], sys.argv[2]
 TOL = 0.01
 MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"]}
 CASE = sys.argv[3] if len(sys.argv) > 3 else "native"
-GEMM, DIRECT = CASE == "gemm", CASE == "direct"
-DIR = {"gemm": "gemm_conv", "direct": "direct_conv"}.get(CASE, "native_conv")
+GEMM, DIRECT = CASE == "gemm", CASE in ("direct", "mha")
+DIR = {"gemm": "gemm_conv", "direct": "direct_conv", "mha": "mha"}.get(CASE, "native_conv")
 if DIRECT:
     TOL = 0.005
 fails = 0
 CASES = ([(n, "") for n in ("gc_patch32", "gc_patch16", "gc_conv3d")] + [(n, "threads1") for n in ("gc_patch32", "gc_conv3d")]
-         if GEMM else [(n, "") for n in ("dc_1x1", "dc_odd", "dc_rows", "dc_branch")]
+         if GEMM else [(n, "") for n in ("mha_packed", "mha_unpacked")]
+         if CASE == "mha" else [(n, "") for n in ("dc_1x1", "dc_odd", "dc_rows", "dc_branch")]
          if DIRECT else [(n, "") for n in ("nc_conv2d", "nc_conv1d", "nc_conv3d")])
 for name, sub in CASES:
     t = json.load(open(os.path.join(ROOT, "golden", "truth", DIR, sub, name + ".json")))
@@ -56,7 +67,8 @@ for name, sub in CASES:
                 continue
             steps = json.loads(r.stdout)["memory"]["steps"]
             want = [e[mode]["step1"]["peak"], e[mode]["step2"]["peak"]] if mode.startswith("train") else [e[mode]["peak"]]
-            checked = GEMM or DIRECT or b == "1" or not mode.startswith("train") or name != "nc_conv3d"
+            checked = (mode.startswith("train") if CASE == "mha" else
+                       GEMM or DIRECT or b == "1" or not mode.startswith("train") or name != "nc_conv3d")
             for i, w in enumerate(want):
                 err = (steps[i]["peak"] - w) / w
                 ok = abs(err) <= TOL

@@ -23,6 +23,7 @@
     X(avgpool)      /* canon/fuse.c: Pad(0) -> AveragePool, F.avg_pool2d's padding */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
     X(rnn_weights) /* an RNN's weights reordered for ONNX: no tensor PyTorch makes (rnn.c) */ \
+    X(mha)         /* nn.MultiheadAttention's .contiguous().view() reshapes (mha.c) */ \
     X(forward)     /* a norm or softmax a module's own forward called among other ops: F.*, not nn.* (forward.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
     X(dedup)       /* equal initializers stored once, read through Identity: a note (dedup.c) */ \
