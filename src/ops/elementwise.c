@@ -22,12 +22,9 @@ static int64_t bidx(const MeShape *o, const MeShape *in, int64_t i)
     return idx;
 }
 
-typedef enum { F_NONE, F_ADD, F_SUB, F_MUL, F_DIV, F_POW, F_MOD, F_MAX, F_MIN,
-               F_EQ, F_LT, F_GT, F_LE, F_GE, F_AND, F_OR, F_XOR } FoldOp;
-
-static FoldOp fold_op(const char *op)
+static MeFoldOp fold_op(const char *op)
 {
-    static const struct { const char *n; FoldOp f; } t[] = {
+    static const struct { const char *n; MeFoldOp f; } t[] = {
         { "Add", F_ADD }, { "Sub", F_SUB }, { "Mul", F_MUL }, { "Div", F_DIV }, { "Pow", F_POW },
         { "Mod", F_MOD }, { "Max", F_MAX }, { "Min", F_MIN }, { "Equal", F_EQ }, { "Less", F_LT },
         { "Greater", F_GT }, { "LessOrEqual", F_LE }, { "GreaterOrEqual", F_GE }, { "And", F_AND },
@@ -38,9 +35,9 @@ static FoldOp fold_op(const char *op)
     return F_NONE;
 }
 
-static bool is_compare(FoldOp f) { return f >= F_EQ; }
+static bool is_compare(MeFoldOp f) { return f >= F_EQ; }
 
-static double apply_f(FoldOp f, double a, double b)
+double me_fold_apply_f(MeFoldOp f, double a, double b)
 {
     switch (f) {
     case F_ADD: return a + b;
@@ -63,7 +60,7 @@ static double apply_f(FoldOp f, double a, double b)
     }
 }
 
-static int apply_i(const MeCtx *c, FoldOp f, int64_t a, int64_t b, int64_t *r)
+int me_fold_apply_i(const MeCtx *c, MeFoldOp f, int64_t a, int64_t b, int64_t *r)
 {
     switch (f) {
     case F_ADD: if (!me_add64(a, b, r)) goto ovf; return 0;
@@ -80,14 +77,23 @@ static int apply_i(const MeCtx *c, FoldOp f, int64_t a, int64_t b, int64_t *r)
         *r = b < 0 ? 0 : x;
         return 0;
     }
-    default: *r = (int64_t)apply_f(f, (double)a, (double)b); return 0;
+    /* exact on all of int64 (a double holds 53 bits): min/max and the
+     * comparisons; a reduction starts at INT64_MAX or INT64_MIN */
+    case F_MAX: *r = a > b ? a : b; return 0;
+    case F_MIN: *r = a < b ? a : b; return 0;
+    case F_EQ: *r = a == b; return 0;
+    case F_LT: *r = a < b; return 0;
+    case F_GT: *r = a > b; return 0;
+    case F_LE: *r = a <= b; return 0;
+    case F_GE: *r = a >= b; return 0;
+    default: *r = (int64_t)me_fold_apply_f(f, (double)a, (double)b); return 0;
     }
 ovf:
     return me_fail(c, "integer overflow while evaluating shapes");
 }
 
 /* Evaluates a binary op when both operands are known and small. */
-static int fold_binary(const MeCtx *c, FoldOp f, const MeShape *o)
+static int fold_binary(const MeCtx *c, MeFoldOp f, const MeShape *o)
 {
     int64_t n = me_shape_numel(o);
     if (f == F_NONE || n < 0 || n > ME_MAX_FOLD || !me_in_has_val(c, 0) || !me_in_has_val(c, 1)) return 0;
@@ -98,7 +104,7 @@ static int fold_binary(const MeCtx *c, FoldOp f, const MeShape *o)
         int64_t *r = me_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
         if (!r) return ME_ENOMEM;
         for (int64_t i = 0; i < n && rc >= 0; i++)
-            rc = apply_i(c, f, a->ival[bidx(o, &a->shape, i)], b->ival[bidx(o, &b->shape, i)], &r[i]);
+            rc = me_fold_apply_i(c, f, a->ival[bidx(o, &a->shape, i)], b->ival[bidx(o, &b->shape, i)], &r[i]);
         if (rc >= 0) rc = me_value_set_ints(out, r, n);
         me_free(r);
     } else {
@@ -109,7 +115,7 @@ static int fold_binary(const MeCtx *c, FoldOp f, const MeShape *o)
         bool f32 = out->dtype == ME_DT_F32;
         for (int64_t i = 0; i < n; i++) {
             int64_t ia = bidx(o, &a->shape, i), ib = bidx(o, &b->shape, i);
-            r[i] = apply_f(f, a->ival ? (double)a->ival[ia] : a->fval[ia], b->ival ? (double)b->ival[ib] : b->fval[ib]);
+            r[i] = me_fold_apply_f(f, a->ival ? (double)a->ival[ia] : a->fval[ia], b->ival ? (double)b->ival[ib] : b->fval[ib]);
             if (f32) r[i] = (float)r[i];
         }
         rc = me_value_set_floats(out, r, n);
@@ -123,7 +129,7 @@ static int infer_binary(MeCtx *c)
     MeShape o;
     int rc = me_broadcast(c, me_in_shape(c, 0), me_in_shape(c, 1), &o);
     if (rc < 0) return rc;
-    FoldOp f = fold_op(c->n->op);
+    MeFoldOp f = fold_op(c->n->op);
     rc = me_set_out(c, 0, is_compare(f) ? ME_DT_BOOL : me_in(c, 0)->dtype, &o);
     if (rc < 0) return rc;
     return fold_binary(c, f, &o);

@@ -239,6 +239,13 @@ int me_attr_ints(const MeCtx *c, const char *name, int64_t *out, int max);
 int me_in_ints(const MeCtx *c, int i, const int64_t **vals, int64_t *n);
 int me_in_floats(const MeCtx *c, int i, double *out, int max, int *n);
 bool me_in_has_val(const MeCtx *c, int i);
+/* Arithmetic on known small tensors (shape computations): elementwise
+ * binary ops and the reductions that combine with them. The integer form
+ * fails (error recorded) on overflow or division by zero. */
+typedef enum { F_NONE, F_ADD, F_SUB, F_MUL, F_DIV, F_POW, F_MOD, F_MAX, F_MIN,
+               F_EQ, F_LT, F_GT, F_LE, F_GE, F_AND, F_OR, F_XOR } MeFoldOp;
+double me_fold_apply_f(MeFoldOp f, double a, double b);
+int me_fold_apply_i(const MeCtx *c, MeFoldOp f, int64_t a, int64_t b, int64_t *r);
 /* Normalizes a possibly negative axis for a rank. */
 int me_axis(const MeCtx *c, int64_t axis, int rank, int *out);
 /* Numpy broadcast of a and b into out. */

@@ -17,11 +17,12 @@
 static int fold_reduce(const MeCtx *c, const MeShape *x, const bool *red)
 {
     const char *op = c->n->op;
-    int f = !strcmp(op, "ReduceMin") ? 1 : !strcmp(op, "ReduceMax") ? 2 : !strcmp(op, "ReduceSum") ? 3 : !strcmp(op, "ReduceProd") ? 4 : 0;
-    if (!f || !me_in_has_val(c, 0)) return 0;
+    MeFoldOp f = !strcmp(op, "ReduceMin") ? F_MIN : !strcmp(op, "ReduceMax") ? F_MAX : !strcmp(op, "ReduceSum") ? F_ADD
+               : !strcmp(op, "ReduceProd") ? F_MUL : F_NONE;
+    if (f == F_NONE || !me_in_has_val(c, 0)) return 0;
     MeValue *v = me_in(c, 0), *out = me_out(c, 0);
     int64_t n = me_shape_numel(x), m = out ? me_shape_numel(&out->shape) : -1;
-    if (!out || n < 0 || m < 0 || n > ME_MAX_FOLD || v->nval != n || (n == 0 && f <= 2)) return 0;
+    if (!out || n < 0 || m < 0 || n > ME_MAX_FOLD || v->nval != n || (n == 0 && (f == F_MIN || f == F_MAX))) return 0;
     MeShape k = *x; /* the input's shape with reduced dims 1 */
     for (int i = 0; i < k.rank; i++)
         if (red[i]) k.d[i] = 1;
@@ -30,8 +31,8 @@ static int fold_reduce(const MeCtx *c, const MeShape *x, const bool *red)
     int rc = iv || fv ? 0 : ME_ENOMEM;
     /* each output starts at its operation's identity */
     for (int64_t j = 0; rc == 0 && j < m; j++) {
-        if (iv) iv[j] = f == 1 ? INT64_MAX : f == 2 ? INT64_MIN : f == 4;
-        else fv[j] = f == 1 ? INFINITY : f == 2 ? -INFINITY : f == 4;
+        if (iv) iv[j] = f == F_MIN ? INT64_MAX : f == F_MAX ? INT64_MIN : f == F_MUL;
+        else fv[j] = f == F_MIN ? INFINITY : f == F_MAX ? -INFINITY : f == F_MUL;
     }
     for (int64_t i = 0; rc == 0 && i < n; i++) {
         int64_t rem = i, o = 0, stride = 1;
@@ -42,16 +43,8 @@ static int fold_reduce(const MeCtx *c, const MeShape *x, const bool *red)
             stride *= k.d[d];
         }
         if (o < 0 || o >= m) { rc = me_fail(c, "internal: reduction index out of range"); break; }
-        if (iv) {
-            int64_t a = iv[o], b = v->ival[i], r = a;
-            if (f == 1) r = a < b ? a : b;
-            else if (f == 2) r = a > b ? a : b;
-            else if (f == 3 ? !me_add64(a, b, &r) : !me_mul64(a, b, &r)) rc = me_fail(c, "integer overflow while evaluating shapes");
-            iv[o] = r;
-        } else {
-            double a = fv[o], b = v->fval[i];
-            fv[o] = f == 1 ? (a < b ? a : b) : f == 2 ? (a > b ? a : b) : f == 3 ? a + b : a * b;
-        }
+        if (iv) rc = me_fold_apply_i(c, f, iv[o], v->ival[i], &iv[o]);
+        else fv[o] = me_fold_apply_f(f, fv[o], v->fval[i]);
     }
     for (int64_t j = 0; rc == 0 && fv && out->dtype == ME_DT_F32 && j < m; j++) fv[j] = (float)fv[j]; /* as a float32 runtime has it */
     if (rc == 0) rc = iv ? me_value_set_ints(out, iv, m) : me_value_set_floats(out, fv, m);
