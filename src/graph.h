@@ -212,6 +212,7 @@ typedef enum MeNoteWhen {
     ME_NOTE_ALWAYS = 0,
     ME_NOTE_AUTOGRAD,    /* matters only when autograd runs (--grad, --train) */
     ME_NOTE_TRAIN,       /* matters only for model.train() (--train) */
+    ME_NOTE_NOGRAD,      /* matters only for inference without autograd (the default) */
 } MeNoteWhen;
 
 typedef struct MeNote {

@@ -30,6 +30,11 @@ usage: test_issue10_module.py MEMEST SOURCE_ROOT CASE
   folded_bn  an eval export with BatchNorm folded into Conv says so, and
              with --grad/--train what is missing and how to re-export; a
              training export says nothing
+  encoder_note  nn.TransformerEncoderLayer calls (batch_first, GELU; eval
+             and training exports, tests/canon_module/export_encoder.py)
+             carry the fused_encoder_layer note in default inference and
+             not with --grad or --train; a sequence-first encoder, a
+             decoder layer and ViT-B/16 (torchvision's own blocks) carry none
   notes      every format carries the notes: table, JSON, CSV, Markdown, SVG
   folded_consts  a buffer slice the export folded into a constant that the
              forward reads as data (a causal mask) is named in a note; a
@@ -298,6 +303,23 @@ def case_folded_bn():
     rc, out, err = run(path(*BN_TRAIN), "--input", "3x224x224", "--train")
     doc, _ = report(path(*BN_TRAIN), "--input", "3x224x224", "--train")
     check(rc == 0 and "note" not in err and doc and doc["notes"] == [], f"training export: rc {rc} {err!r}")
+
+
+def case_encoder_note():
+    cases = [("enc_fast_eval", True), ("enc_fast_train", True), ("enc_seqfirst", False), ("dec_layer", False)]
+    for name, fused in cases:
+        f = path("models", "onnx", "module", name + ".onnx")
+        for extra, want in (((), fused), (("--grad",), False), (("--train", "--loss", "mse"), False)):
+            doc, err = report(f, "--input", "16x64", "--runtime", "cpu", *extra)
+            if not doc:
+                check(False, f"{name} {extra}: {err}")
+                continue
+            notes = [n for n in doc["notes"] if n["code"] == "fused_encoder_layer"]
+            check(bool(notes) == want, f"{name} {' '.join(extra)}: fused_encoder_layer note {'missing' if want else 'present'}")
+            if notes and want:
+                check(notes[0]["text"].startswith("2 nn.TransformerEncoderLayer call(s) ('enc.layers.0', ...)"), notes[0]["text"][:80])
+    doc, err = report(path("models", "onnx", "zoo", "vit_b_16.onnx"), "--runtime", "cpu")
+    check(doc is not None and not [n for n in doc["notes"] if n["code"] == "fused_encoder_layer"], f"vit_b_16: {err or 'note present'}")
 
 
 def case_notes():

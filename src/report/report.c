@@ -199,6 +199,7 @@ static void fill_row(const MemestAnalysis *m, double fwd, int r, Cells *out, boo
 static bool note_applies(const MemestAnalysis *a, const MeNote *n)
 {
     if (n->when == ME_NOTE_TRAIN) return a->has_memory && a->memory.settings.mode == MEMEST_RUN_TRAIN;
+    if (n->when == ME_NOTE_NOGRAD) return a->has_memory && a->memory.settings.mode == MEMEST_RUN_INFER;
     return n->when != ME_NOTE_AUTOGRAD || (a->has_memory && a->memory.settings.mode != MEMEST_RUN_INFER);
 }
 
