@@ -195,6 +195,9 @@ typedef struct MeScope {
                         * result and the values it stores are taken as kept (memory.c loop_frame) */
     bool ckpt_unit; /* what --checkpoint layers wraps in torch.utils.checkpoint (an HF decoder layer) */
     bool ckpt_core; /* what --checkpoint selective wraps: a layer's core attention (Megatron-LM) */
+    bool fused_encoder; /* an nn.TransformerEncoderLayer PyTorch runs as one op under no_grad (canon/mha.c) */
+    bool unnamed_temps; /* its forward passes its own ops' results straight to its children, unnamed
+                         * (nn.TransformerEncoderLayer's _ff_block: linear2(dropout(activation(...)))) */
 } MeScope;
 
 /* A declared shape, dims < 0 named in the value's sym (resolved from the

@@ -183,7 +183,9 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
             if (c == from) {
                 /* made by a functional op in a container's own forward and read
                  * by one of its children: a named local there, alive until the
-                 * container returns (densenet's concated_features) */
+                 * container returns (densenet's concated_features), unless the
+                 * module's forward is known to pass it on unnamed */
+                if (g->scopes[from].unnamed_temps) continue;
                 a = from;
             } else {
                 /* outermost scope of the reader that does not contain the producer */
@@ -270,6 +272,9 @@ typedef struct Sim {
      * once the node's backward has returned (give_grad) */
     struct PendingSum { int value, storage, through; } *pend;
     int npend, cap_pend;
+    /* nn.TransformerEncoderLayer calls run as one op (fused_layers) */
+    struct Fused { int out; int64_t transient; bool started; } *fz;
+    int *fz_of;       /* node -> its fused layer, -1 none; NULL: no layer is fused */
     MemestMemory *out;
     int node;
     MemestPhase phase;
@@ -1201,13 +1206,163 @@ static void skipped_reads(Sim *m, const MeNode *n)
     }
 }
 
+/* nn.TransformerEncoderLayer under no_grad in eval, batch_first, ReLU or
+ * GELU (canon/mha.c marks its scope): torch._transformer_encoder_layer_fwd
+ * (aten/src/ATen/native/transformers/transformer.cpp, v1.13) with
+ * _native_multi_head_attention. Measured allocation by allocation on the
+ * CPU (torch 1.13), with X the input's bytes, S the scores' (B·H·T·T), F
+ * the feed-forward hidden's and s a LayerNorm's mean or rstd (one float a
+ * row), the live bytes beyond the layer's input step through:
+ *   norm_first: LN1 out X (+2s); the [B,T,3E] projection 3X and its
+ *     rescaled [3,B,H,T,d] copy 3X (7X), the projection freed; scores S,
+ *     softmaxed in place, the context written over q (4X + S); the context
+ *     transposed X and projected X (6X); then x1 = X; LN2 out X (+2s);
+ *     FFN hidden F and output X (3X + F); x1 added in place: the result X.
+ *   post-norm: 3X + 3X (6X); 3X + S; 3X + X + X (5X); x1 and LN1 out
+ *     (2X + 2s); hidden and output beside LN1 out (2X + F); LN2 out beside
+ *     both (3X + 2s): the result X.
+ * Only the layer's result leaves it; nothing else gets a storage. Returns
+ * the peak beyond the input, or -1 where the file's layer is not the shape
+ * that op needs (one float [B, T, E] input, one result, a softmax and a
+ * linear1 in it). */
+static int64_t fused_transient(const Sim *m, const bool *in_layer, bool *read_out, int *out)
+{
+    const MeGraph *g = m->g;
+    int x = -1, y = -1, soft = -1, hid = -1;
+    bool norm_first = false;
+    memset(read_out, 0, (size_t)g->nv + 1);
+    for (int j = 0; j < g->nn; j++)
+        for (int i = 0; !in_layer[j] && i < g->n[j].n_in; i++)
+            if (g->n[j].in[i] >= 0) read_out[g->n[j].in[i]] = true;
+    for (int ni = 0; ni < g->nn; ni++) {
+        if (!in_layer[ni]) continue;
+        const MeNode *n = &g->n[ni];
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i];
+            if (v < 0 || g->v[v].kind == ME_V_INIT || g->v[v].has_val || !me_dtype_is_float(g->v[v].dtype)) continue;
+            int p = g->v[v].producer;
+            if (p >= 0 && (in_layer[p] || me_node_is_constant(&g->n[p]))) continue;
+            if (x >= 0 && x != v) return -1;
+            x = v;
+            const char *mod = n->module, *dot = mod ? strrchr(mod, '.') : NULL;
+            if (dot && !strcmp(dot, ".norm1")) norm_first = true;
+        }
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out[k];
+            if (v < 0) continue;
+            if (g->v[v].is_output || read_out[v]) {
+                if (y >= 0 && y != v) return -1;
+                y = v;
+            }
+        }
+        if (n->desc && n->desc->cls == ME_C_SOFTMAX) soft = n->out[0];
+        const char *mod = n->module, *dot = mod ? strrchr(mod, '.') : NULL;
+        if (dot && !strcmp(dot, ".linear1") && n->desc && n->desc->cls == ME_C_LINEAR) hid = n->out[0];
+    }
+    if (x < 0 || y < 0 || soft < 0 || hid < 0 || g->v[x].shape.rank != 3 || g->v[x].shape.d[2] <= 0) return -1;
+    int64_t X = vb(m, &g->v[x]), S = vb(m, &g->v[soft]), F = vb(m, &g->v[hid]);
+    int64_t st = sat_mul(2 * 4, numel0(&g->v[x].shape) / g->v[x].shape.d[2]);
+    int64_t t[6];
+    if (norm_first) {
+        t[0] = sat_add(X, st), t[1] = sat_mul(7, X), t[2] = sat_add(sat_mul(4, X), S);
+        t[3] = sat_mul(6, X), t[4] = sat_add(sat_mul(2, X), st), t[5] = sat_add(sat_mul(3, X), F);
+    } else {
+        t[0] = sat_mul(6, X), t[1] = sat_add(sat_mul(3, X), S), t[2] = sat_mul(5, X);
+        t[3] = sat_add(sat_mul(2, X), st), t[4] = sat_add(sat_mul(2, X), F), t[5] = sat_add(sat_mul(3, X), st);
+    }
+    int64_t peak = 0;
+    for (int i = 0; i < 6; i++) peak = t[i] > peak ? t[i] : peak;
+    *out = y;
+    return peak;
+}
+
+/* The fused layers of this run: none with autograd on, under autocast
+ * (the fast path's own condition), or on CUDA (measured on a CPU only). */
+static int plan_fused(Sim *m)
+{
+    MeGraph *g = m->g;
+    if (m->grad || m->s->amp || m->s->runtime != MEMEST_RUNTIME_CPU) return 0;
+    int nl = 0;
+    for (int sc = 0; sc < g->nscopes; sc++) nl += g->scopes[sc].fused_encoder;
+    if (!nl) return 0;
+    m->fz_of = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
+    m->fz = me_calloc((size_t)nl, sizeof(*m->fz));
+    bool *in_layer = me_calloc((size_t)g->nn + 1, 1), *read_out = me_malloc((size_t)g->nv + 1);
+    if (!m->fz_of || !m->fz || !in_layer || !read_out) {
+        me_free(in_layer);
+        me_free(read_out);
+        return ME_ENOMEM;
+    }
+    for (int ni = 0; ni < g->nn; ni++) m->fz_of[ni] = -1;
+    int k = 0;
+    for (int sc = 0; sc < g->nscopes; sc++) {
+        if (!g->scopes[sc].fused_encoder) continue;
+        for (int ni = 0; ni < g->nn; ni++) {
+            int s = g->n[ni].scope;
+            while (s >= 0 && s != sc) s = g->scopes[s].parent;
+            in_layer[ni] = s == sc && !me_node_is_constant(&g->n[ni]);
+        }
+        int y = -1;
+        int64_t t = fused_transient(m, in_layer, read_out, &y);
+        if (t >= 0) {
+            m->fz[k] = (struct Fused){ .out = y, .transient = t };
+            for (int ni = 0; ni < g->nn; ni++)
+                if (in_layer[ni]) m->fz_of[ni] = k;
+            k++;
+        }
+    }
+    me_free(in_layer);
+    me_free(read_out);
+    return 0;
+}
+
+/* A node of a fused layer: the layer's peak at its first node, its result
+ * made where the file makes it; every read ends as the node's would. */
+static void fused_node(Sim *m, int ni, int oi)
+{
+    MeGraph *g = m->g;
+    const MeNode *n = &g->n[ni];
+    struct Fused *f = &m->fz[m->fz_of[ni]];
+    m->node = ni;
+    if (!f->started) {
+        f->started = true;
+        note(m, f->transient);
+    }
+    int made = -1;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v < 0) continue;
+        m->rg[v] = false;
+        m->layout.stride_at[v] = -1;
+        if (v != f->out) continue;
+        int id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
+        if (id < 0) return;
+        m->vst[v] = id;
+        bind(m, v, id, false);
+        keep_output(m, v, id, oi);
+        made = id;
+    }
+    note(m, 0);
+    skipped_reads(m, n);
+    if (made >= 0) st_release(m, made);
+}
+
 static void forward(Sim *m)
 {
     MeGraph *g = m->g;
     m->phase = MEMEST_PHASE_FORWARD;
+    if (plan_fused(m) < 0) {
+        m->failed = true;
+        return;
+    }
     for (int oi = 0; oi < g->nn && !m->failed; oi++) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
+        if (m->fz_of && m->fz_of[ni] >= 0) {
+            fused_node(m, ni, oi);
+            release_holds(m, oi);
+            continue;
+        }
         if (opaque(g, n)) {
             forward_opaque(m, ni, oi);
             release_holds(m, oi);
@@ -2140,6 +2295,8 @@ end:
     me_free(m.saved.saved_tail);
     me_free(m.saved.links);
     me_free(m.pend);
+    me_free(m.fz);
+    me_free(m.fz_of);
     me_free(m.st);
     me_free(m.vst);
     me_free(m.vgrad);

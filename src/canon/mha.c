@@ -20,7 +20,12 @@
  * are even: one projection buffer, the scores' softmax in place, the
  * context over q, the residual adds in place. memest simulates the ops the
  * file shows, more tensors than that: a note says so (measured +3.8 % and
- * +9.1 % on a four-layer encoder at batches 1 and 8). */
+ * +9.1 % on a four-layer encoder at batches 1 and 8).
+ *
+ * The layer's forward (_sa_block, _ff_block) also passes its functional
+ * results (the activation's, a residual sum into norm1) to its children
+ * without binding them to names: its scope says so (unnamed_temps), and
+ * memory.c's Python holds then keep them only as long as their readers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +89,8 @@ static int encoder_layers(MeGraph *g, char **mods, int m)
         for (size_t j = 0; layer && j < sizeof(need) / sizeof(need[0]); j++)
             layer = has_param(names, nn, mods[k], lp, need[j][0]) || has_param(names, nn, mods[k], lp, need[j][1]);
         if (!layer) continue;
+        for (int sc = 0; sc < g->nscopes; sc++)
+            if (!strncmp(g->scopes[sc].name, mods[k], lp) && !g->scopes[sc].name[lp]) g->scopes[sc].unnamed_temps = true;
         bool transposed = false, act = false;
         for (int i = 0; i < g->nn && !(transposed && act); i++) {
             const MeNode *x = &g->n[i];
@@ -100,14 +107,17 @@ static int encoder_layers(MeGraph *g, char **mods, int m)
         }
         if (!transposed || !act) continue;
         if (!found++) snprintf(first, sizeof(first), "%.*s", (int)lp, mods[k]);
+        for (int sc = 0; sc < g->nscopes; sc++)
+            if (!strncmp(g->scopes[sc].name, mods[k], lp) && !g->scopes[sc].name[lp]) g->scopes[sc].fused_encoder = true;
     }
     if (found) {
         char e[256];
         rc = me_graph_add_note(g, "fused_encoder_layer", ME_NOTE_NOGRAD,
                                "%d nn.TransformerEncoderLayer call(s) ('%s'%s): under no_grad in eval PyTorch runs each as one fused op "
-                               "(torch._transformer_encoder_layer_fwd) when its heads are even, which holds fewer tensors than the "
-                               "ops the file shows and memest simulates: the peak can be lower than reported (measured up to 9 %% on a "
-                               "4-layer encoder); with autograd on (--grad, --train) the figures are the ops'",
+                               "(torch._transformer_encoder_layer_fwd) when its heads are even (the file does not show them), which "
+                               "holds fewer tensors than the ops the file shows: --runtime cpu simulates that op's allocations as "
+                               "measured (odd heads would make the peak higher); --runtime cuda simulates the ops (a peak up to 9 %% "
+                               "too high, measured on a CPU); with autograd on (--grad, --train) PyTorch runs the ops",
                                found, me_escape(first, e, sizeof(e)), found > 1 ? ", ..." : "");
     }
     me_free(names);

@@ -8,7 +8,9 @@ writes both as Reshape. Two small stacks, LayerNorm -> MultiheadAttention
 -> Linear, measured at batches 1 and 8 with tests/oracle/measure_memory.py's
 method (infer_nograd, infer_grad, train_sgd; torch.set_num_threads(2));
 exported with torch.onnx (opset 17, training export, dynamic batch) as
-graph-only files. Checked by tests/test_native_conv.py (case mha).
+graph-only files. Checked by tests/test_native_conv.py (case mha). Two
+nn.TransformerEncoder stacks (pre-norm GELU, post-norm ReLU) add the fused
+no_grad layer, torch._transformer_encoder_layer_fwd.
 
 Usage (repo root): /usr/bin/python3 tests/oracle/measure_mha.py
 Writes models/onnx/mha/<name>.onnx and golden/truth/mha/<name>.json.
@@ -44,9 +46,24 @@ class Attn(nn.Module):
         return self.head(o.mean(1))
 
 
+class Encoder(nn.Module):
+    """nn.TransformerEncoder of two batch_first layers (PyTorch runs each
+    as torch._transformer_encoder_layer_fwd under no_grad in eval)."""
+    def __init__(self, norm_first, activation):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(128, 4, 384, activation=activation, batch_first=True, norm_first=norm_first)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(1))
+
+
 MODELS = {
     "mha_packed": (lambda: Attn(True), [("input", (128, 256), F32)]),
     "mha_unpacked": (lambda: Attn(False), [("input", (128, 256), F32)]),
+    "enc_prenorm": (lambda: Encoder(True, "gelu"), [("input", (96, 128), F32)]),
+    "enc_postnorm": (lambda: Encoder(False, "relu"), [("input", (96, 128), F32)]),
 }
 ONNX_OUT = os.path.join(ROOT, "models", "onnx", "mha")
 TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "mha")
