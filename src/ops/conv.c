@@ -349,8 +349,6 @@ static bool avx2_bwd_w(const ConvGeom *g)
            g->k[D] <= g->pb[D] + g->in[D] && g->k[D] <= g->in[D] && g->pb[H] < g->k[H] && !g->dil[D] && !g->dil[H] && !g->dil[W];
 }
 
-static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /* The jit weight-gradient kernels' padded bias (key_conv_padded_bias):
  * booked where the bias gradient is computed and out channels are not a
  * multiple of 16, with the registry's 128-byte alignment */
@@ -358,7 +356,7 @@ static int64_t padded_bias(const MeRunCtx *r)
 {
     const MeValue *w = me_in(&r->c, 1), *b = me_in(&r->c, 2);
     if (!b || !r->needs_grad || !r->needs_grad(r, b) || w->shape.d[0] % 16 == 0) return 0;
-    return div_up(w->shape.d[0], 16) * 16 * 4 + 128;
+    return (w->shape.d[0] + 15) / 16 * 16 * 4 + 128;
 }
 
 /* The weight-gradient scratchpad of oneDNN v2.6.3's direct kernel
@@ -370,49 +368,68 @@ static int64_t padded_bias(const MeRunCtx *r)
  * key_conv_wei_bia_reduction, (nthr_mb - 1) x (weights + bias) floats,
  * plus its barrier), and the padded bias. Measured exact on 3x3
  * convolutions at batches 1 and 8 (tests/oracle/measure_direct_conv.py). */
+/* balance()'s inputs: the minibatch (times output rows on the 2-d
+ * harness) and the channel blocks the threads split */
+typedef struct Balance {
+    uint64_t mb, ih_r, oh_r, ih_n, oh_n, iw, ow, id, od, sd, sh, sw, icb, nb_ic, nb_oc, ks;
+} Balance;
+
+static uint64_t udiv_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* oneDNN's calc_mem_cost (src, diff_dst, and 8 x the weights), saturating */
+static uint64_t bal_mem(const Balance *b, uint64_t m, uint64_t o, uint64_t i)
+{
+    uint64_t src = me_smul(me_smul(me_smul(udiv_up(me_smul(b->mb, b->ih_r), m), udiv_up(b->nb_ic, i)), me_smul(b->icb, b->ih_n)),
+                           me_smul(b->iw, b->id)) / b->sd / b->sh / b->sw;
+    uint64_t dst = me_smul(me_smul(udiv_up(me_smul(b->mb, b->oh_r), m), udiv_up(b->nb_oc, o)), me_smul(me_smul(16, b->oh_n), me_smul(b->ow, b->od)));
+    uint64_t wei = me_smul(me_smul(8, me_smul(udiv_up(b->nb_oc, o), udiv_up(b->nb_ic, i))), me_smul(me_smul(b->ks, b->icb), 16));
+    return me_sadd(me_sadd(src, dst), wei);
+}
+
+static uint64_t bal_comp(const Balance *b, uint64_t m, uint64_t o, uint64_t i)
+{
+    return me_smul(me_smul(udiv_up(me_smul(b->mb, b->oh_r), m), udiv_up(b->nb_oc, o)), udiv_up(b->nb_ic, i));
+}
+
 static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
 {
     enum { D, H, W };
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
-    int64_t mb = x->shape.d[0], ic = w->shape.d[1], oc = w->shape.d[0], T = r->threads;
+    uint64_t ic = (uint64_t)w->shape.d[1], oc = (uint64_t)w->shape.d[0], T = (uint64_t)r->threads;
     bool first = ic < 16;
-    int64_t icb = first ? ic : 16, nb_ic = first ? 1 : div_up(ic, 16), nb_oc = div_up(oc, 16);
     bool transp = g->sp == 2 && g->k[W] >= 14 && g->k[W] < 20 && g->out[W] == 1 && g->k[W] == g->in[W] && g->s[W] == 1 &&
                   g->s[H] == 1 && !g->dil[H] && !g->dil[W] && !g->pb[W] && !g->pb[H] && !g->pe[W] && !g->pe[H];
     bool red2d = !g->dil[H] && g->sp == 2 && g->out[H] > 9 && !transp; /* harness_2d_reduction, min_oh_reduce 9 */
-    int64_t ih = transp ? g->in[W] : g->in[H], oh = transp ? g->out[W] : g->out[H];
-    int64_t iw = transp ? g->in[H] : g->in[W], ow = transp ? g->out[H] : g->out[W];
-    int64_t ih_r = red2d ? ih : 1, oh_r = red2d ? oh : 1, ih_n = red2d ? 1 : ih, oh_n = red2d ? 1 : oh;
-    int64_t oh_threads = oh_r / 9 > 1 ? oh_r / 9 : 1, ks = g->k[D] * g->k[H] * g->k[W];
-#define MEM_COST(m_, o_, i_)                                                                                    \
-    (div_up(mb * ih_r, m_) * div_up(nb_ic, i_) * icb * ih_n * iw * g->in[D] / g->s[D] / g->s[H] / g->s[W] + \
-     div_up(mb * oh_r, m_) * div_up(nb_oc, o_) * 16 * oh_n * ow * g->out[D] + 8 * div_up(nb_oc, o_) * div_up(nb_ic, i_) * ks * icb * 16)
-#define COMP_COST(m_, o_, i_) (div_up(mb * oh_r, m_) * div_up(nb_oc, o_) * div_up(nb_ic, i_))
-    int64_t best_m = 1, best_o = 1, best_i = 1, best_mem = MEM_COST(1, 1, 1);
-    int64_t m_max = T < mb * g->out[D] * oh_threads ? T : mb * g->out[D] * oh_threads;
-    for (int64_t m = 1; m <= m_max; m++) /* step 1: the lowest memory cost */
-        for (int64_t o = 1, par = T / m; o <= (par < nb_oc ? par : nb_oc); o++) {
-            int64_t i = par / o < nb_ic ? par / o : nb_ic, c = MEM_COST(m, o, i);
+    uint64_t ih = (uint64_t)(transp ? g->in[W] : g->in[H]), oh = (uint64_t)(transp ? g->out[W] : g->out[H]);
+    Balance b = { .mb = (uint64_t)x->shape.d[0], .ih_r = red2d ? ih : 1, .oh_r = red2d ? oh : 1, .ih_n = red2d ? 1 : ih,
+                  .oh_n = red2d ? 1 : oh, .iw = (uint64_t)(transp ? g->in[H] : g->in[W]),
+                  .ow = (uint64_t)(transp ? g->out[H] : g->out[W]), .id = (uint64_t)g->in[D], .od = (uint64_t)g->out[D],
+                  .sd = (uint64_t)g->s[D], .sh = (uint64_t)g->s[H], .sw = (uint64_t)g->s[W], .icb = first ? ic : 16,
+                  .nb_ic = first ? 1 : udiv_up(ic, 16), .nb_oc = udiv_up(oc, 16),
+                  .ks = (uint64_t)(g->k[D] * g->k[H] * g->k[W]) };
+    uint64_t oh_threads = b.oh_r / 9 > 1 ? b.oh_r / 9 : 1, work = me_smul(me_smul(b.mb, b.od), oh_threads);
+    uint64_t m_max = T < work ? T : work, best_m = 1, best_o = 1, best_i = 1, best_mem = bal_mem(&b, 1, 1, 1);
+    for (uint64_t m = 1; m <= m_max; m++) /* step 1: the lowest memory cost */
+        for (uint64_t o = 1, par = T / m; o <= (par < b.nb_oc ? par : b.nb_oc); o++) {
+            uint64_t i = par / o < b.nb_ic ? par / o : b.nb_ic, c = bal_mem(&b, m, o, i);
             if (c <= best_mem) best_mem = c, best_m = m, best_o = o, best_i = i;
         }
-    int64_t best_comp = COMP_COST(best_m, best_o, best_i);
-    for (int64_t m = 1; m <= m_max; m++) /* step 2: less compute within 110 % of that */
-        for (int64_t o = 1, par = T / m; o <= (par < nb_oc ? par : nb_oc); o++) {
-            int64_t i = par / o < nb_ic ? par / o : nb_ic, c = MEM_COST(m, o, i), k = COMP_COST(m, o, i);
-            if ((k <= best_comp && (transp || (double)c < 1.1 * (double)best_mem)) || 4 * k <= 3 * best_comp)
+    uint64_t best_comp = bal_comp(&b, best_m, best_o, best_i);
+    for (uint64_t m = 1; m <= m_max; m++) /* step 2: less compute within 110 % of that memory */
+        for (uint64_t o = 1, par = T / m; o <= (par < b.nb_oc ? par : b.nb_oc); o++) {
+            uint64_t i = par / o < b.nb_ic ? par / o : b.nb_ic, c = bal_mem(&b, m, o, i), k = bal_comp(&b, m, o, i);
+            if ((k <= best_comp && (transp || (double)c < 1.1 * (double)best_mem)) || me_smul(4, k) <= me_smul(3, best_comp))
                 best_comp = k, best_m = m;
         }
-#undef MEM_COST
-#undef COMP_COST
-    if (best_m > T / 2 && best_m < T) best_m = T < mb * g->out[D] * oh_threads ? T : mb * g->out[D] * oh_threads;
-    uint64_t bytes = 0, poc = (uint64_t)(nb_oc * 16);
+    if (best_m > T / 2 && best_m < T) best_m = T < work ? T : work;
+    uint64_t bytes = (uint64_t)padded_bias(r), poc = b.nb_oc * 16;
     if (best_m > 1) {
-        uint64_t wei = me_smul(me_smul(poc, (uint64_t)(nb_ic * icb)), (uint64_t)ks);
+        uint64_t wei = me_smul(me_smul(poc, b.nb_ic * b.icb), b.ks);
         /* the barrier's simple_barrier::ctx_t is 4096-aligned (cpu_barrier.hpp):
          * 4096 bytes booked with 4096 of alignment */
-        bytes = me_sadd(me_smul(me_smul(me_sadd(wei, poc), 4), (uint64_t)(best_m - 1)), 128 + 8192);
+        bytes = me_sadd(bytes, me_sadd(me_smul(me_smul(me_sadd(wei, poc), 4), best_m - 1), 128 + 8192));
     }
-    return me_sadd(bytes, (uint64_t)padded_bias(r)) > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)me_sadd(bytes, (uint64_t)padded_bias(r));
+    return bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
 }
 
 /* gemm_convolution_bwd_weights' scratchpad (gemm_convolution_utils.cpp
