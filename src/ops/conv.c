@@ -447,8 +447,10 @@ static int64_t gemm_bwd_w_scratch(const MeRunCtx *r)
     ConvGeom g;
     if (!conv_geom(r, &g) || r->threads < 1) return -1;
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
-    int64_t ks = g.k[0] * g.k[1] * g.k[2], os = g.out[0] * g.out[1] * g.out[2];
-    bool whole = os == 1 && g.k[0] == g.in[0] && g.k[1] == g.in[1] && g.k[2] == g.in[2];
+    /* jcp.os is one depth slice, oh x ow (gemm_convolution_utils.cpp):
+     * a 3-d convolution's columns hold one output frame at a time */
+    int64_t ks = g.k[0] * g.k[1] * g.k[2], os = g.out[1] * g.out[2];
+    bool whole = os * g.out[0] == 1 && g.k[0] == g.in[0] && g.k[1] == g.in[1] && g.k[2] == g.in[2];
     if (ks == 1 || whole || avx512_common_bwd_w(&g) || avx2_bwd_w(&g)) return -1;
     uint64_t T = (uint64_t)r->threads, ic = (uint64_t)x->shape.d[1], wb = (uint64_t)me_value_bytes(w);
     uint64_t limit = me_smul(15 * T, me_sadd(me_sadd((uint64_t)me_value_bytes(x), wb), (uint64_t)me_value_bytes(o)));
