@@ -34,7 +34,9 @@ usage: test_issue10_module.py MEMEST SOURCE_ROOT CASE
              and training exports, tests/canon_module/export_encoder.py)
              carry the fused_encoder_layer note in default inference and
              not with --grad or --train; a sequence-first encoder, a
-             decoder layer and ViT-B/16 (torchvision's own blocks) carry none
+             decoder layer and ViT-B/16 (torchvision's own blocks) carry none;
+             packed batch_first self-attention outside such a layer (ViT-B/16,
+             a small stack) carries fused_attention, an unpacked one none
   notes      every format carries the notes: table, JSON, CSV, Markdown, SVG
   folded_consts  a buffer slice the export folded into a constant that the
              forward reads as data (a causal mask) is named in a note; a
@@ -320,6 +322,18 @@ def case_encoder_note():
                 check(notes[0]["text"].startswith("2 nn.TransformerEncoderLayer call(s) ('enc.layers.0', ...)"), notes[0]["text"][:80])
     doc, err = report(path("models", "onnx", "zoo", "vit_b_16.onnx"), "--runtime", "cpu")
     check(doc is not None and not [n for n in doc["notes"] if n["code"] == "fused_encoder_layer"], f"vit_b_16: {err or 'note present'}")
+    # packed batch_first self-attention outside such a layer: its own fused
+    # op under no_grad, whose other conditions the file cannot show
+    for f, want in ((path("models", "onnx", "zoo", "vit_b_16.onnx"), "12 nn.MultiheadAttention call(s) ('encoder.layers.encoder_layer_0.self_attention', ...)"),
+                    (path("models", "onnx", "mha", "mha_packed.onnx"), "1 nn.MultiheadAttention call(s) ('attn')"),
+                    (path("models", "onnx", "mha", "mha_unpacked.onnx"), None),
+                    (path("models", "onnx", "module", "enc_fast_eval.onnx"), None)):
+        for extra, on in (((), True), (("--grad",), False)):
+            doc, err = report(f, "--runtime", "cpu", *extra)
+            notes = [n["text"] for n in doc["notes"] if n["code"] == "fused_attention"] if doc else []
+            expect = want if on else None
+            check(doc is not None and (notes[0].startswith(expect) if expect and notes else not notes and not expect),
+                  f"{os.path.basename(f)} {' '.join(extra)}: fused_attention notes {[t[:60] for t in notes]} {err or ''}")
 
 
 def case_notes():
