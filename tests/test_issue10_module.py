@@ -37,6 +37,11 @@ usage: test_issue10_module.py MEMEST SOURCE_ROOT CASE
              decoder layer and ViT-B/16 (torchvision's own blocks) carry none;
              packed batch_first self-attention outside such a layer (ViT-B/16,
              a small stack) carries fused_attention, an unpacked one none
+  dropout_note  an eval export whose only eval mark is deduplicated
+             initializers (no BatchNorm, no Linear to fold) gets the
+             eval_export_dropout note under --train, not without it; its
+             training export and an eval export with no mark get none
+             (tests/canon_module/export_dropout.py)
   notes      every format carries the notes: table, JSON, CSV, Markdown, SVG
   folded_consts  a buffer slice the export folded into a constant that the
              forward reads as data (a causal mask) is named in a note; a
@@ -334,6 +339,15 @@ def case_encoder_note():
             expect = want if on else None
             check(doc is not None and (notes[0].startswith(expect) if expect and notes else not notes and not expect),
                   f"{os.path.basename(f)} {' '.join(extra)}: fused_attention notes {[t[:60] for t in notes]} {err or ''}")
+
+
+def case_dropout_note():
+    for name, want in (("drop_dedup_eval", True), ("drop_train", False), ("drop_distinct_eval", False)):
+        f = path("models", "onnx", "module", name + ".onnx")
+        for extra, on in ((("--train", "--loss", "cross-entropy"), True), (("--grad",), False), ((), False)):
+            doc, err = report(f, "--runtime", "cpu", *extra)
+            codes = [n["code"] for n in doc["notes"]] if doc else []
+            check(doc is not None and ("eval_export_dropout" in codes) == (want and on), f"{name} {' '.join(extra)}: notes {codes} {err or ''}")
 
 
 def case_notes():

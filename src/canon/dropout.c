@@ -10,11 +10,15 @@
  *
  * Rule: no Dropout node, no BatchNormalization in its training form (a
  * training_mode attribute of 1, or the running statistics as outputs),
- * and a weight torch.onnx's constant folding made (an initializer named
- * "onnx::*" that a Conv, Gemm or MatMul reads as its weight): the marks of
- * an eval export with folding. Limits: an eval export that folded nothing
- * (a Gemm-only MLP) is not recognized; a model without dropout gets the
- * note too (it says "if"). */
+ * and a mark only an eval export leaves: a weight torch.onnx's constant
+ * folding made (an initializer named "onnx::*" that a Conv, Gemm or MatMul
+ * reads as its weight), or initializers of equal value stored once
+ * (canon/dedup.c's note: _jit_pass_onnx_deduplicate_initializers compares
+ * values for a model in eval(), only storage for one in train(); SqueezeNet
+ * has neither BatchNorm nor Linear to fold). Limits: an eval export that
+ * folded and deduplicated nothing (a Gemm-only MLP with distinct weights)
+ * is not recognized; a model without dropout gets the note too (it says
+ * "if"). */
 #include <string.h>
 
 #include "canon/canon.h"
@@ -35,9 +39,10 @@ int me_canon_dropout(MeGraph *g, MeDiag *d)
             folded |= w >= 0 && g->v[w].kind == ME_V_INIT && !strncmp(g->v[w].name, "onnx::", 6);
         }
     }
+    for (int k = 0; k < g->nnotes && !folded; k++) folded = !strcmp(g->notes[k].code, "deduplicated_initializers");
     if (!folded) return 0;
     return me_graph_add_note(g, "eval_export_dropout", ME_NOTE_TRAIN,
-                             "no Dropout in the graph, and weights folded by an eval-mode export (named onnx::*): "
+                             "no Dropout in the graph, and weights folded or deduplicated as an eval-mode export does: "
                              "torch.onnx leaves nn.Dropout out of an eval export, so if the model has dropout, --train "
                              "misses its masks (kept for backward; on a CPU each as large as the tensor dropped); re-export "
                              "with training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False");
