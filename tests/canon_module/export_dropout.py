@@ -19,7 +19,6 @@ weight of its own.
 """
 import os
 import sys
-import tempfile
 
 import torch
 import torch.nn as nn
@@ -27,7 +26,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
-from zoo_common import make_graph_only  # noqa: E402
+from zoo_common import export_graph_only  # noqa: E402
 
 
 def stack(zero_bias):
@@ -47,15 +46,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     for name, (zero, train) in MODELS.items():
         torch.manual_seed(0)
-        m = stack(zero).train(train)
-        kw = dict(opset_version=17, input_names=["input"], output_names=["output"],
-                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-        if train:
-            kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-        with tempfile.TemporaryDirectory() as tmp:
-            full = os.path.join(tmp, name + ".onnx")
-            torch.onnx.export(m, (torch.randn(2, 3, 32, 32),), full, **kw)
-            make_graph_only(full, os.path.join(out, name + ".onnx"))
+        export_graph_only(stack(zero).train(train), torch.randn(2, 3, 32, 32), os.path.join(out, name + ".onnx"), train)
         print(name, "exported")
 
 

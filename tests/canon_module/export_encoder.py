@@ -14,7 +14,6 @@ models/onnx/module/. Debian's python3-torch 1.13; weights random (seed 0).
 """
 import os
 import sys
-import tempfile
 
 import torch
 import torch.nn as nn
@@ -22,7 +21,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
-from zoo_common import make_graph_only  # noqa: E402
+from zoo_common import export_graph_only  # noqa: E402
 
 
 class Enc(nn.Module):
@@ -57,16 +56,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     for name, (make, train) in MODELS.items():
         torch.manual_seed(0)
-        m = make().train(train)
-        x = torch.randn(2, 16, 64)
-        kw = dict(opset_version=17, input_names=["input"], output_names=["output"],
-                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-        if train:
-            kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-        with tempfile.TemporaryDirectory() as tmp:
-            full = os.path.join(tmp, name + ".onnx")
-            torch.onnx.export(m, (x,), full, **kw)
-            make_graph_only(full, os.path.join(out, name + ".onnx"))
+        export_graph_only(make().train(train), torch.randn(2, 16, 64), os.path.join(out, name + ".onnx"), train)
         print(name, "exported")
 
 

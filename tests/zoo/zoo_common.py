@@ -83,3 +83,19 @@ def make_graph_only(src, dst):
     if os.path.exists(data_path):
         os.remove(data_path)
     return data_size
+
+
+def export_graph_only(model, x, dst, train, opset=17):
+    """torch.onnx.export of model on x (dynamic batch; a training export
+    without constant folding when train, else torch.onnx's default eval
+    export), written graph-only to dst."""
+    import tempfile
+    import torch
+    kw = dict(opset_version=opset, input_names=["input"], output_names=["output"],
+              dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    if train:
+        kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        full = os.path.join(tmp, os.path.basename(dst))
+        torch.onnx.export(model, (x,), full, **kw)
+        make_graph_only(full, dst)
