@@ -272,7 +272,7 @@ typedef struct Sim {
      * once the node's backward has returned (give_grad) */
     struct PendingSum { int value, storage, through; } *pend;
     int npend, cap_pend;
-    /* nn.TransformerEncoderLayer calls run as one op (fused_layers) */
+    /* nn.TransformerEncoderLayer calls run as one op (plan_fused) */
     struct Fused { int out; int64_t transient; bool started; } *fz;
     int *fz_of;       /* node -> its fused layer, -1 none; NULL: no layer is fused */
     MemestMemory *out;
