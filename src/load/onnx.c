@@ -143,6 +143,7 @@ typedef struct OCtx {
     struct Func *fn;         /* the model's local functions (FunctionProto) */
     int nfn;
     int *subw, nsubw, cap_subw; /* graph inputs a subgraph body reads in a weight slot (capture_names) */
+    int *cap_mark, cap_mark_n;  /* value -> the node (+1) whose captures hold it: one lookup, not a scan */
 } OCtx;
 
 /* A model-local function (ModelProto.functions): nodes calling it by
@@ -743,6 +744,7 @@ static int graph_attr(OCtx *o, MeNode *n, const uint8_t *p, size_t len)
 typedef struct Captures {
     int *v;
     int n, cap;
+    int stamp; /* the capturing node's index + 1 (OCtx.cap_mark) */
 } Captures;
 
 /* The op a body's NodeProto runs (op_type 4, domain 7), as the registry has it; NULL if unknown. */
@@ -794,12 +796,17 @@ static int capture_names(OCtx *o, const MeNode *n, const uint8_t *p, size_t len,
                     if (me_grow(&o->subw, &o->cap_subw, o->nsubw + 1, sizeof(int)) < 0) return ME_ENOMEM;
                     o->subw[o->nsubw++] = vi;
                 }
-                bool have = false;
-                for (int j = 0; j < cp->n && !have; j++) have = cp->v[j] == vi;
+                if (vi >= o->cap_mark_n) { /* values made since: room for all of them */
+                    int n_old = o->cap_mark_n, want = o->g->nv + 1;
+                    if (me_grow(&o->cap_mark, &o->cap_mark_n, want, sizeof(int)) < 0) return ME_ENOMEM;
+                    memset(o->cap_mark + n_old, 0, sizeof(int) * (size_t)(o->cap_mark_n - n_old));
+                }
+                bool have = o->cap_mark[vi] == cp->stamp;
                 for (int j = 0; j < n->n_in && !have; j++) have = n->in[j] == vi;
                 if (have) continue;
                 if (me_grow(&cp->v, &cp->cap, cp->n + 1, sizeof(int)) < 0) return ME_ENOMEM;
                 cp->v[cp->n++] = vi;
+                o->cap_mark[vi] = cp->stamp;
             }
             if (r < 0) break;
         }
@@ -969,7 +976,7 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
     me_free(full);
     if (rc < 0) goto end;
     MeNode *n = &o->g->n[ni];
-    Captures caps = { 0 };
+    Captures caps = { .stamp = ni + 1 };
     if (domain_len && !(n->domain = me_graph_strndup(o->g, domain, domain_len))) { rc = ME_ENOMEM; goto end; }
     if (!(n->module = module_name(o->g, n->name))) { rc = ME_ENOMEM; goto end; }
     int ki = 0, ko = 0;
@@ -1539,6 +1546,7 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     free_functions(&o);
     me_free(o.gen);
     me_free(o.subw);
+    me_free(o.cap_mark);
     if (rc >= 0) rc = mark_functional(g);
     g->frames_unseen = true; /* an export keeps no Python names */
     return rc < 0 ? rc : mark_uncalled(g);
