@@ -43,8 +43,7 @@ static bool *buffer_reads(const MeGraph *g)
 int me_canon_dedup(MeGraph *g, MeDiag *d)
 {
     (void)d;
-    bool *buf = buffer_reads(g);
-    if (!buf) return ME_ENOMEM;
+    bool *buf = NULL; /* made at the first alias that needs it: most graphs have none */
     uint64_t sure = 0, sure_buf = 0, maybe = 0;
     int n_sure = 0, n_maybe = 0, shown = 0;
     char list[480] = "";
@@ -62,6 +61,7 @@ int me_canon_dedup(MeGraph *g, MeDiag *d)
         int64_t numel = src->sparse ? src->nnz : me_shape_numel(&src->shape);
         if (numel <= 0 || !strcmp(src->name, alias->name)) continue;
         if (me_state_name(alias->name)) {
+            if (!buf && !(buf = buffer_reads(g))) return ME_ENOMEM;
             if (buf[n->out[0]]) sure_buf = me_sadd(sure_buf, (uint64_t)numel);
             else sure = me_sadd(sure, (uint64_t)numel);
             n_sure++;
