@@ -18,6 +18,17 @@ const MeOpDesc *me_canon_desc(const MeGraph *g, const MeNode *n)
     return n->desc ? n->desc : me_op_find(n->op, n->domain, (n->flags & ME_N_CANON) ? INT_MAX : g->opset);
 }
 
+int me_canon_identity_root(const MeGraph *g, int v)
+{
+    for (int hops = 0; hops < 64 && v >= 0; hops++) {
+        int p = g->v[v].producer;
+        if (p < 0 || g->v[v].kind == ME_V_INIT || !me_canon_is(g, &g->n[p], "Identity") || g->n[p].n_in < 1 || g->n[p].in[0] < 0)
+            break;
+        v = g->n[p].in[0];
+    }
+    return v;
+}
+
 int me_canonicalize(MeGraph *g, MeDiag *d)
 {
     static int (*const passes[])(MeGraph *, MeDiag *) = {

@@ -46,6 +46,11 @@ bool me_canon_is(const MeGraph *g, const MeNode *n, const char *name);
 struct MeOpDesc;
 const struct MeOpDesc *me_canon_desc(const MeGraph *g, const MeNode *n);
 
+/* The value an Identity chain passes on to v (v itself when no Identity
+ * made it; at most 64 hops): where an eval export's alias of a
+ * deduplicated initializer comes from. */
+int me_canon_identity_root(const MeGraph *g, int v);
+
 /* Runs every pass; called once per loaded graph, after finalize. */
 int me_canonicalize(MeGraph *g, MeDiag *d);
 

@@ -50,12 +50,7 @@ int me_canon_dedup(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         if (!me_canon_is(g, n, "Identity") || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
-        int s = n->in[0];
-        for (int hops = 0; hops < 64; hops++) { /* to the stored tensor through Identity chains */
-            int p = g->v[s].producer;
-            if (p < 0 || g->v[s].kind == ME_V_INIT || !me_canon_is(g, &g->n[p], "Identity") || g->n[p].n_in < 1 || g->n[p].in[0] < 0) break;
-            s = g->n[p].in[0];
-        }
+        int s = me_canon_identity_root(g, n->in[0]); /* the stored tensor, through Identity chains */
         const MeValue *src = &g->v[s], *alias = &g->v[n->out[0]];
         if (src->kind != ME_V_INIT || src->from_constant || !me_dtype_is_float(src->dtype) || !alias->n_uses) continue;
         int64_t numel = src->sparse ? src->nnz : me_shape_numel(&src->shape);

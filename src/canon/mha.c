@@ -41,14 +41,7 @@ static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, 
  * deep-copied layers read layer 0's through aliases, canon/dedup.c) */
 static bool stored_name(const MeGraph *g, int v)
 {
-    if (!g->v[v].name) return false;
-    for (int hops = 0; hops < 64; hops++) {
-        if (g->v[v].kind == ME_V_INIT) return true;
-        int p = g->v[v].producer;
-        if (p < 0 || !me_canon_is(g, &g->n[p], "Identity") || g->n[p].n_in < 1 || g->n[p].in[0] < 0) return false;
-        v = g->n[p].in[0];
-    }
-    return false;
+    return g->v[v].name && g->v[me_canon_identity_root(g, v)].kind == ME_V_INIT;
 }
 
 /* Whether the graph stores a tensor named prefix + suffix (names sorted) */
