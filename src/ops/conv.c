@@ -160,11 +160,14 @@ static void cost_convt(const MeCtx *c, MeOpCost *o)
  * (aBcd4b for 4 per group), unpadded. */
 #define ME_CPU_CHANNEL_BLOCK 16
 
+/* n channels padded to the block */
+static int64_t block_up(int64_t n) { return (n + ME_CPU_CHANNEL_BLOCK - 1) / ME_CPU_CHANNEL_BLOCK * ME_CPU_CHANNEL_BLOCK; }
+
 static int64_t blocked_bytes(const MeRunCtx *r, const MeValue *v, int64_t bytes)
 {
     int64_t g = me_attr_i(r->c.n, "group", 1), ch = v->shape.rank > 1 ? v->shape.d[1] : 0;
     if (ch <= 0 || bytes <= 0 || (g != 1 && g != ch)) return bytes;
-    int64_t padded = (ch + ME_CPU_CHANNEL_BLOCK - 1) / ME_CPU_CHANNEL_BLOCK * ME_CPU_CHANNEL_BLOCK;
+    int64_t padded = block_up(ch);
     /* bytes / ch is the per-channel size exactly: ch is a factor of numel */
     uint64_t b = me_smul((uint64_t)(bytes / ch), (uint64_t)padded);
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
@@ -355,19 +358,10 @@ static bool avx2_bwd_w(const ConvGeom *g)
 static int64_t padded_bias(const MeRunCtx *r)
 {
     const MeValue *w = me_in(&r->c, 1), *b = me_in(&r->c, 2);
-    if (!b || !r->needs_grad || !r->needs_grad(r, b) || w->shape.d[0] % 16 == 0) return 0;
-    return (w->shape.d[0] + 15) / 16 * 16 * 4 + 128;
+    if (!b || !r->needs_grad || !r->needs_grad(r, b) || w->shape.d[0] % ME_CPU_CHANNEL_BLOCK == 0) return 0;
+    return block_up(w->shape.d[0]) * 4 + 128;
 }
 
-/* The weight-gradient scratchpad of oneDNN v2.6.3's direct kernel
- * (jit_avx512_common_conv_kernel.cpp, fp32, plain data layout): balance()
- * spreads the threads over minibatch (on the 2-d harness, minibatch x
- * output rows), output- and input-channel blocks by a memory-traffic cost,
- * and each minibatch thread past the first accumulates into its own copy
- * of the weight and bias gradients (init_scratchpad:
- * key_conv_wei_bia_reduction, (nthr_mb - 1) x (weights + bias) floats,
- * plus its barrier), and the padded bias. Measured exact on 3x3
- * convolutions at batches 1 and 8 (tests/oracle/measure_direct_conv.py). */
 /* balance()'s inputs: the minibatch (times output rows on the 2-d
  * harness) and the channel blocks the threads split */
 typedef struct Balance {
@@ -381,8 +375,9 @@ static uint64_t bal_mem(const Balance *b, uint64_t m, uint64_t o, uint64_t i)
 {
     uint64_t src = me_smul(me_smul(me_smul(udiv_up(me_smul(b->mb, b->ih_r), m), udiv_up(b->nb_ic, i)), me_smul(b->icb, b->ih_n)),
                            me_smul(b->iw, b->id)) / b->sd / b->sh / b->sw;
-    uint64_t dst = me_smul(me_smul(udiv_up(me_smul(b->mb, b->oh_r), m), udiv_up(b->nb_oc, o)), me_smul(me_smul(16, b->oh_n), me_smul(b->ow, b->od)));
-    uint64_t wei = me_smul(me_smul(8, me_smul(udiv_up(b->nb_oc, o), udiv_up(b->nb_ic, i))), me_smul(me_smul(b->ks, b->icb), 16));
+    uint64_t dst = me_smul(me_smul(udiv_up(me_smul(b->mb, b->oh_r), m), udiv_up(b->nb_oc, o)),
+                           me_smul(me_smul(ME_CPU_CHANNEL_BLOCK, b->oh_n), me_smul(b->ow, b->od)));
+    uint64_t wei = me_smul(me_smul(8, me_smul(udiv_up(b->nb_oc, o), udiv_up(b->nb_ic, i))), me_smul(me_smul(b->ks, b->icb), ME_CPU_CHANNEL_BLOCK));
     return me_sadd(me_sadd(src, dst), wei);
 }
 
@@ -391,6 +386,15 @@ static uint64_t bal_comp(const Balance *b, uint64_t m, uint64_t o, uint64_t i)
     return me_smul(me_smul(udiv_up(me_smul(b->mb, b->oh_r), m), udiv_up(b->nb_oc, o)), udiv_up(b->nb_ic, i));
 }
 
+/* The weight-gradient scratchpad of oneDNN v2.6.3's direct kernel
+ * (jit_avx512_common_conv_kernel.cpp, fp32, plain data layout): balance()
+ * spreads the threads over minibatch (on the 2-d harness, minibatch x
+ * output rows), output- and input-channel blocks by a memory-traffic cost,
+ * and each minibatch thread past the first accumulates into its own copy
+ * of the weight and bias gradients (init_scratchpad:
+ * key_conv_wei_bia_reduction, (nthr_mb - 1) x (weights + bias) floats,
+ * plus its barrier), and the padded bias. Measured exact on 3x3
+ * convolutions at batches 1 and 8 (tests/oracle/measure_direct_conv.py). */
 static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
 {
     enum { D, H, W };
@@ -404,8 +408,9 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
     Balance b = { .mb = (uint64_t)x->shape.d[0], .ih_r = red2d ? ih : 1, .oh_r = red2d ? oh : 1, .ih_n = red2d ? 1 : ih,
                   .oh_n = red2d ? 1 : oh, .iw = (uint64_t)(transp ? g->in[H] : g->in[W]),
                   .ow = (uint64_t)(transp ? g->out[H] : g->out[W]), .id = (uint64_t)g->in[D], .od = (uint64_t)g->out[D],
-                  .sd = (uint64_t)g->s[D], .sh = (uint64_t)g->s[H], .sw = (uint64_t)g->s[W], .icb = first ? ic : 16,
-                  .nb_ic = first ? 1 : udiv_up(ic, 16), .nb_oc = udiv_up(oc, 16),
+                  .sd = (uint64_t)g->s[D], .sh = (uint64_t)g->s[H], .sw = (uint64_t)g->s[W],
+                  .icb = first ? ic : ME_CPU_CHANNEL_BLOCK, .nb_ic = first ? 1 : udiv_up(ic, ME_CPU_CHANNEL_BLOCK),
+                  .nb_oc = udiv_up(oc, ME_CPU_CHANNEL_BLOCK),
                   .ks = (uint64_t)(g->k[D] * g->k[H] * g->k[W]) };
     uint64_t oh_threads = b.oh_r / 9 > 1 ? b.oh_r / 9 : 1, work = me_smul(me_smul(b.mb, b.od), oh_threads);
     uint64_t m_max = T < work ? T : work, best_m = 1, best_o = 1, best_i = 1, best_mem = bal_mem(&b, 1, 1, 1);
@@ -422,7 +427,7 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
                 best_comp = k, best_m = m;
         }
     if (best_m > T / 2 && best_m < T) best_m = T < work ? T : work;
-    uint64_t bytes = (uint64_t)padded_bias(r), poc = b.nb_oc * 16;
+    uint64_t bytes = (uint64_t)padded_bias(r), poc = b.nb_oc * ME_CPU_CHANNEL_BLOCK;
     if (best_m > 1) {
         uint64_t wei = me_smul(me_smul(poc, b.nb_ic * b.icb), b.ks);
         /* the barrier's simple_barrier::ctx_t is 4096-aligned (cpu_barrier.hpp):
@@ -441,17 +446,17 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
  * batch is above 1, ∏out / threads < 256 and the estimate stays under the
  * scratchpad limit; otherwise one. A convolution that covers its whole
  * input goes to the inner-product implementation, and a 1x1 kernel to its
- * own: neither is this. -1: a jit implementation runs it. */
-static int64_t gemm_bwd_w_scratch(const MeRunCtx *r)
+ * own: neither is this. Called where neither jit kernel takes it. */
+static int64_t gemm_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *gp)
 {
-    ConvGeom g;
-    if (!conv_geom(r, &g) || r->threads < 1) return -1;
+    const ConvGeom g = *gp;
+    if (r->threads < 1) return -1;
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
     /* jcp.os is one depth slice, oh x ow (gemm_convolution_utils.cpp):
      * a 3-d convolution's columns hold one output frame at a time */
     int64_t ks = g.k[0] * g.k[1] * g.k[2], os = g.out[1] * g.out[2];
     bool whole = os * g.out[0] == 1 && g.k[0] == g.in[0] && g.k[1] == g.in[1] && g.k[2] == g.in[2];
-    if (ks == 1 || whole || avx512_common_bwd_w(&g) || avx2_bwd_w(&g)) return -1;
+    if (ks == 1 || whole) return -1;
     uint64_t T = (uint64_t)r->threads, ic = (uint64_t)x->shape.d[1], wb = (uint64_t)me_value_bytes(w);
     uint64_t limit = me_smul(15 * T, me_sadd(me_sadd((uint64_t)me_value_bytes(x), wb), (uint64_t)me_value_bytes(o)));
     if (limit > (1ull << 30)) limit = 1ull << 30;
@@ -477,14 +482,19 @@ static int64_t blocked_weight(const MeRunCtx *r, const MeValue *w, int64_t bytes
 {
     int64_t g = me_attr_i(r->c.n, "group", 1), o = w->shape.d[0], i = w->shape.d[1];
     if (o <= 0 || i <= 0 || bytes <= 0 || (g != 1 && !(g == o && i == 1))) return bytes;
-    const int64_t B = ME_CPU_CHANNEL_BLOCK;
-    int64_t po = (o + B - 1) / B * B, pi = g == 1 && i >= 16 ? (i + B - 1) / B * B : i;
+    int64_t po = block_up(o), pi = g == 1 && i >= 16 ? block_up(i) : i;
     /* bytes / (o·i) is the kernel's size exactly */
     uint64_t b = me_smul(me_smul((uint64_t)(bytes / (o * i)), (uint64_t)po), (uint64_t)pi);
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
 }
 
-static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+/* The largest of a backward's phases, each given as the bytes alive in
+ * it, beyond the gradient the timeline makes at this input (made) */
+static int64_t beyond(int64_t made, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t m = a > b ? (a > c ? a : c) : (b > c ? b : c);
+    return m > (uint64_t)made ? (m - (uint64_t)made > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(m - (uint64_t)made)) : 0;
+}
 
 /* oneDNN's backward, as mkldnn_convolution_backward runs it, one kernel
  * after the other (measured allocation by allocation, torch 1.13, 2
@@ -511,8 +521,9 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
      * (a slice of Concat's) contiguous: alive through both kernels */
     int64_t copy = r->grad_strided && r->grad_strided(r, o) ? r->bytes(r, o) : 0;
     if (r->input == 0) {
-        int64_t op = r->operand_bytes(r, x), made = r->bytes(r, x), b = me_sadd(blocked_bytes(r, x, op), copy);
-        return max3(me_sadd(me_sadd(gy, wb), b) - made, me_sadd(b, op) - made, op != made ? op : 0);
+        int64_t op = r->operand_bytes(r, x), made = r->bytes(r, x);
+        uint64_t b = me_sadd((uint64_t)blocked_bytes(r, x, op), (uint64_t)copy);
+        return beyond(made, me_sadd(me_sadd(gy, wb), b), me_sadd(b, op), op != made ? me_sadd(made, op) : 0);
     }
     /* the bias gradient is made with the weight's, before it (input 2's
      * event comes after: nothing of the kernel is left by then) */
@@ -521,17 +532,21 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
     if (r->input >= 2 && wgrad) return 0;
     int64_t made = r->input >= 2 ? r->bytes(r, b) : r->bytes(r, w), scratch = 0;
     int64_t bg = r->input == 1 && bgrad ? r->bytes(r, b) : 0;
+    /* fp32 (a bf16 kernel's scratch is not modelled), ungrouped: the 1x1
+     * kernel books the padded bias; a wider one the direct kernel's
+     * reduction, or gemm's scratchpad where neither jit kernel takes it */
     ConvGeom g;
-    /* fp32, ungrouped, not 1x1 (its own kernel), on the direct kernel */
-    if (wop == made && conv_geom(r, &g) && kernel_volume(&w->shape) > 1 && avx512_common_bwd_w(&g))
-        scratch = direct_bwd_w_scratch(r, &g);
-    else if (wop == made && kernel_volume(&w->shape) == 1 && me_attr_i(r->c.n, "group", 1) == 1)
-        scratch = padded_bias(r); /* the 1x1 kernel books it too */
+    int64_t gemm = -1;
+    if (wop == made && kernel_volume(&w->shape) == 1 && me_attr_i(r->c.n, "group", 1) == 1)
+        scratch = padded_bias(r);
+    else if (wop == made && conv_geom(r, &g)) {
+        if (avx512_common_bwd_w(&g)) scratch = direct_bwd_w_scratch(r, &g);
+        else if (!avx2_bwd_w(&g)) gemm = gemm_bwd_w_scratch(r, &g);
+    }
     /* measured: the plain bias gradient and, once the reorders are gone,
      * a second copy of it beside the plain weight gradient */
-    int64_t a = max3(me_sadd(me_sadd(me_sadd(me_sadd(gy, conv_input_copy(r)), wb), me_sadd(scratch, bg)), copy) - made,
-                     me_sadd(me_sadd(wb, wop), me_sadd(copy, 2 * bg)) - made, wop != made ? wop : 0);
-    int64_t gemm = wop == made ? gemm_bwd_w_scratch(r) : -1; /* fp32 only */
+    int64_t a = beyond(made, me_sadd(me_sadd(me_sadd(gy, conv_input_copy(r)), me_sadd(wb, scratch)), me_sadd(bg, copy)),
+                       me_sadd(me_sadd(wb, wop), me_sadd(copy, 2 * (uint64_t)bg)), wop != made ? me_sadd(made, wop) : 0);
     return gemm > a ? gemm : a;
 }
 
