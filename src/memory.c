@@ -1159,33 +1159,6 @@ static bool opaque(const MeGraph *g, const MeNode *n)
     return false;
 }
 
-static void forward_opaque(Sim *m, int ni, int oi)
-{
-    MeGraph *g = m->g;
-    const MeNode *n = &g->n[ni];
-    m->node = ni;
-    for (int k = 0; k < n->n_out; k++) {
-        int v = n->out[k];
-        if (v < 0) continue;
-        m->rg[v] = false;
-        m->layout.stride_at[v] = -1;
-        int id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
-        if (id < 0) return;
-        m->vst[v] = id;
-        bind(m, v, id, false);
-        keep_output(m, v, id, oi);
-    }
-    note(m, 0);
-    for (int i = 0; i < n->n_in; i++) {
-        int v = n->in[i];
-        if (v < 0 || m->vst[v] < 0) continue;
-        m->st[m->vst[v]].refs--;
-        st_release(m, m->vst[v]);
-    }
-    for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
-}
-
 /* Python's module scopes let go of the values whose hold ends at oi */
 static void release_holds(Sim *m, int oi)
 {
@@ -1221,63 +1194,42 @@ static void skipped_reads(Sim *m, const MeNode *n)
  *   post-norm: 3X + 3X (6X); 3X + S; 3X + X + X (5X); x1 and LN1 out
  *     (2X + 2s); hidden and output beside LN1 out (2X + F); LN2 out beside
  *     both (3X + 2s): the result X.
- * Only the layer's result leaves it; nothing else gets a storage. Returns
- * the peak beyond the input, or -1 where the file's layer is not the shape
- * that op needs (one float [B, T, E] input, one result, a softmax and a
- * linear1 in it). */
-static int64_t fused_transient(const Sim *m, const bool *in_layer, bool *read_out, int *out)
+ * Only the layer's result leaves it; nothing else gets a storage. A layer
+ * whose nodes are not the shape that op needs (one float [B, T, E] input,
+ * one result, a softmax and a linear1) runs as its ops. */
+typedef struct LayerScan {
+    int x, y, soft, hid; /* input, result, the softmax's and linear1's outputs */
+    bool norm_first, bad;
+} LayerScan;
+
+static int64_t fused_transient(const Sim *m, const LayerScan *l)
 {
     const MeGraph *g = m->g;
-    int x = -1, y = -1, soft = -1, hid = -1;
-    bool norm_first = false;
-    memset(read_out, 0, (size_t)g->nv + 1);
-    for (int j = 0; j < g->nn; j++)
-        for (int i = 0; !in_layer[j] && i < g->n[j].n_in; i++)
-            if (g->n[j].in[i] >= 0) read_out[g->n[j].in[i]] = true;
-    for (int ni = 0; ni < g->nn; ni++) {
-        if (!in_layer[ni]) continue;
-        const MeNode *n = &g->n[ni];
-        for (int i = 0; i < n->n_in; i++) {
-            int v = n->in[i];
-            if (v < 0 || g->v[v].kind == ME_V_INIT || g->v[v].has_val || !me_dtype_is_float(g->v[v].dtype)) continue;
-            int p = g->v[v].producer;
-            if (p >= 0 && (in_layer[p] || me_node_is_constant(&g->n[p]))) continue;
-            if (x >= 0 && x != v) return -1;
-            x = v;
-            const char *mod = n->module, *dot = mod ? strrchr(mod, '.') : NULL;
-            if (dot && !strcmp(dot, ".norm1")) norm_first = true;
-        }
-        for (int k = 0; k < n->n_out; k++) {
-            int v = n->out[k];
-            if (v < 0) continue;
-            if (g->v[v].is_output || read_out[v]) {
-                if (y >= 0 && y != v) return -1;
-                y = v;
-            }
-        }
-        if (n->desc && n->desc->cls == ME_C_SOFTMAX) soft = n->out[0];
-        const char *mod = n->module, *dot = mod ? strrchr(mod, '.') : NULL;
-        if (dot && !strcmp(dot, ".linear1") && n->desc && n->desc->cls == ME_C_LINEAR) hid = n->out[0];
-    }
-    if (x < 0 || y < 0 || soft < 0 || hid < 0 || g->v[x].shape.rank != 3 || g->v[x].shape.d[2] <= 0) return -1;
-    int64_t X = vb(m, &g->v[x]), S = vb(m, &g->v[soft]), F = vb(m, &g->v[hid]);
-    int64_t st = sat_mul(2 * 4, numel0(&g->v[x].shape) / g->v[x].shape.d[2]);
-    int64_t t[6];
-    if (norm_first) {
+    if (l->bad || l->x < 0 || l->y < 0 || l->soft < 0 || l->hid < 0 || g->v[l->x].shape.rank != 3 || g->v[l->x].shape.d[2] <= 0)
+        return -1;
+    int64_t X = vb(m, &g->v[l->x]), S = vb(m, &g->v[l->soft]), F = vb(m, &g->v[l->hid]);
+    int64_t st = sat_mul(2 * 4, numel0(&g->v[l->x].shape) / g->v[l->x].shape.d[2]);
+    int64_t t[6] = { sat_mul(6, X), sat_add(sat_mul(3, X), S), sat_mul(5, X), /* post-norm */
+                     sat_add(sat_mul(2, X), st), sat_add(sat_mul(2, X), F), sat_add(sat_mul(3, X), st) };
+    if (l->norm_first) {
         t[0] = sat_add(X, st), t[1] = sat_mul(7, X), t[2] = sat_add(sat_mul(4, X), S);
         t[3] = sat_mul(6, X), t[4] = sat_add(sat_mul(2, X), st), t[5] = sat_add(sat_mul(3, X), F);
-    } else {
-        t[0] = sat_mul(6, X), t[1] = sat_add(sat_mul(3, X), S), t[2] = sat_mul(5, X);
-        t[3] = sat_add(sat_mul(2, X), st), t[4] = sat_add(sat_mul(2, X), F), t[5] = sat_add(sat_mul(3, X), st);
     }
     int64_t peak = 0;
     for (int i = 0; i < 6; i++) peak = t[i] > peak ? t[i] : peak;
-    *out = y;
     return peak;
 }
 
+static bool module_is(const MeNode *n, const char *last)
+{
+    const char *dot = n->module ? strrchr(n->module, '.') : NULL;
+    return dot && !strcmp(dot, last);
+}
+
 /* The fused layers of this run: none with autograd on, under autocast
- * (the fast path's own condition), or on CUDA (measured on a CPU only). */
+ * (the fast path's own condition), or on CUDA (measured on a CPU only).
+ * One pass over the scopes (a parent comes before its children) and one
+ * over the nodes' edges finds each layer's nodes, input and result. */
 static int plan_fused(Sim *m)
 {
     MeGraph *g = m->g;
@@ -1285,66 +1237,92 @@ static int plan_fused(Sim *m)
     int nl = 0;
     for (int sc = 0; sc < g->nscopes; sc++) nl += g->scopes[sc].fused_encoder;
     if (!nl) return 0;
+    int *lay = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1)); /* scope -> its layer, -1 none */
+    LayerScan *ls = me_malloc(sizeof(LayerScan) * (size_t)nl);
     m->fz_of = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m->fz = me_calloc((size_t)nl, sizeof(*m->fz));
-    bool *in_layer = me_calloc((size_t)g->nn + 1, 1), *read_out = me_malloc((size_t)g->nv + 1);
-    if (!m->fz_of || !m->fz || !in_layer || !read_out) {
-        me_free(in_layer);
-        me_free(read_out);
-        return ME_ENOMEM;
+    int rc = lay && ls && m->fz_of && m->fz ? 0 : ME_ENOMEM;
+    for (int sc = 0, k = 0; rc == 0 && sc < g->nscopes; sc++) {
+        int p = g->scopes[sc].parent;
+        lay[sc] = g->scopes[sc].fused_encoder ? k++ : p >= 0 ? lay[p] : -1;
     }
-    for (int ni = 0; ni < g->nn; ni++) m->fz_of[ni] = -1;
-    int k = 0;
-    for (int sc = 0; sc < g->nscopes; sc++) {
-        if (!g->scopes[sc].fused_encoder) continue;
-        for (int ni = 0; ni < g->nn; ni++) {
-            int s = g->n[ni].scope;
-            while (s >= 0 && s != sc) s = g->scopes[s].parent;
-            in_layer[ni] = s == sc && !me_node_is_constant(&g->n[ni]);
+    for (int k = 0; rc == 0 && k < nl; k++) ls[k] = (LayerScan){ .x = -1, .y = -1, .soft = -1, .hid = -1 };
+    for (int ni = 0; rc == 0 && ni < g->nn; ni++)
+        m->fz_of[ni] = me_node_is_constant(&g->n[ni]) ? -1 : lay[g->n[ni].scope];
+    for (int ni = 0; rc == 0 && ni < g->nn; ni++) {
+        const MeNode *n = &g->n[ni];
+        int l = m->fz_of[ni];
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i], p = v >= 0 ? g->v[v].producer : -1, lp = p >= 0 ? m->fz_of[p] : -1;
+            if (v < 0 || lp == l) continue;
+            if (lp >= 0) { /* a layer's value read outside it: its result */
+                ls[lp].bad |= ls[lp].y >= 0 && ls[lp].y != v;
+                ls[lp].y = v;
+            }
+            bool data = g->v[v].kind != ME_V_INIT && !g->v[v].has_val && me_dtype_is_float(g->v[v].dtype) &&
+                        !(p >= 0 && me_node_is_constant(&g->n[p]));
+            if (l >= 0 && data) { /* read from outside: the layer's input */
+                ls[l].bad |= ls[l].x >= 0 && ls[l].x != v;
+                ls[l].x = v;
+                ls[l].norm_first |= module_is(n, ".norm1");
+            }
         }
-        int y = -1;
-        int64_t t = fused_transient(m, in_layer, read_out, &y);
-        if (t >= 0) {
-            m->fz[k] = (struct Fused){ .out = y, .transient = t };
-            for (int ni = 0; ni < g->nn; ni++)
-                if (in_layer[ni]) m->fz_of[ni] = k;
-            k++;
-        }
+        if (l < 0) continue;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && g->v[n->out[k]].is_output) {
+                ls[l].bad |= ls[l].y >= 0 && ls[l].y != n->out[k];
+                ls[l].y = n->out[k];
+            }
+        if (n->desc && n->desc->cls == ME_C_SOFTMAX) ls[l].soft = n->out[0];
+        if (n->desc && n->desc->cls == ME_C_LINEAR && module_is(n, ".linear1")) ls[l].hid = n->out[0];
     }
-    me_free(in_layer);
-    me_free(read_out);
-    return 0;
+    for (int k = 0; rc == 0 && k < nl; k++)
+        m->fz[k] = (struct Fused){ .out = ls[k].y, .transient = fused_transient(m, &ls[k]) };
+    for (int ni = 0; rc == 0 && ni < g->nn; ni++)
+        if (m->fz_of[ni] >= 0 && m->fz[m->fz_of[ni]].transient < 0) m->fz_of[ni] = -1; /* runs as its ops */
+    me_free(lay);
+    me_free(ls);
+    return rc;
 }
 
-/* A node of a fused layer: the layer's peak at its first node, its result
- * made where the file makes it; every read ends as the node's would. */
-static void fused_node(Sim *m, int ni, int oi)
+/* Node ni's outputs made as plain tensors without autograd (all of them,
+ * or only value `only`: a fused layer's result), then its reads end. */
+static void plain_outputs(Sim *m, int ni, int oi, int only)
 {
     MeGraph *g = m->g;
     const MeNode *n = &g->n[ni];
+    m->node = ni;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v < 0) continue;
+        m->rg[v] = false;
+        m->layout.stride_at[v] = -1;
+        if (only >= 0 && v != only) continue;
+        int id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
+        if (id < 0) return;
+        m->vst[v] = id;
+        bind(m, v, id, false);
+        keep_output(m, v, id, oi);
+    }
+    note(m, 0);
+    skipped_reads(m, n);
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && (only < 0 || n->out[k] == only)) st_release(m, m->vst[n->out[k]]);
+}
+
+static void forward_opaque(Sim *m, int ni, int oi) { plain_outputs(m, ni, oi, -1); }
+
+/* A node of a fused layer: the layer's peak at its first node, its result
+ * made where the file makes it */
+static void fused_node(Sim *m, int ni, int oi)
+{
     struct Fused *f = &m->fz[m->fz_of[ni]];
     m->node = ni;
     if (!f->started) {
         f->started = true;
         note(m, f->transient);
     }
-    int made = -1;
-    for (int k = 0; k < n->n_out; k++) {
-        int v = n->out[k];
-        if (v < 0) continue;
-        m->rg[v] = false;
-        m->layout.stride_at[v] = -1;
-        if (v != f->out) continue;
-        int id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
-        if (id < 0) return;
-        m->vst[v] = id;
-        bind(m, v, id, false);
-        keep_output(m, v, id, oi);
-        made = id;
-    }
-    note(m, 0);
-    skipped_reads(m, n);
-    if (made >= 0) st_release(m, made);
+    plain_outputs(m, ni, oi, f->out);
 }
 
 static void forward(Sim *m)
