@@ -868,10 +868,12 @@ static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops
  * type under autocast. Columns: since, inputs min..max, outputs min..max,
  * roles, class, how PyTorch runs it as a view (ops.h MeViewKind), whether
  * backward passes the output gradient through (MeGradThrough). */
-#define TENSOR_OP(sym, opname, ver, mi, xi, mo, xo, rl, klass, vw, gt, fn) \
-    const MeOpDesc sym = { .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = mo, .max_out = xo, \
-                           .roles = rl, .cls = klass, .infer = fn, .cost = cost_none, \
-                           .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .view = vw, .grad_through = gt }
+/* A tensor op's descriptor fields (TENSOR_FIELDS), for the few that add more */
+#define TENSOR_FIELDS(opname, ver, mi, xi, mo, xo, rl, klass, vw, gt, fn) \
+    .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = mo, .max_out = xo, .roles = rl, .cls = klass, \
+    .infer = fn, .cost = cost_none, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, \
+    .view = vw, .grad_through = gt
+#define TENSOR_OP(sym, ...) const MeOpDesc sym = { TENSOR_FIELDS(__VA_ARGS__) }
 #define NO_VIEW ME_VIEW_NONE
 #define GT_NO ME_GT_NO
 #define GT_ALL ME_GT_ALL
@@ -900,10 +902,8 @@ static bool concat_grad_strided(const MeCtx *c, int i)
     return outer > 1;
 }
 
-const MeOpDesc me_op_concat = { .name = "Concat", .since = 1, .min_in = 1, .max_in = ME_VARIADIC, .min_out = 1, .max_out = 1,
-                                .roles = "x", .cls = ME_C_MOVE, .infer = infer_concat, .cost = cost_none,
-                                .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
-                                .view = NO_VIEW, .grad_through = GT_ALL, .grad_strided = concat_grad_strided };
+const MeOpDesc me_op_concat = { TENSOR_FIELDS("Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_ALL, infer_concat),
+                                .grad_strided = concat_grad_strided };
 TENSOR_OP(me_op_transpose, "Transpose", 1, 1, 1, 1, 1, "x", ME_C_MOVE, ME_VIEW_PERMUTE, GT_ALL, infer_transpose);
 TENSOR_OP(me_op_slice, "Slice", 1, 1, 5, 1, 1, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_slice);
 /* x.to(torch.float32) on a float32 tensor returns x itself: HF's RMSNorm
