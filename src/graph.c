@@ -512,6 +512,13 @@ bool me_state_name(const char *name)
     return false;
 }
 
+bool me_graph_has_note(const MeGraph *g, const char *code)
+{
+    for (int i = 0; i < g->nnotes; i++)
+        if (!strcmp(g->notes[i].code, code)) return true;
+    return false;
+}
+
 int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char *fmt, ...)
 {
     char buf[1024];

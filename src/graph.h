@@ -290,6 +290,8 @@ int me_scope_common(const MeGraph *g, int s, int t);
 /* Adds a note (printf-style text, copied into the arena). */
 int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Whether a note with this code was added (a pass reading another's finding) */
+bool me_graph_has_note(const MeGraph *g, const char *code);
 /* Whether a value name is a module's state_dict key as torch names a
  * parameter or buffer ("layer1.0.bn1.weight": dotted, its last segment not
  * a number as in "input.1", not an exporter-made "onnx::..." name). */

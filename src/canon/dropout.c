@@ -39,8 +39,7 @@ int me_canon_dropout(MeGraph *g, MeDiag *d)
             folded |= w >= 0 && g->v[w].kind == ME_V_INIT && !strncmp(g->v[w].name, "onnx::", 6);
         }
     }
-    for (int k = 0; k < g->nnotes && !folded; k++) folded = !strcmp(g->notes[k].code, "deduplicated_initializers");
-    if (!folded) return 0;
+    if (!folded && !me_graph_has_note(g, "deduplicated_initializers")) return 0;
     return me_graph_add_note(g, "eval_export_dropout", ME_NOTE_TRAIN,
                              "no Dropout in the graph, and weights folded or deduplicated as an eval-mode export does: "
                              "torch.onnx leaves nn.Dropout out of an eval export, so if the model has dropout, --train "

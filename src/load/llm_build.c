@@ -981,9 +981,7 @@ static int moe(Bld *b, int li, int x, int *router)
      * row (16 B), current_state and the previous expert's product (2·D),
      * and the larger of act, w3, product (3·I) or w2, weights, product
      * (2·D + 1) */
-    bool noted = false;
-    for (int i = 0; i < b->g->nnotes; i++) noted = noted || !strcmp(b->g->notes[i].code, "moe_routing");
-    if (!noted) {
+    if (!me_graph_has_note(b->g, "moe_routing")) {
         uint64_t s = (uint64_t)me_dtype_size(b->dt), I = (uint64_t)c->expert_intermediate, Du = (uint64_t)D;
         uint64_t per = me_sadd(16, me_smul(s, me_sadd(2 * Du, I * 3 > 2 * Du + 1 ? 3 * I : 2 * Du + 1)));
         if (me_graph_add_note(b->g, "moe_routing", ME_NOTE_ALWAYS,
