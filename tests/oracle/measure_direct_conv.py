@@ -27,8 +27,7 @@ import torch.nn as nn
 ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
-import measure_memory as mm  # noqa: E402
-from measure_native_conv import export_stacks  # noqa: E402
+from measure_native_conv import measure_stacks  # noqa: E402
 
 F32 = torch.float32
 
@@ -69,7 +68,4 @@ ONNX_OUT = os.path.join(ROOT, "models", "onnx", "direct_conv")
 TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "direct_conv")
 
 if __name__ == "__main__":
-    export_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
-    summary = []
-    for name in MODELS:
-        mm.run_model(name, [1, 8], TRUTH_OUT, summary, modes_filter=("infer_nograd", "infer_grad", "train_sgd"))
+    measure_stacks(MODELS, ONNX_OUT, TRUTH_OUT)

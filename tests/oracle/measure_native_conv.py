@@ -18,7 +18,7 @@ ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
 import measure_memory as mm  # noqa: E402
-from zoo_common import make_graph_only  # noqa: E402
+from zoo_common import export_graph_only  # noqa: E402
 
 F32 = torch.float32
 MODELS = {
@@ -43,18 +43,18 @@ def export_stacks(models, onnx_out, truth_out):
     os.makedirs(truth_out, exist_ok=True)
     for name, (ctor, spec) in models.items():
         torch.manual_seed(0)
-        m = ctor().train()
-        tmp = os.path.join(onnx_out, name + ".full.onnx")
-        torch.onnx.export(m, (torch.randn(2, *spec[0][1]),), tmp, opset_version=17, input_names=["input"],
-                          output_names=["output"], training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-        make_graph_only(tmp, os.path.join(onnx_out, name + ".onnx"))
-        os.remove(tmp)
+        export_graph_only(ctor().train(), torch.randn(2, *spec[0][1]), os.path.join(onnx_out, name + ".onnx"), True)
         mm.LOCAL[name] = (ctor, spec)
 
 
-if __name__ == "__main__":
-    export_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
+def measure_stacks(models, onnx_out, truth_out, batches=(1, 8)):
+    """export_stacks, then each stack measured (infer_nograd, infer_grad,
+    train_sgd) at each batch into truth_out."""
+    export_stacks(models, onnx_out, truth_out)
     summary = []
-    for name in MODELS:
-        mm.run_model(name, [1, 8], TRUTH_OUT, summary, modes_filter=("infer_nograd", "infer_grad", "train_sgd"))
+    for name in models:
+        mm.run_model(name, list(batches), truth_out, summary, modes_filter=("infer_nograd", "infer_grad", "train_sgd"))
+
+
+if __name__ == "__main__":
+    measure_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
