@@ -42,18 +42,18 @@ import subprocess
 import sys
 
 MEMEST, ROOT = sys.argv[1], sys.argv[2]
-TOL = 0.01
 MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"]}
 CASE = sys.argv[3] if len(sys.argv) > 3 else "native"
-GEMM, DIRECT = CASE == "gemm", CASE in ("direct", "mha")
-DIR = {"gemm": "gemm_conv", "direct": "direct_conv", "mha": "mha"}.get(CASE, "native_conv")
-if DIRECT:
-    TOL = 0.005
+# case -> (truth folder, tolerance, (model, subfolder) pairs)
+SUITES = {
+    "native": ("native_conv", 0.01, [(n, "") for n in ("nc_conv2d", "nc_conv1d", "nc_conv3d")]),
+    "gemm": ("gemm_conv", 0.01, [(n, "") for n in ("gc_patch32", "gc_patch16", "gc_conv3d")]
+             + [(n, "threads1") for n in ("gc_patch32", "gc_conv3d")]),
+    "direct": ("direct_conv", 0.005, [(n, "") for n in ("dc_1x1", "dc_odd", "dc_rows", "dc_branch")]),
+    "mha": ("mha", 0.005, [(n, "") for n in ("mha_packed", "mha_unpacked", "enc_prenorm", "enc_postnorm")]),
+}
+DIR, TOL, CASES = SUITES[CASE]
 fails = 0
-CASES = ([(n, "") for n in ("gc_patch32", "gc_patch16", "gc_conv3d")] + [(n, "threads1") for n in ("gc_patch32", "gc_conv3d")]
-         if GEMM else [(n, "") for n in ("mha_packed", "mha_unpacked", "enc_prenorm", "enc_postnorm")]
-         if CASE == "mha" else [(n, "") for n in ("dc_1x1", "dc_odd", "dc_rows", "dc_branch")]
-         if DIRECT else [(n, "") for n in ("nc_conv2d", "nc_conv1d", "nc_conv3d")])
 for name, sub in CASES:
     t = json.load(open(os.path.join(ROOT, "golden", "truth", DIR, sub, name + ".json")))
     threads = ["--cpu-threads", str(t["threads"])]
