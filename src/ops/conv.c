@@ -354,7 +354,9 @@ static bool avx2_bwd_w(const ConvGeom *g)
 
 /* The jit weight-gradient kernels' padded bias (key_conv_padded_bias):
  * booked where the bias gradient is computed and out channels are not a
- * multiple of 16, with the registry's 128-byte alignment */
+ * multiple of 16. Every scratchpad entry is booked with its alignment on
+ * top (memory_tracking.hpp registry_t::book: capacity = size + alignment,
+ * default_alignment 128). */
 static int64_t padded_bias(const MeRunCtx *r)
 {
     const MeValue *w = me_in(&r->c, 1), *b = me_in(&r->c, 2);
@@ -430,8 +432,9 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
     uint64_t bytes = (uint64_t)padded_bias(r), poc = b.nb_oc * ME_CPU_CHANNEL_BLOCK;
     if (best_m > 1) {
         uint64_t wei = me_smul(me_smul(poc, b.nb_ic * b.icb), b.ks);
-        /* the barrier's simple_barrier::ctx_t is 4096-aligned (cpu_barrier.hpp):
-         * 4096 bytes booked with 4096 of alignment */
+        /* the reduction with its 128 bytes of alignment, and its barrier:
+         * simple_barrier::ctx_t is 4096-aligned (cpu_barrier.hpp
+         * CTX_ALIGNMENT), 4096 bytes booked with 4096 of alignment */
         bytes = me_sadd(bytes, me_sadd(me_smul(me_smul(me_sadd(wei, poc), 4), best_m - 1), 128 + 8192));
     }
     return bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
