@@ -24,6 +24,14 @@ at opset 17 (eval export, fixed batch 1) and wide_resnet50_2 at opset 13
 (training export, fixed batch 1). efficientnet_b1 was the first choice:
 torch 1.13 cannot export its StochasticDepth in training mode (bernoulli_).
 
+The fourth set (ho4_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once at the
+end): resnet34 at opset 11 (eval export: BatchNorm folded, fixed batch 1),
+shufflenet_v2_x0_5 at opset 14 (training export, dynamic batch),
+regnet_y_800mf at opset 13 (training export, fixed batch 1) and an
+nn.TransformerDecoder (post-norm, ReLU, self- and cross-attention over a
+Linear projection of the input) at opset 17 (training export, dynamic batch).
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -52,6 +60,20 @@ class TEnc(nn.Module):
         return self.head(self.enc(x).mean(1))
 
 
+class TDec(nn.Module):
+    """nn.TransformerDecoder (post-norm, ReLU): self-attention and cross-attention
+    over a Linear projection of the same input."""
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerDecoderLayer(192, 6, 768, dropout=0.1, batch_first=True)
+        self.proj = nn.Linear(192, 192)
+        self.dec = nn.TransformerDecoder(layer, 3)
+        self.head = nn.Linear(192, 10)
+
+    def forward(self, x):
+        return self.head(self.dec(x, self.proj(x)).mean(1))
+
+
 MODELS = {
     "ho_vit_b_32": (lambda: torchvision.models.vit_b_32(weights=None), [("input", (3, 224, 224), F32)]),
     "ho_mnasnet1_0": (lambda: torchvision.models.mnasnet1_0(weights=None), [("input", (3, 224, 224), F32)]),
@@ -63,6 +85,10 @@ MODELS = {
     "ho3_vgg11_bn": (lambda: torchvision.models.vgg11_bn(weights=None), [("input", (3, 224, 224), F32)]),
     "ho3_squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(weights=None), [("input", (3, 224, 224), F32)]),
     "ho3_wide_resnet50_2": (lambda: torchvision.models.wide_resnet50_2(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho4_resnet34": (lambda: torchvision.models.resnet34(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho4_shufflenet_v2_x0_5": (lambda: torchvision.models.shufflenet_v2_x0_5(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho4_regnet_y_800mf": (lambda: torchvision.models.regnet_y_800mf(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho4_tdec": (TDec, [("input", (96, 192), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -76,6 +102,10 @@ EXPORTS = {
     "ho3_vgg11_bn": (14, True, True),
     "ho3_squeezenet1_1": (17, False, False),
     "ho3_wide_resnet50_2": (13, True, False),
+    "ho4_resnet34": (11, False, False),
+    "ho4_shufflenet_v2_x0_5": (14, True, True),
+    "ho4_regnet_y_800mf": (13, True, False),
+    "ho4_tdec": (17, True, True),
 }
 
 
