@@ -34,7 +34,15 @@ torch._transformer_encoder_layer_fwd, which memest models (canon/mha.c,
 memory.c fused_transient), and their forwards bind no names memest
 cannot see (canon/mha.c unnamed_temps).
 
-usage: test_native_conv.py MEMEST SOURCE_ROOT [gemm|direct|mha]
+Case bf16: oneDNN's bf16 backward under torch.autocast("cpu") (the
+weight gradient's transposition and reduction buffers) and the fp32 1x1
+kernel's compact copy of a strided input: golden/truth/bf16_conv
+(tests/oracle/measure_bf16_conv.py), fp32 and autocast SGD at batches 1
+and 8, every cell within 0.5 % but the autocast cells of the strided 1x1
+stack, which are printed, not checked: the bf16 1x1 kernels' own buffers
+are not modelled (doc/memory.md).
+
+usage: test_native_conv.py MEMEST SOURCE_ROOT [gemm|direct|mha|bf16]
 """
 import json
 import os
@@ -42,7 +50,8 @@ import subprocess
 import sys
 
 MEMEST, ROOT = sys.argv[1], sys.argv[2]
-MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"]}
+MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"],
+         "train_sgd_amp_bf16": ["--train", "--optimizer", "sgd", "--amp", "bf16"]}
 CASE = sys.argv[3] if len(sys.argv) > 3 else "native"
 # case -> (truth folder, tolerance, (model, subfolder) pairs)
 SUITES = {
@@ -51,6 +60,7 @@ SUITES = {
              + [(n, "threads1") for n in ("gc_patch32", "gc_conv3d")]),
     "direct": ("direct_conv", 0.005, [(n, "") for n in ("dc_1x1", "dc_odd", "dc_rows", "dc_branch")]),
     "mha": ("mha", 0.005, [(n, "") for n in ("mha_packed", "mha_unpacked", "enc_prenorm", "enc_postnorm")]),
+    "bf16": ("bf16_conv", 0.005, [(n, "") for n in ("bf_3x3", "bf_first", "bf_1x1s2", "bf_deep", "bf_odd")]),
 }
 DIR, TOL, CASES = SUITES[CASE]
 fails = 0
@@ -71,7 +81,8 @@ for name, sub in CASES:
                 continue
             steps = json.loads(r.stdout)["memory"]["steps"]
             want = [e[mode]["step1"]["peak"], e[mode]["step2"]["peak"]] if mode.startswith("train") else [e[mode]["peak"]]
-            checked = CASE != "mha" or mode.startswith("train") or name.startswith("enc_")
+            checked = (CASE != "mha" or mode.startswith("train") or name.startswith("enc_")) and \
+                not (name == "bf_1x1s2" and mode.endswith("_amp_bf16"))
             for i, w in enumerate(want):
                 err = (steps[i]["peak"] - w) / w
                 ok = abs(err) <= TOL

@@ -240,8 +240,10 @@ static int64_t native_columns(const MeRunCtx *r)
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
     if (!x || !w || !o || x->dtype != ME_DT_F32 || x->shape.rank < 3 || x->shape.rank > 5 || w->shape.rank != x->shape.rank)
         return -1;
-    /* under autocast the op computes in bf16, which oneDNN always takes */
-    if (r->operand_bytes(r, x) != r->bytes(r, x)) return -1;
+    /* under autocast the op computes in bf16, which oneDNN always takes
+     * (use_mkldnn: a bf16 input); the weight, a parameter, is what shows
+     * it, where the input may come bf16 from an earlier autocast op */
+    if (r->operand_bytes(r, w) != r->bytes(r, w)) return -1;
     const MeShape *xs = &x->shape, *ws = &w->shape;
     int64_t kw = ws->d[ws->rank - 1], kh = ws->rank > 3 ? ws->d[ws->rank - 2] : 1;
     uint64_t n4 = 1; /* the 4-d view's element count */
@@ -300,23 +302,6 @@ static int64_t cl_temp(const MeRunCtx *r, bool bwd)
     uint64_t grad = dw ? me_smul(me_smul((uint64_t)g, 256), me_smul((uint64_t)(w->shape.d[2] * w->shape.d[3]), 4)) : (uint64_t)wb;
     uint64_t b = me_sadd(me_sadd((uint64_t)cl_weight_copy(r), (uint64_t)wb), grad);
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
-}
-
-/* oneDNN: input and weights reordered, the result computed into a
- * blocked buffer y (ideep's), then reordered into the output
- * (mkldnn_to_dense) once the copies are gone: max(copies + y, y + output),
- * beyond the output max(copies + y - output, y). y exceeds the output by
- * the channels padded to the block. */
-static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
-{
-    int64_t cols = native_columns(r);
-    if (cols >= 0) return cols;
-    int64_t cl = cl_temp(r, false);
-    if (cl >= 0) return cl;
-    const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
-    int64_t out = r->bytes(r, o), y = blocked_bytes(r, o, out);
-    int64_t a = fwd_input_copy(r) + r->operand_bytes(r, w) + (y - out);
-    return a > y ? a : y;
 }
 
 /* oneDNN v2.6.3 (torch 1.13's) picks the first weight-gradient
@@ -440,6 +425,101 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
     return bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
 }
 
+/* The weight-gradient scratchpad of oneDNN v2.6.3's bf16 kernel
+ * (jit_avx512_core_bf16_conv_kernel.cpp, jit_avx512_core_bf16_convolution_
+ * bwd_weights_t), which takes an ungrouped convolution under CPU autocast
+ * when its kernel is wider than 1x1 (the 1x1 one comes first in
+ * cpu_convolution_list.cpp). init_conf transposes the input (but for a
+ * first layer's few channels) and the output gradient into pair-interleaved
+ * rows (tr_iw, tr_ow), one image's rows per buffer, a buffer per
+ * minibatch thread and channel block; balance() spreads the threads by
+ * its memory cost; and the weight gradient being bf16 (autocast casts the
+ * weight), every minibatch thread accumulates into its own fp32 copy of
+ * the weights and bias (init_scratchpad: key_conv_wei_bia_reduction,
+ * nthr_mb buffers, booked even for one), with a barrier. Each entry is
+ * booked with 128 bytes of alignment, a barrier with 4096 (padded_bias).
+ * -1 where init_conf refuses it (gemm_bf16's scratch, not modelled).
+ * The first layer's spatial blocking reads the L2 size: 1 MiB a core on
+ * the truth's CPU. Measured exact on 3x3, 7x7-stride-2 first-layer and
+ * strided convolutions at batches 1 and 8 (tests/oracle/measure_bf16_conv.py). */
+static int64_t bf16_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
+{
+    enum { D, H, W };
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *b = me_in(&r->c, 2);
+    if (r->threads < 1) return -1;
+    int64_t T = r->threads, mb = x->shape.d[0], ic = w->shape.d[1], oc = w->shape.d[0];
+    bool with_bias = b && r->needs_grad && r->needs_grad(r, b);
+    if ((g->dil[D] && g->s[D] != 1) || (g->dil[H] && g->s[H] != 1) || (g->dil[W] && g->s[W] != 1) ||
+        (g->dil[H] && g->ext[H] > g->in[H]) || (g->dil[D] && (g->pb[D] || g->pe[D])))
+        return -1;
+    bool first = ic < 16;
+    const int64_t max_ur_w = 28;
+    if (!(g->pb[W] < g->ext[W] && g->pe[W] < g->ext[W] && g->pb[H] <= g->ext[H] / 2 && g->pe[H] <= g->ext[H] / 2 &&
+          g->pb[D] < g->ext[D] && g->pe[D] < g->ext[D] &&
+          (!first || g->out[W] <= max_ur_w || (g->pb[W] < max_ur_w && g->ext[W] <= g->out[W]))))
+        return -1;
+    if (g->k[W] > (first ? 24 : 14)) return -1;
+    int64_t icb = first ? ic : ME_CPU_CHANNEL_BLOCK, nb_ic = first ? 1 : block_up(ic) / ME_CPU_CHANNEL_BLOCK;
+    int64_t nb_oc = block_up(oc) / ME_CPU_CHANNEL_BLOCK;
+    /* no permw transposition on the plain layout but for a 3-d 1x1x1 kernel */
+    bool tr_src = !first, sp2 = g->sp == 2;
+    if (!tr_src && !(g->pb[W] < max_ur_w && g->pe[W] < max_ur_w && g->ext[W] <= g->in[W] + 1)) return -1;
+    bool spatial_blk = first && sp2 && g->out[W] >= 124 && g->out[H] > 1 &&
+                       me_smul((uint64_t)block_up(oc), (uint64_t)(g->out[H] * g->out[W])) >= (1u << 20) / 4;
+    bool global_tr = !spatial_blk; /* dnnl_thr_syncable(): OpenMP */
+    int64_t tr_pad = (g->pb[W] > g->pe[W] + 1 ? g->pb[W] : g->pe[W] + 1);
+    tr_pad = (tr_pad + 1) / 2 * 2;
+    int64_t tr_iw = tr_src ? ((g->in[W] + g->s[W] - 1) / g->s[W] + tr_pad + 1) / 2 * 2 * g->s[W] : g->in[W];
+    int64_t tr_ow = (g->out[W] + 1) / 2 * 2;
+    int64_t in_row = icb * tr_iw * 2, out_row = ME_CPU_CHANNEL_BLOCK * tr_ow * 2;
+    int64_t hb = g->pe[H] > g->pb[H] ? g->pe[H] : g->pb[H];
+    bool full_spat = sp2 && g->in[H] == g->out[H] && g->in[W] == g->out[W] && g->k[H] != 1 && g->k[W] != 1 &&
+                     g->s[H] == 1 && g->s[W] == 1 && !g->dil[H] && !g->dil[W] && g->pb[W] == g->k[W] / 2 &&
+                     g->pb[H] == g->k[H] / 2 && !first && (in_row + out_row) * (hb > 1 ? hb : 1) <= 48 * 1024 &&
+                     block_up(ic) >= 128;
+    int64_t work = g->sp == 3 ? mb * g->out[D] : full_spat || g->sp == 1 ? mb : mb * g->out[H];
+    /* balance(): threads over minibatch work, output and input channel
+     * blocks, the lowest calc_mem_cost (float arithmetic, as oneDNN) */
+    /* jcp.ic and jcp.oc: padded to 16 but for a first layer */
+    int64_t jic = first ? ic : block_up(ic), joc = first ? oc : block_up(oc);
+    double src_sz = (double)mb * (double)jic * (double)(g->in[D] * g->in[H]) * (double)tr_iw * 2;
+    double dst_sz = (double)mb * (double)joc * (double)(g->out[D] * g->out[H]) * (double)tr_ow * 2;
+    double wei_sz = (double)joc * (double)jic * (double)(g->k[D] * g->k[H] * g->k[W]) * 4;
+    float scale = (float)(0.5f * (float)(dst_sz + src_sz) / (float)wei_sz), ratio = (float)nb_oc / (float)nb_ic;
+    float src_coef = 1.0f / ratio > 1.0f ? 1.0f / ratio : 1.0f, dst_coef = ratio > 1.0f ? ratio : 1.0f;
+    float wei_coef = scale > 1.0f ? scale : 1.0f;
+    if (scale < 1.0f) src_coef *= 4.0f;
+#define BF16_COST(m, o, i)                                                                                              \
+    (src_coef * (float)((work + (m) - 1) / (m)) * (float)((nb_ic + (i) - 1) / (i)) * (float)mb * (float)icb *        \
+         (float)(g->in[D] * g->in[H]) * (float)tr_iw / (float)work / (float)g->s[D] / (float)g->s[H] /             \
+         (float)g->s[W] +                                                                                            \
+     dst_coef * (float)((work + (m) - 1) / (m)) * (float)((nb_oc + (o) - 1) / (o)) * (float)mb * 16.0f *          \
+         (float)(g->out[D] * g->out[H]) * (float)tr_ow / (float)work +                                             \
+     wei_coef * (float)((nb_oc + (o) - 1) / (o)) * (float)((nb_ic + (i) - 1) / (i)) *                             \
+         (float)(g->k[D] * g->k[H] * g->k[W]) * (float)icb * 16.0f)
+    int64_t best_m = 1;
+    float best = BF16_COST(1, 1, 1);
+    for (int64_t m = 1; m <= (T < work ? T : work); m++)
+        for (int64_t o = 1, par = T / m; o <= (par < nb_oc ? par : nb_oc); o++) {
+            int64_t i = par / o < nb_ic ? par / o : nb_ic;
+            float c = BF16_COST(m, o, i);
+            if (c <= best) best = c, best_m = m;
+        }
+#undef BF16_COST
+    if (best_m > T / 2 && best_m < T) best_m = T < work ? T : work;
+    /* the transposed buffers: per minibatch thread and channel block with
+     * the global transpose, else one a thread; tr_pad guard elements */
+    uint64_t src_buf = tr_src ? me_sadd(me_smul((uint64_t)(global_tr ? best_m * nb_ic : T),
+                                                (uint64_t)(tr_iw * icb * g->in[H] * g->in[D])), (uint64_t)tr_pad) : 0;
+    uint64_t dst_buf = me_smul((uint64_t)(global_tr ? best_m * nb_oc : T), (uint64_t)(tr_ow * 16 * g->out[H] * g->out[D]));
+    uint64_t wei = me_smul(me_smul((uint64_t)(nb_oc * 16), (uint64_t)(nb_ic * icb)), (uint64_t)(g->k[D] * g->k[H] * g->k[W]));
+    uint64_t red = me_smul(me_sadd(wei, with_bias ? (uint64_t)(nb_oc * 16) : 0), (uint64_t)best_m);
+    uint64_t bytes = me_sadd(me_smul(red, 4), 128 + (global_tr ? 8192 : 0));
+    if (src_buf) bytes = me_sadd(bytes, me_sadd(me_smul(src_buf, 2), 128));
+    bytes = me_sadd(bytes, me_sadd(me_smul(dst_buf, 2), 128));
+    return bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
+}
+
 /* gemm_convolution_bwd_weights' scratchpad (gemm_convolution_utils.cpp
  * init_conf, plain layout), one block ideep allocates through c10: a
  * weight-reduction buffer booked as book<float>(nthr * weights_d.size()),
@@ -475,6 +555,176 @@ static int64_t gemm_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *gp)
     }
     uint64_t b = me_sadd(red, col);
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+/* oneDNN v2.6.3's fp32 1x1 kernel (jit_avx512_common_1x1_conv_kernel.cpp,
+ * jit_uni_1x1_conv_utils.hpp). A strided 1x1 convolution without padding
+ * whose output times the stride is the input ("reduce to unit stride",
+ * rtus_prepare) first copies the pixels it reads into a compact buffer a
+ * thread: factor x oh·ow x 16 floats, the factor by direction (forward
+ * nb_reduce = input-channel blocks; backward-data nb_load_blocking_max;
+ * backward-weights nb_bcast_blocking), booked for jcp.nthr threads
+ * (rtus_prepare_space_info). Backward-weights also keeps (nthr_mb - 1)
+ * copies of the padded weights when balance() splits the minibatch
+ * (init_scratchpad: key_conv_wei_reduction, no barrier). Measured exact
+ * on 1x1 convolutions with and without stride at batches 1 and 8
+ * (tests/oracle/measure_bf16_conv.py's fp32 cells). */
+typedef struct OneByOne {
+    int64_t mb, ic, oc, is, oh, T; /* ic, oc padded to 16; is: output pixels */
+    bool rtus;
+} OneByOne;
+
+static bool one_by_one(const MeRunCtx *r, OneByOne *q)
+{
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
+    ConvGeom g;
+    if (r->threads < 1 || kernel_volume(&w->shape) != 1 || !conv_geom(r, &g) || g.sp > 2) return false;
+    q->mb = x->shape.d[0];
+    q->ic = block_up(w->shape.d[1]);
+    q->oc = block_up(w->shape.d[0]);
+    q->is = g.out[1] * g.out[2];
+    q->oh = g.out[1];
+    q->T = r->threads;
+    bool strided = g.s[1] != 1 || g.s[2] != 1;
+    q->rtus = true;
+    for (int j = 1; j < 3; j++) q->rtus &= !g.pb[j] && !g.pe[j] && g.out[j] * g.s[j] == g.in[j];
+    /* otherwise the 1x1 kernel refuses a stride (the direct one runs it) */
+    if (strided && !q->rtus) return false;
+    q->rtus &= strided;
+    return true;
+}
+
+/* jit_uni_1x1_conv_utils.hpp best_divider */
+static int64_t best_divider(int64_t value, int64_t min_d, int64_t max_d, bool find_max)
+{
+    max_d = max_d < value ? max_d : value;
+    if (max_d < 1) max_d = 1;
+    min_d = min_d < max_d ? min_d : max_d;
+    if (min_d < 1) min_d = 1;
+    float min_loss = 3.4e38f;
+    int64_t x = max_d;
+    for (int64_t d = max_d; d >= min_d; d--) {
+        int64_t up = (value + d - 1) / d * d;
+        float loss = (float)(up - value) / (float)up;
+        if ((find_max && loss < min_loss) || (!find_max && loss <= min_loss)) min_loss = loss, x = d;
+    }
+    return x;
+}
+
+static int64_t rtus_bytes(int64_t nthr, int64_t factor, int64_t is)
+{
+    uint64_t b = me_sadd(me_smul(me_smul((uint64_t)nthr, (uint64_t)factor), me_smul((uint64_t)is, 16 * 4)), 128);
+    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+/* forward: the factor is the input-channel blocks */
+static int64_t rtus_fwd(const MeRunCtx *r)
+{
+    OneByOne q;
+    if (!one_by_one(r, &q) || !q.rtus) return 0;
+    return rtus_bytes(q.T, q.ic / 16, q.is);
+}
+
+/* backward-data: load (input channels) blocked by the whole dim unless,
+ * with fewer images than threads, the job-cost heuristic groups the
+ * threads over them, or a large load over few pixels takes one block.
+ * (Problems under 8 KiB, which may also drop threads, keep the dim.) */
+static int64_t rtus_bwd_d(const MeRunCtx *r)
+{
+    OneByOne q;
+    if (!one_by_one(r, &q) || !q.rtus) return 0;
+    int64_t spatial = q.oh, os = q.is, load = q.ic, reduce = q.oc, nthr = q.T;
+    int64_t max_regs = 9, min_regs = 6, ur = 1;
+    if (8 * q.mb / nthr < 1) max_regs = 30, min_regs = 9;
+    else if (load > 128 && load < 256 && spatial > 10 && spatial < 28) max_regs = 6, min_regs = 5;
+    for (int64_t u = max_regs; u >= min_regs && ur == 1; u--)
+        if ((spatial >= 14 && spatial % u == 0) || (spatial < 14 && os % u == 0)) ur = u;
+    if (ur == 1) {
+        ur = max_regs < os ? max_regs : os;
+        int64_t tail = os % max_regs;
+        for (int64_t i = max_regs; i >= min_regs; i--) {
+            int64_t it = os % i;
+            if (it > tail || it == 0) {
+                ur = i, tail = it;
+                if (!it) break;
+            }
+        }
+    }
+    int64_t nb_bcast = (os + ur - 1) / ur, nb_load = load / 16, blocking = load;
+    if (nthr <= 28 && q.mb < nthr && nb_load * nb_bcast > nthr) {
+        float ratio = (float)(load * reduce) / (float)(q.mb * os * reduce), best = 3.4e38f;
+        int64_t best_lgc = ratio > 1 ? nthr : 1;
+        for (int64_t il = 0; il < nthr; il++) {
+            int64_t lgc = ratio > 1 ? nthr - il : il + 1;
+            int64_t min_lb = nb_load / lgc, max_lb = (nb_load + lgc - 1) / lgc;
+            int64_t min_tg = nthr / lgc, max_tg = (nthr + lgc - 1) / lgc;
+            float mk = max_tg == 1 ? 1.f : 1.3f;
+#define JOB(lb, tg)                                                                                           \
+    (0.01f * (float)(q.mb * ((nb_bcast + (tg) - 1) / (tg)) * ur) * (float)((lb) * 16) * (float)reduce +     \
+     mk * (float)(q.mb * ((nb_bcast + (tg) - 1) / (tg)) * ur + (lb) * 16) * (float)reduce)
+            float cost;
+            if (nthr % lgc < nb_load % lgc) cost = JOB(max_lb, min_tg);
+            else {
+                float c1 = JOB(max_lb, max_tg), c2 = JOB(min_lb, min_tg);
+                cost = c1 > c2 ? c1 : c2;
+            }
+#undef JOB
+            if (cost < best) best_lgc = lgc, best = cost;
+        }
+        blocking = (nb_load + best_lgc - 1) / best_lgc * 16;
+    }
+    /* the else-if after the L2 test (1 MiB a core on the truth's CPU) */
+    if (!(os <= 64 && load * reduce >= (1 << 20) / 4) && os <= 49 && q.mb <= nthr && load > 512 && load / reduce >= 4)
+        blocking = 16;
+    return rtus_bytes(nthr, blocking / 16, q.is);
+}
+
+/* backward-weights: balance() over minibatch x pixel blocks, output and
+ * input channel blocks; the reduction copies and the rtus buffer */
+static int64_t onexone_bwd_w(const MeRunCtx *r)
+{
+    OneByOne q;
+    if (!one_by_one(r, &q)) return padded_bias(r);
+    int64_t rb = best_divider(q.is, 7, 16, true);
+    if (q.is % rb) rb = best_divider(q.is / q.oh, 4, q.is / q.oh, false); /* iw */
+    if (rb > 256) rb = 1;
+    uint64_t nb_red = (uint64_t)((q.is + rb - 1) / rb), nb_b = (uint64_t)(q.ic / 16), nb_l = (uint64_t)(q.oc / 16);
+    uint64_t T = (uint64_t)q.T, mbr = me_smul((uint64_t)q.mb, nb_red);
+#define COST1(m, o, i)                                                                                               \
+    me_sadd(me_sadd(me_smul(me_smul(udiv_up(mbr, m), udiv_up(nb_b, i)), (uint64_t)(16 * rb)), \
+                    me_smul(me_smul(udiv_up(mbr, m), udiv_up(nb_l, o)), (uint64_t)(16 * rb))),                     \
+            me_smul(12 * 256, me_smul(udiv_up(nb_l, o), udiv_up(nb_b, i))))
+    uint64_t best = COST1(1, 1, 1), bm = 1, bo = 1, bi = 1;
+    for (uint64_t m = 1; m <= (T < mbr ? T : mbr); m++)
+        for (uint64_t o = 1, par = T / m; o <= (par < nb_l ? par : nb_l); o++) {
+            uint64_t i = par / o < nb_b ? par / o : nb_b, c = COST1(m, o, i);
+            if (c <= best) best = c, bm = m, bo = o, bi = i;
+        }
+#undef COST1
+    if (bm > T / 2 && bm < T) bm = (uint64_t)q.mb < T ? (uint64_t)q.mb : T;
+    uint64_t bytes = (uint64_t)padded_bias(r);
+    if (bm > 1) bytes = me_sadd(bytes, me_sadd(me_smul(me_smul((uint64_t)(q.oc * q.ic), 4), bm - 1), 128));
+    if (q.rtus)
+        bytes = me_sadd(bytes, (uint64_t)rtus_bytes((int64_t)(bm * bo * bi), best_divider((int64_t)nb_b, 5, (int64_t)nb_b, false), q.is));
+    return bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
+}
+
+/* oneDNN: input and weights reordered, the result computed into a
+ * blocked buffer y (ideep's), then reordered into the output
+ * (mkldnn_to_dense) once the copies are gone: max(copies + y, y + output),
+ * beyond the output max(copies + y - output, y). y exceeds the output by
+ * the channels padded to the block. */
+static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
+{
+    int64_t cols = native_columns(r);
+    if (cols >= 0) return cols;
+    int64_t cl = cl_temp(r, false);
+    if (cl >= 0) return cl;
+    const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
+    int64_t out = r->bytes(r, o), y = blocked_bytes(r, o, out);
+    int64_t rtus = r->operand_bytes(r, w) == r->bytes(r, w) ? rtus_fwd(r) : 0;
+    int64_t a = fwd_input_copy(r) + r->operand_bytes(r, w) + (y - out) + rtus;
+    return a > y ? a : y;
 }
 
 /* The weight as oneDNN's blocked kernels hold it (OIhw16i16o; Ohwi16o
@@ -524,9 +774,9 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
      * (a slice of Concat's) contiguous: alive through both kernels */
     int64_t copy = r->grad_strided && r->grad_strided(r, o) ? r->bytes(r, o) : 0;
     if (r->input == 0) {
-        int64_t op = r->operand_bytes(r, x), made = r->bytes(r, x);
+        int64_t op = r->operand_bytes(r, x), made = r->bytes(r, x), rtus = wop == r->bytes(r, w) ? rtus_bwd_d(r) : 0;
         uint64_t b = me_sadd((uint64_t)blocked_bytes(r, x, op), (uint64_t)copy);
-        return beyond(made, me_sadd(me_sadd(gy, wb), b), me_sadd(b, op), op != made ? me_sadd(made, op) : 0);
+        return beyond(made, me_sadd(me_sadd(me_sadd(gy, wb), b), rtus), me_sadd(b, op), op != made ? me_sadd(made, op) : 0);
     }
     /* the bias gradient is made with the weight's, before it (input 2's
      * event comes after: nothing of the kernel is left by then) */
@@ -541,8 +791,11 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
     ConvGeom g;
     int64_t gemm = -1;
     if (wop == made && kernel_volume(&w->shape) == 1 && me_attr_i(r->c.n, "group", 1) == 1)
-        scratch = padded_bias(r);
-    else if (wop == made && conv_geom(r, &g)) {
+        scratch = onexone_bwd_w(r);
+    else if (wop != made && kernel_volume(&w->shape) != 1 && conv_geom(r, &g)) {
+        int64_t s16 = bf16_bwd_w_scratch(r, &g);
+        scratch = s16 > 0 ? s16 : 0;
+    } else if (wop == made && conv_geom(r, &g)) {
         if (avx512_common_bwd_w(&g)) scratch = direct_bwd_w_scratch(r, &g);
         else if (!avx2_bwd_w(&g)) gemm = gemm_bwd_w_scratch(r, &g);
     }

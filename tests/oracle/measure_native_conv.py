@@ -47,13 +47,13 @@ def export_stacks(models, onnx_out, truth_out):
         mm.LOCAL[name] = (ctor, spec)
 
 
-def measure_stacks(models, onnx_out, truth_out, batches=(1, 8)):
-    """export_stacks, then each stack measured (infer_nograd, infer_grad,
-    train_sgd) at each batch into truth_out."""
+def measure_stacks(models, onnx_out, truth_out, batches=(1, 8), modes=("infer_nograd", "infer_grad", "train_sgd")):
+    """export_stacks, then each stack measured (by default infer_nograd,
+    infer_grad, train_sgd) at each batch into truth_out."""
     export_stacks(models, onnx_out, truth_out)
     summary = []
     for name in models:
-        mm.run_model(name, list(batches), truth_out, summary, modes_filter=("infer_nograd", "infer_grad", "train_sgd"))
+        mm.run_model(name, list(batches), truth_out, summary, modes_filter=modes)
 
 
 if __name__ == "__main__":
