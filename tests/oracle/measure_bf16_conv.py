@@ -22,20 +22,14 @@ Writes models/onnx/bf16_conv/<name>.onnx and golden/truth/bf16_conv/<name>.json.
 import os
 import sys
 
-import torch
 import torch.nn as nn
 
 ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
 import measure_memory as mm  # noqa: E402
+from measure_direct_conv import F32, head  # noqa: E402
 from measure_native_conv import measure_stacks  # noqa: E402
-
-F32 = torch.float32
-
-
-def head(c, classes=10):
-    return [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes)]
 
 
 MODELS = {
