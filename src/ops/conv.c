@@ -477,6 +477,7 @@ static int64_t bf16_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
                      g->s[H] == 1 && g->s[W] == 1 && !g->dil[H] && !g->dil[W] && g->pb[W] == g->k[W] / 2 &&
                      g->pb[H] == g->k[H] / 2 && !first && (in_row + out_row) * (hb > 1 ? hb : 1) <= 48 * 1024 &&
                      block_up(ic) >= 128;
+    /* mb x rows fits: the output's element count does */
     int64_t work = g->sp == 3 ? mb * g->out[D] : full_spat || g->sp == 1 ? mb : mb * g->out[H];
     /* balance(): threads over minibatch work, output and input channel
      * blocks, the lowest calc_mem_cost (float arithmetic, as oneDNN) */
@@ -509,10 +510,11 @@ static int64_t bf16_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
     if (best_m > T / 2 && best_m < T) best_m = T < work ? T : work;
     /* the transposed buffers: per minibatch thread and channel block with
      * the global transpose, else one a thread; tr_pad guard elements */
-    uint64_t src_buf = tr_src ? me_sadd(me_smul((uint64_t)(global_tr ? best_m * nb_ic : T),
-                                                (uint64_t)(tr_iw * icb * g->in[H] * g->in[D])), (uint64_t)tr_pad) : 0;
-    uint64_t dst_buf = me_smul((uint64_t)(global_tr ? best_m * nb_oc : T), (uint64_t)(tr_ow * 16 * g->out[H] * g->out[D]));
-    uint64_t wei = me_smul(me_smul((uint64_t)(nb_oc * 16), (uint64_t)(nb_ic * icb)), (uint64_t)(g->k[D] * g->k[H] * g->k[W]));
+    uint64_t src_buf = tr_src ? me_sadd(me_smul(me_smul((uint64_t)(global_tr ? best_m * nb_ic : T), (uint64_t)(tr_iw * icb)),
+                                                me_smul((uint64_t)g->in[H], (uint64_t)g->in[D])), (uint64_t)tr_pad) : 0;
+    uint64_t dst_buf = me_smul(me_smul((uint64_t)(global_tr ? best_m * nb_oc : T), (uint64_t)(tr_ow * 16)),
+                               me_smul((uint64_t)g->out[H], (uint64_t)g->out[D]));
+    uint64_t wei = me_smul(me_smul((uint64_t)(nb_oc * 16), (uint64_t)(nb_ic * icb)), kernel_volume(&w->shape));
     uint64_t red = me_smul(me_sadd(wei, with_bias ? (uint64_t)(nb_oc * 16) : 0), (uint64_t)best_m);
     uint64_t bytes = me_sadd(me_smul(red, 4), 128 + (global_tr ? 8192 : 0));
     if (src_buf) bytes = me_sadd(bytes, me_sadd(me_smul(src_buf, 2), 128));
@@ -652,7 +654,7 @@ static int64_t rtus_bwd_d(const MeRunCtx *r)
     }
     int64_t nb_bcast = (os + ur - 1) / ur, nb_load = load / 16, blocking = load;
     if (nthr <= 28 && q.mb < nthr && nb_load * nb_bcast > nthr) {
-        float ratio = (float)(load * reduce) / (float)(q.mb * os * reduce), best = 3.4e38f;
+        float ratio = (float)load * (float)reduce / ((float)q.mb * (float)os * (float)reduce), best = 3.4e38f;
         int64_t best_lgc = ratio > 1 ? nthr : 1;
         for (int64_t il = 0; il < nthr; il++) {
             int64_t lgc = ratio > 1 ? nthr - il : il + 1;
@@ -674,7 +676,7 @@ static int64_t rtus_bwd_d(const MeRunCtx *r)
         blocking = (nb_load + best_lgc - 1) / best_lgc * 16;
     }
     /* the else-if after the L2 test (1 MiB a core on the truth's CPU) */
-    if (!(os <= 64 && load * reduce >= (1 << 20) / 4) && os <= 49 && q.mb <= nthr && load > 512 && load / reduce >= 4)
+    if (!(os <= 64 && (double)load * (double)reduce >= (1 << 20) / 4) && os <= 49 && q.mb <= nthr && load > 512 && load / reduce >= 4)
         blocking = 16;
     return rtus_bytes(nthr, blocking / 16, q.is);
 }
@@ -703,7 +705,7 @@ static int64_t onexone_bwd_w(const MeRunCtx *r)
 #undef COST1
     if (bm > T / 2 && bm < T) bm = (uint64_t)q.mb < T ? (uint64_t)q.mb : T;
     uint64_t bytes = (uint64_t)padded_bias(r);
-    if (bm > 1) bytes = me_sadd(bytes, me_sadd(me_smul(me_smul((uint64_t)(q.oc * q.ic), 4), bm - 1), 128));
+    if (bm > 1) bytes = me_sadd(bytes, me_sadd(me_smul(me_smul(me_smul((uint64_t)q.oc, (uint64_t)q.ic), 4), bm - 1), 128));
     if (q.rtus)
         bytes = me_sadd(bytes, (uint64_t)rtus_bytes((int64_t)(bm * bo * bi), best_divider((int64_t)nb_b, 5, (int64_t)nb_b, false), q.is));
     return bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
