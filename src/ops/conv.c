@@ -692,9 +692,10 @@ static int64_t onexone_bwd_w(const MeRunCtx *r)
     if (rb > 256) rb = 1;
     uint64_t nb_red = (uint64_t)((q.is + rb - 1) / rb), nb_b = (uint64_t)(q.ic / 16), nb_l = (uint64_t)(q.oc / 16);
     uint64_t T = (uint64_t)q.T, mbr = me_smul((uint64_t)q.mb, nb_red);
-#define COST1(m, o, i)                                                                                               \
+    /* calc_mem_cost: broadcast (input) + load (output gradient) + 12 x the weights */
+#define COST1(m, o, i)                                                                        \
     me_sadd(me_sadd(me_smul(me_smul(udiv_up(mbr, m), udiv_up(nb_b, i)), (uint64_t)(16 * rb)), \
-                    me_smul(me_smul(udiv_up(mbr, m), udiv_up(nb_l, o)), (uint64_t)(16 * rb))),                     \
+                    me_smul(me_smul(udiv_up(mbr, m), udiv_up(nb_l, o)), (uint64_t)(16 * rb))), \
             me_smul(12 * 256, me_smul(udiv_up(nb_l, o), udiv_up(nb_b, i))))
     uint64_t best = COST1(1, 1, 1), bm = 1, bo = 1, bi = 1;
     for (uint64_t m = 1; m <= (T < mbr ? T : mbr); m++)
@@ -725,8 +726,9 @@ static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
     int64_t out = r->bytes(r, o), y = blocked_bytes(r, o, out);
     int64_t rtus = r->operand_bytes(r, w) == r->bytes(r, w) ? rtus_fwd(r) : 0;
-    int64_t a = fwd_input_copy(r) + r->operand_bytes(r, w) + (y - out) + rtus;
-    return a > y ? a : y;
+    uint64_t a = me_sadd(me_sadd((uint64_t)fwd_input_copy(r), (uint64_t)r->operand_bytes(r, w)), me_sadd((uint64_t)(y - out), (uint64_t)rtus));
+    if (a > (uint64_t)INT64_MAX) a = INT64_MAX;
+    return (int64_t)a > y ? (int64_t)a : y;
 }
 
 /* The weight as oneDNN's blocked kernels hold it (OIhw16i16o; Ohwi16o
