@@ -789,14 +789,16 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
     if (r->input >= 2 && wgrad) return 0;
     int64_t made = r->input >= 2 ? r->bytes(r, b) : r->bytes(r, w), scratch = 0;
     int64_t bg = r->input == 1 && bgrad ? r->bytes(r, b) : 0;
-    /* fp32 (a bf16 kernel's scratch is not modelled), ungrouped: the 1x1
-     * kernel books the padded bias; a wider one the direct kernel's
-     * reduction, or gemm's scratchpad where neither jit kernel takes it */
+    /* in the weight's phase, ungrouped: fp32, the 1x1 kernel's scratch; a
+     * wider one the direct kernel's reduction, or gemm's scratchpad where
+     * neither jit kernel takes it; bf16 (autocast), a wider one the bf16
+     * kernel's (the bf16 1x1 kernel's is not modelled). A bias-only
+     * gradient (a frozen weight) gets none, as before: not measured. */
     ConvGeom g;
     int64_t gemm = -1;
     if (wop == made && kernel_volume(&w->shape) == 1 && me_attr_i(r->c.n, "group", 1) == 1)
         scratch = onexone_bwd_w(r);
-    else if (wop != made && kernel_volume(&w->shape) != 1 && conv_geom(r, &g)) {
+    else if (r->input == 1 && wop != made && kernel_volume(&w->shape) != 1 && conv_geom(r, &g)) {
         int64_t s16 = bf16_bwd_w_scratch(r, &g);
         scratch = s16 > 0 ? s16 : 0;
     } else if (wop == made && conv_geom(r, &g)) {
