@@ -235,15 +235,22 @@ static bool conv_geom(const MeRunCtx *r, ConvGeom *g)
  * weight and input gradients and nothing else at the backward's peak);
  * a 1x1 kernel with stride 1 and no padding needs none. Returns -1 when
  * oneDNN runs it. */
+/* Under autocast the op computes in bf16: the weight, a parameter, is
+ * handed to it as a narrower copy (the input may already arrive bf16 from
+ * an earlier autocast op, so it does not show this) */
+static bool lowered(const MeRunCtx *r)
+{
+    const MeValue *w = me_in(&r->c, 1);
+    return r->operand_bytes(r, w) != r->bytes(r, w);
+}
+
 static int64_t native_columns(const MeRunCtx *r)
 {
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1), *o = me_out(&r->c, 0);
     if (!x || !w || !o || x->dtype != ME_DT_F32 || x->shape.rank < 3 || x->shape.rank > 5 || w->shape.rank != x->shape.rank)
         return -1;
-    /* under autocast the op computes in bf16, which oneDNN always takes
-     * (use_mkldnn: a bf16 input); the weight, a parameter, is what shows
-     * it, where the input may come bf16 from an earlier autocast op */
-    if (r->operand_bytes(r, w) != r->bytes(r, w)) return -1;
+    /* a bf16 convolution always goes to oneDNN (use_mkldnn: a bf16 input) */
+    if (lowered(r)) return -1;
     const MeShape *xs = &x->shape, *ws = &w->shape;
     int64_t kw = ws->d[ws->rank - 1], kh = ws->rank > 3 ? ws->d[ws->rank - 2] : 1;
     uint64_t n4 = 1; /* the 4-d view's element count */
@@ -312,6 +319,16 @@ static int64_t cl_temp(const MeRunCtx *r, bool bwd)
  * computes it on the plain layout. Their shape conditions, oneDNN's
  * dilation being torch's minus one and a pad's end from
  * calculate_end_padding: */
+/* kw > 14 only on the "hw transpose" kernel: 2-d, 14 <= kw < 20, one
+ * output column, the kernel as wide as the input, no stride, dilation or
+ * padding (which the direct kernel runs with height and width swapped) */
+static bool hw_transpose(const ConvGeom *g)
+{
+    enum { H = 1, W = 2 };
+    return g->sp == 2 && g->k[W] >= 14 && g->k[W] < 20 && g->out[W] == 1 && g->k[W] == g->in[W] && g->s[W] == 1 &&
+           g->s[H] == 1 && !g->dil[H] && !g->dil[W] && !g->pb[W] && !g->pb[H] && !g->pe[W] && !g->pe[H];
+}
+
 static bool avx512_common_bwd_w(const ConvGeom *g)
 {
     enum { D, H, W };
@@ -320,13 +337,7 @@ static bool avx512_common_bwd_w(const ConvGeom *g)
     bool bounds = g->pb[W] < g->ext[W] && g->pe[W] < g->ext[W] && g->pb[H] <= g->ext[H] / 2 && g->pe[H] <= g->ext[H] / 2 &&
                   g->pb[D] < g->ext[D] && g->pe[D] < g->ext[D] && (g->pb[D] == 0 || g->k[D] < g->in[D] + g->pb[D]) &&
                   g->pb[W] <= 28 && g->pe[W] <= 28; /* max_ur_w */
-    if (!bounds) return false;
-    /* kw > 14 only on the "hw transpose" kernel: 2-d, 14 <= kw < 20,
-     * one output column, the kernel as wide as the input, no stride,
-     * dilation or padding */
-    bool hw_transp = g->sp == 2 && g->k[W] >= 14 && g->k[W] < 20 && g->out[W] == 1 && g->k[W] == g->in[W] && g->s[W] == 1 &&
-                     g->s[H] == 1 && !g->dil[H] && !g->dil[W] && !g->pb[W] && !g->pb[H] && !g->pe[W] && !g->pe[H];
-    return hw_transp || g->k[W] <= 14;
+    return bounds && (hw_transpose(g) || g->k[W] <= 14);
 }
 
 static bool avx2_bwd_w(const ConvGeom *g)
@@ -357,6 +368,19 @@ typedef struct Balance {
 
 static uint64_t udiv_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* balance()'s search grid, the same in each of oneDNN's weight-gradient
+ * kernels: nthr_mb up to m_max, then output-channel blocks up to the
+ * threads left, the input-channel blocks taking the rest; each kernel
+ * scores the splits its own way (visit). */
+typedef void (*BalVisit)(void *st, uint64_t m, uint64_t o, uint64_t i);
+
+static void bal_grid(uint64_t T, uint64_t m_max, uint64_t nb_oc, uint64_t nb_ic, BalVisit visit, void *st)
+{
+    for (uint64_t m = 1; m <= m_max; m++)
+        for (uint64_t o = 1, par = T / m; o <= (par < nb_oc ? par : nb_oc); o++)
+            visit(st, m, o, par / o < nb_ic ? par / o : nb_ic);
+}
+
 /* oneDNN's calc_mem_cost (src, diff_dst, and 8 x the weights), saturating */
 static uint64_t bal_mem(const Balance *b, uint64_t m, uint64_t o, uint64_t i)
 {
@@ -371,6 +395,29 @@ static uint64_t bal_mem(const Balance *b, uint64_t m, uint64_t o, uint64_t i)
 static uint64_t bal_comp(const Balance *b, uint64_t m, uint64_t o, uint64_t i)
 {
     return me_smul(me_smul(udiv_up(me_smul(b->mb, b->oh_r), m), udiv_up(b->nb_oc, o)), udiv_up(b->nb_ic, i));
+}
+
+typedef struct DirectSearch {
+    const Balance *b;
+    bool transp;
+    uint64_t mem, comp, m, o, i; /* the best so far */
+} DirectSearch;
+
+/* step 1: the lowest memory cost */
+static void direct_by_mem(void *st, uint64_t m, uint64_t o, uint64_t i)
+{
+    DirectSearch *s = st;
+    uint64_t c = bal_mem(s->b, m, o, i);
+    if (c <= s->mem) s->mem = c, s->m = m, s->o = o, s->i = i;
+}
+
+/* step 2: less compute within 110 % of that memory */
+static void direct_by_comp(void *st, uint64_t m, uint64_t o, uint64_t i)
+{
+    DirectSearch *s = st;
+    uint64_t c = bal_mem(s->b, m, o, i), k = bal_comp(s->b, m, o, i);
+    if ((k <= s->comp && (s->transp || (double)c < 1.1 * (double)s->mem)) || me_smul(4, k) <= me_smul(3, s->comp))
+        s->comp = k, s->m = m;
 }
 
 /* The weight-gradient scratchpad of oneDNN v2.6.3's direct kernel
@@ -388,8 +435,7 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
     uint64_t ic = (uint64_t)w->shape.d[1], oc = (uint64_t)w->shape.d[0], T = (uint64_t)r->threads;
     bool first = ic < 16;
-    bool transp = g->sp == 2 && g->k[W] >= 14 && g->k[W] < 20 && g->out[W] == 1 && g->k[W] == g->in[W] && g->s[W] == 1 &&
-                  g->s[H] == 1 && !g->dil[H] && !g->dil[W] && !g->pb[W] && !g->pb[H] && !g->pe[W] && !g->pe[H];
+    bool transp = hw_transpose(g);
     bool red2d = !g->dil[H] && g->sp == 2 && g->out[H] > 9 && !transp; /* harness_2d_reduction, min_oh_reduce 9 */
     uint64_t ih = (uint64_t)(transp ? g->in[W] : g->in[H]), oh = (uint64_t)(transp ? g->out[W] : g->out[H]);
     Balance b = { .mb = (uint64_t)x->shape.d[0], .ih_r = red2d ? ih : 1, .oh_r = red2d ? oh : 1, .ih_n = red2d ? 1 : ih,
@@ -400,20 +446,13 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
                   .nb_oc = udiv_up(oc, ME_CPU_CHANNEL_BLOCK),
                   .ks = (uint64_t)(g->k[D] * g->k[H] * g->k[W]) };
     uint64_t oh_threads = b.oh_r / 9 > 1 ? b.oh_r / 9 : 1, work = me_smul(me_smul(b.mb, b.od), oh_threads);
-    uint64_t m_max = T < work ? T : work, best_m = 1, best_o = 1, best_i = 1, best_mem = bal_mem(&b, 1, 1, 1);
-    for (uint64_t m = 1; m <= m_max; m++) /* step 1: the lowest memory cost */
-        for (uint64_t o = 1, par = T / m; o <= (par < b.nb_oc ? par : b.nb_oc); o++) {
-            uint64_t i = par / o < b.nb_ic ? par / o : b.nb_ic, c = bal_mem(&b, m, o, i);
-            if (c <= best_mem) best_mem = c, best_m = m, best_o = o, best_i = i;
-        }
-    uint64_t best_comp = bal_comp(&b, best_m, best_o, best_i);
-    for (uint64_t m = 1; m <= m_max; m++) /* step 2: less compute within 110 % of that memory */
-        for (uint64_t o = 1, par = T / m; o <= (par < b.nb_oc ? par : b.nb_oc); o++) {
-            uint64_t i = par / o < b.nb_ic ? par / o : b.nb_ic, c = bal_mem(&b, m, o, i), k = bal_comp(&b, m, o, i);
-            if ((k <= best_comp && (transp || (double)c < 1.1 * (double)best_mem)) || me_smul(4, k) <= me_smul(3, best_comp))
-                best_comp = k, best_m = m;
-        }
-    if (best_m > T / 2 && best_m < T) best_m = T < work ? T : work;
+    uint64_t m_max = T < work ? T : work;
+    DirectSearch s = { .b = &b, .transp = transp, .mem = bal_mem(&b, 1, 1, 1), .m = 1, .o = 1, .i = 1 };
+    bal_grid(T, m_max, b.nb_oc, b.nb_ic, direct_by_mem, &s);
+    s.comp = bal_comp(&b, s.m, s.o, s.i);
+    bal_grid(T, m_max, b.nb_oc, b.nb_ic, direct_by_comp, &s);
+    uint64_t best_m = s.m;
+    if (best_m > T / 2 && best_m < T) best_m = m_max;
     uint64_t bytes = (uint64_t)padded_bias(r), poc = b.nb_oc * ME_CPU_CHANNEL_BLOCK;
     if (best_m > 1) {
         uint64_t wei = me_smul(me_smul(poc, b.nb_ic * b.icb), b.ks);
@@ -423,6 +462,29 @@ static int64_t direct_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
         bytes = me_sadd(bytes, me_sadd(me_smul(me_smul(me_sadd(wei, poc), 4), best_m - 1), 128 + 8192));
     }
     return bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
+}
+
+/* the bf16 kernel's calc_mem_cost, in float as oneDNN computes it */
+typedef struct Bf16Search {
+    float src_coef, dst_coef, wei_coef, best;
+    uint64_t work, mb, icb, nb_ic, nb_oc, in_dh, out_dh, tr_iw, tr_ow, sd, sh, sw, ks, m;
+} Bf16Search;
+
+static float bf16_cost(const Bf16Search *s, uint64_t m, uint64_t o, uint64_t i)
+{
+    float mw = (float)udiv_up(s->work, m);
+    return s->src_coef * mw * (float)udiv_up(s->nb_ic, i) * (float)s->mb * (float)s->icb * (float)s->in_dh * (float)s->tr_iw /
+               (float)s->work / (float)s->sd / (float)s->sh / (float)s->sw +
+           s->dst_coef * mw * (float)udiv_up(s->nb_oc, o) * (float)s->mb * 16.0f * (float)s->out_dh * (float)s->tr_ow /
+               (float)s->work +
+           s->wei_coef * (float)udiv_up(s->nb_oc, o) * (float)udiv_up(s->nb_ic, i) * (float)s->ks * (float)s->icb * 16.0f;
+}
+
+static void bf16_by_mem(void *st, uint64_t m, uint64_t o, uint64_t i)
+{
+    Bf16Search *s = st;
+    float c = bf16_cost(s, m, o, i);
+    if (c <= s->best) s->best = c, s->m = m;
 }
 
 /* The weight-gradient scratchpad of oneDNN v2.6.3's bf16 kernel
@@ -490,23 +552,14 @@ static int64_t bf16_bwd_w_scratch(const MeRunCtx *r, const ConvGeom *g)
     float src_coef = 1.0f / ratio > 1.0f ? 1.0f / ratio : 1.0f, dst_coef = ratio > 1.0f ? ratio : 1.0f;
     float wei_coef = scale > 1.0f ? scale : 1.0f;
     if (scale < 1.0f) src_coef *= 4.0f;
-#define BF16_COST(m, o, i)                                                                                              \
-    (src_coef * (float)((work + (m) - 1) / (m)) * (float)((nb_ic + (i) - 1) / (i)) * (float)mb * (float)icb *        \
-         (float)(g->in[D] * g->in[H]) * (float)tr_iw / (float)work / (float)g->s[D] / (float)g->s[H] /             \
-         (float)g->s[W] +                                                                                            \
-     dst_coef * (float)((work + (m) - 1) / (m)) * (float)((nb_oc + (o) - 1) / (o)) * (float)mb * 16.0f *          \
-         (float)(g->out[D] * g->out[H]) * (float)tr_ow / (float)work +                                             \
-     wei_coef * (float)((nb_oc + (o) - 1) / (o)) * (float)((nb_ic + (i) - 1) / (i)) *                             \
-         (float)(g->k[D] * g->k[H] * g->k[W]) * (float)icb * 16.0f)
-    int64_t best_m = 1;
-    float best = BF16_COST(1, 1, 1);
-    for (int64_t m = 1; m <= (T < work ? T : work); m++)
-        for (int64_t o = 1, par = T / m; o <= (par < nb_oc ? par : nb_oc); o++) {
-            int64_t i = par / o < nb_ic ? par / o : nb_ic;
-            float c = BF16_COST(m, o, i);
-            if (c <= best) best = c, best_m = m;
-        }
-#undef BF16_COST
+    Bf16Search s = { .src_coef = src_coef, .dst_coef = dst_coef, .wei_coef = wei_coef, .work = (uint64_t)work, .mb = (uint64_t)mb,
+                     .icb = (uint64_t)icb, .nb_ic = (uint64_t)nb_ic, .nb_oc = (uint64_t)nb_oc,
+                     .in_dh = (uint64_t)(g->in[D] * g->in[H]), .out_dh = (uint64_t)(g->out[D] * g->out[H]),
+                     .tr_iw = (uint64_t)tr_iw, .tr_ow = (uint64_t)tr_ow, .sd = (uint64_t)g->s[D], .sh = (uint64_t)g->s[H],
+                     .sw = (uint64_t)g->s[W], .ks = kernel_volume(&w->shape), .m = 1 };
+    s.best = bf16_cost(&s, 1, 1, 1);
+    bal_grid((uint64_t)T, (uint64_t)(T < work ? T : work), (uint64_t)nb_oc, (uint64_t)nb_ic, bf16_by_mem, &s);
+    int64_t best_m = (int64_t)s.m;
     if (best_m > T / 2 && best_m < T) best_m = T < work ? T : work;
     /* the transposed buffers: per minibatch thread and channel block with
      * the global transpose, else one a thread; tr_pad guard elements */
@@ -681,6 +734,26 @@ static int64_t rtus_bwd_d(const MeRunCtx *r)
     return rtus_bytes(nthr, blocking / 16, q.is);
 }
 
+/* the 1x1 kernel's calc_mem_cost: broadcast (input) + load (output
+ * gradient) + 12 x the weights */
+typedef struct OneSearch {
+    uint64_t mbr, nb_b, nb_l, rb16, best, m, o, i;
+} OneSearch;
+
+static uint64_t one_cost(const OneSearch *s, uint64_t m, uint64_t o, uint64_t i)
+{
+    return me_sadd(me_sadd(me_smul(me_smul(udiv_up(s->mbr, m), udiv_up(s->nb_b, i)), s->rb16),
+                           me_smul(me_smul(udiv_up(s->mbr, m), udiv_up(s->nb_l, o)), s->rb16)),
+                   me_smul(12 * 256, me_smul(udiv_up(s->nb_l, o), udiv_up(s->nb_b, i))));
+}
+
+static void one_by_mem(void *st, uint64_t m, uint64_t o, uint64_t i)
+{
+    OneSearch *s = st;
+    uint64_t c = one_cost(s, m, o, i);
+    if (c <= s->best) s->best = c, s->m = m, s->o = o, s->i = i;
+}
+
 /* backward-weights: balance() over minibatch x pixel blocks, output and
  * input channel blocks; the reduction copies and the rtus buffer */
 static int64_t onexone_bwd_w(const MeRunCtx *r)
@@ -692,18 +765,10 @@ static int64_t onexone_bwd_w(const MeRunCtx *r)
     if (rb > 256) rb = 1;
     uint64_t nb_red = (uint64_t)((q.is + rb - 1) / rb), nb_b = (uint64_t)(q.ic / 16), nb_l = (uint64_t)(q.oc / 16);
     uint64_t T = (uint64_t)q.T, mbr = me_smul((uint64_t)q.mb, nb_red);
-    /* calc_mem_cost: broadcast (input) + load (output gradient) + 12 x the weights */
-#define COST1(m, o, i)                                                                        \
-    me_sadd(me_sadd(me_smul(me_smul(udiv_up(mbr, m), udiv_up(nb_b, i)), (uint64_t)(16 * rb)), \
-                    me_smul(me_smul(udiv_up(mbr, m), udiv_up(nb_l, o)), (uint64_t)(16 * rb))), \
-            me_smul(12 * 256, me_smul(udiv_up(nb_l, o), udiv_up(nb_b, i))))
-    uint64_t best = COST1(1, 1, 1), bm = 1, bo = 1, bi = 1;
-    for (uint64_t m = 1; m <= (T < mbr ? T : mbr); m++)
-        for (uint64_t o = 1, par = T / m; o <= (par < nb_l ? par : nb_l); o++) {
-            uint64_t i = par / o < nb_b ? par / o : nb_b, c = COST1(m, o, i);
-            if (c <= best) best = c, bm = m, bo = o, bi = i;
-        }
-#undef COST1
+    OneSearch s = { .mbr = mbr, .nb_b = nb_b, .nb_l = nb_l, .rb16 = (uint64_t)(16 * rb), .m = 1, .o = 1, .i = 1 };
+    s.best = one_cost(&s, 1, 1, 1);
+    bal_grid(T, T < mbr ? T : mbr, nb_l, nb_b, one_by_mem, &s);
+    uint64_t bm = s.m, bo = s.o, bi = s.i;
     if (bm > T / 2 && bm < T) bm = (uint64_t)q.mb < T ? (uint64_t)q.mb : T;
     uint64_t bytes = (uint64_t)padded_bias(r);
     if (bm > 1) bytes = me_sadd(bytes, me_sadd(me_smul(me_smul(me_smul((uint64_t)q.oc, (uint64_t)q.ic), 4), bm - 1), 128));
@@ -725,7 +790,7 @@ static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
     if (cl >= 0) return cl;
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
     int64_t out = r->bytes(r, o), y = blocked_bytes(r, o, out);
-    int64_t rtus = r->operand_bytes(r, w) == r->bytes(r, w) ? rtus_fwd(r) : 0;
+    int64_t rtus = lowered(r) ? 0 : rtus_fwd(r);
     uint64_t a = me_sadd(me_sadd((uint64_t)fwd_input_copy(r), (uint64_t)r->operand_bytes(r, w)), me_sadd((uint64_t)(y - out), (uint64_t)rtus));
     if (a > (uint64_t)INT64_MAX) a = INT64_MAX;
     return (int64_t)a > y ? (int64_t)a : y;
@@ -778,7 +843,7 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
      * (a slice of Concat's) contiguous: alive through both kernels */
     int64_t copy = r->grad_strided && r->grad_strided(r, o) ? r->bytes(r, o) : 0;
     if (r->input == 0) {
-        int64_t op = r->operand_bytes(r, x), made = r->bytes(r, x), rtus = wop == r->bytes(r, w) ? rtus_bwd_d(r) : 0;
+        int64_t op = r->operand_bytes(r, x), made = r->bytes(r, x), rtus = lowered(r) ? 0 : rtus_bwd_d(r);
         uint64_t b = me_sadd((uint64_t)blocked_bytes(r, x, op), (uint64_t)copy);
         return beyond(made, me_sadd(me_sadd(me_sadd(gy, wb), b), rtus), me_sadd(b, op), op != made ? me_sadd(made, op) : 0);
     }
@@ -796,12 +861,13 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
      * gradient (a frozen weight) gets none, as before: not measured. */
     ConvGeom g;
     int64_t gemm = -1;
-    if (wop == made && kernel_volume(&w->shape) == 1 && me_attr_i(r->c.n, "group", 1) == 1)
+    bool wphase = r->input == 1, bf16 = lowered(r), one = kernel_volume(&w->shape) == 1;
+    if (wphase && !bf16 && one && me_attr_i(r->c.n, "group", 1) == 1)
         scratch = onexone_bwd_w(r);
-    else if (r->input == 1 && wop != made && kernel_volume(&w->shape) != 1 && conv_geom(r, &g)) {
+    else if (wphase && bf16 && !one && conv_geom(r, &g)) {
         int64_t s16 = bf16_bwd_w_scratch(r, &g);
         scratch = s16 > 0 ? s16 : 0;
-    } else if (wop == made && conv_geom(r, &g)) {
+    } else if (wphase && !bf16 && conv_geom(r, &g)) {
         if (avx512_common_bwd_w(&g)) scratch = direct_bwd_w_scratch(r, &g);
         else if (!avx2_bwd_w(&g)) gemm = gemm_bwd_w_scratch(r, &g);
     }
