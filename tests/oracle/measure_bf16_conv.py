@@ -19,17 +19,10 @@ tests/test_native_conv.py (case bf16).
 Usage (repo root): /usr/bin/python3 tests/oracle/measure_bf16_conv.py
 Writes models/onnx/bf16_conv/<name>.onnx and golden/truth/bf16_conv/<name>.json.
 """
-import os
-import sys
-
 import torch.nn as nn
 
-ROOT = os.getcwd()
-sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
-import measure_memory as mm  # noqa: E402
-from measure_direct_conv import F32, head  # noqa: E402
-from measure_native_conv import measure_stacks  # noqa: E402
+from measure_direct_conv import head
+from measure_native_conv import F32, measure_stacks
 
 
 MODELS = {
@@ -54,10 +47,5 @@ MODELS = {
                                      *head(40)),
                [("input", (8, 28, 28), F32)]),
 }
-ONNX_OUT = os.path.join(ROOT, "models", "onnx", "bf16_conv")
-TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "bf16_conv")
-
 if __name__ == "__main__":
-    for n in MODELS:
-        mm.EXTRA_MODES[n] = ("train_sgd_amp_bf16",)
-    measure_stacks(MODELS, ONNX_OUT, TRUTH_OUT, modes=("train_sgd", "train_sgd_amp_bf16"))
+    measure_stacks(MODELS, "bf16_conv", modes=("train_sgd", "train_sgd_amp_bf16"))

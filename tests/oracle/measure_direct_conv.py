@@ -18,18 +18,10 @@ tests/test_native_conv.py (case direct).
 Usage (repo root): /usr/bin/python3 tests/oracle/measure_direct_conv.py
 Writes models/onnx/direct_conv/<name>.onnx and golden/truth/direct_conv/<name>.json.
 """
-import os
-import sys
-
 import torch
 import torch.nn as nn
 
-ROOT = os.getcwd()
-sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
-from measure_native_conv import measure_stacks  # noqa: E402
-
-F32 = torch.float32
+from measure_native_conv import F32, measure_stacks
 
 
 class Branch(nn.Module):
@@ -64,8 +56,5 @@ MODELS = {
                 [("input", (16, 48, 48), F32)]),
     "dc_branch": (Branch, [("input", (32, 16, 16), F32)]),
 }
-ONNX_OUT = os.path.join(ROOT, "models", "onnx", "direct_conv")
-TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "direct_conv")
-
 if __name__ == "__main__":
-    measure_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
+    measure_stacks(MODELS, "direct_conv")

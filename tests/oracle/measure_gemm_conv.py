@@ -21,13 +21,7 @@ import sys
 import torch
 import torch.nn as nn
 
-ROOT = os.getcwd()
-sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
-import measure_memory as mm  # noqa: E402
-from measure_native_conv import export_stacks  # noqa: E402
-
-F32 = torch.float32
+from measure_native_conv import F32, export_stacks, mm
 MODELS = {
     # ViT-B/32's patch embedding behind a 1x1 layer
     "gc_patch32": (lambda: nn.Sequential(nn.Conv2d(3, 8, 1), nn.ReLU(), nn.Conv2d(8, 384, 32, stride=32)),
@@ -39,11 +33,8 @@ MODELS = {
     "gc_conv3d": (lambda: nn.Sequential(nn.Conv3d(64, 256, 1), nn.ReLU(), nn.Conv3d(256, 256, 3, padding=1)),
                   [("input", (64, 1, 4, 4), F32)]),
 }
-ONNX_OUT = os.path.join(ROOT, "models", "onnx", "gemm_conv")
-TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "gemm_conv")
-
 if __name__ == "__main__":
-    export_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
+    TRUTH_OUT = export_stacks(MODELS, "gemm_conv")
     summary = []
     if "--threads1-only" not in sys.argv:
         for name in MODELS:

@@ -15,18 +15,9 @@ no_grad layer, torch._transformer_encoder_layer_fwd.
 Usage (repo root): /usr/bin/python3 tests/oracle/measure_mha.py
 Writes models/onnx/mha/<name>.onnx and golden/truth/mha/<name>.json.
 """
-import os
-import sys
-
-import torch
 import torch.nn as nn
 
-ROOT = os.getcwd()
-sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
-from measure_native_conv import measure_stacks  # noqa: E402
-
-F32 = torch.float32
+from measure_native_conv import F32, measure_stacks
 
 
 class Attn(nn.Module):
@@ -64,8 +55,5 @@ MODELS = {
     "enc_prenorm": (lambda: Encoder(True, "gelu"), [("input", (96, 128), F32)]),
     "enc_postnorm": (lambda: Encoder(False, "relu"), [("input", (96, 128), F32)]),
 }
-ONNX_OUT = os.path.join(ROOT, "models", "onnx", "mha")
-TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "mha")
-
 if __name__ == "__main__":
-    measure_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
+    measure_stacks(MODELS, "mha")

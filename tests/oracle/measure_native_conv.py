@@ -14,6 +14,8 @@ Writes models/onnx/native_conv/<name>.onnx and golden/truth/native_conv/<name>.j
 """
 import os, sys
 import torch, torch.nn as nn
+# the truth scripts beside this one import it (their own folder is on
+# sys.path when run) and get measure_memory and tests/zoo through it
 ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
@@ -32,12 +34,14 @@ MODELS = {
     "nc_conv3d": (lambda: nn.Sequential(nn.Conv3d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv3d(64, 16, 3, padding=1)),
                   [("input", (64, 2, 7, 7), F32)]),
 }
-ONNX_OUT = os.path.join(ROOT, "models", "onnx", "native_conv")
-TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "native_conv")
 
-def export_stacks(models, onnx_out, truth_out):
+
+def export_stacks(models, suite):
     """Each stack exported (opset 17, training export, dynamic batch) as a
-    graph-only file and registered with measure_memory."""
+    graph-only file models/onnx/<suite>/<name>.onnx and registered with
+    measure_memory; returns the truth folder golden/truth/<suite>."""
+    onnx_out = os.path.join(ROOT, "models", "onnx", suite)
+    truth_out = os.path.join(ROOT, "golden", "truth", suite)
     torch.set_num_threads(2)
     os.makedirs(onnx_out, exist_ok=True)
     os.makedirs(truth_out, exist_ok=True)
@@ -45,16 +49,19 @@ def export_stacks(models, onnx_out, truth_out):
         torch.manual_seed(0)
         export_graph_only(ctor().train(), torch.randn(2, *spec[0][1]), os.path.join(onnx_out, name + ".onnx"), True)
         mm.LOCAL[name] = (ctor, spec)
+    return truth_out
 
 
-def measure_stacks(models, onnx_out, truth_out, batches=(1, 8), modes=("infer_nograd", "infer_grad", "train_sgd")):
+def measure_stacks(models, suite, batches=(1, 8), modes=("infer_nograd", "infer_grad", "train_sgd")):
     """export_stacks, then each stack measured (by default infer_nograd,
-    infer_grad, train_sgd) at each batch into truth_out."""
-    export_stacks(models, onnx_out, truth_out)
+    infer_grad, train_sgd; a mode outside measure_memory's MODES, such as
+    train_sgd_amp_bf16, is registered for the stack) at each batch."""
+    truth_out = export_stacks(models, suite)
     summary = []
     for name in models:
+        mm.EXTRA_MODES[name] = tuple(m for m in modes if m not in mm.MODES)
         mm.run_model(name, list(batches), truth_out, summary, modes_filter=modes)
 
 
 if __name__ == "__main__":
-    measure_stacks(MODELS, ONNX_OUT, TRUTH_OUT)
+    measure_stacks(MODELS, "native_conv")
