@@ -3,10 +3,12 @@
 
 Usage (on a machine with an NVIDIA GPU and a CUDA build of PyTorch):
     /usr/bin/python3 tests/measure/pytorch_cuda.py [--models resnet18,resnet50,mobilenet_v2,bert_like]
-        [--batches 1,32] [--modes infer_nograd,train_sgd,train_adam] [--device 0] [--out golden/truth/cuda]
+        [--batches 1,32] [--modes infer_nograd,infer_grad,train_sgd,train_adam] [--amp fp16|bf16]
+        [--input 3x512x512] [--jobs N] [--device 0] [--out golden/truth/cuda]
 
-Writes golden/truth/cuda/<gpu>_<model>.json, labelled with the GPU, driver,
-CUDA, cuDNN and torch versions and the date. Without a CUDA GPU
+Writes golden/truth/cuda/<gpu>_<model>[_amp_<dtype>][_<input>].json,
+labelled with the GPU, driver, CUDA, cuDNN and torch versions, the date and
+the options. Without a CUDA GPU
 (torch.cuda.is_available() is False, or no torch at all) it says so and
 exits 77: nothing measured, nothing written.
 
@@ -20,9 +22,18 @@ builds the model from tests/zoo/models.py MODELS with torch.manual_seed(0)
 then measures steps:
 
   infer_nograd  model.eval(); with torch.no_grad(): out = model(*inputs)
+  infer_grad    model.eval(); out = model(*inputs) without no_grad, the
+                previous step's out (and its autograd graph) still held
+                while the next call runs: the seed's inference loop
   train_sgd     model.train(); out = model(*inputs); loss; loss.backward();
                 SGD(lr=0.01).step(); zero_grad(set_to_none=True)
   train_adam    the same with Adam(lr=1e-3)
+
+--amp DTYPE runs the forward and the loss under torch.autocast("cuda",
+dtype) (no GradScaler: it adds a scalar and unscales in place). --input
+replaces the first input's per-sample shape (the seed's 3x512x512).
+--jobs N runs N children at once: each has its own context and allocator,
+so the memory figures are its own; step_time_s is then shared-GPU time.
 
 Losses: cross_entropy against random labels for [B, classes] outputs;
 token models' [B, T, V] logits flattened; anything else out.float().pow(2).mean()
@@ -32,9 +43,12 @@ synchronize, nvidia-smi's used memory of the process and of the GPU, and
 total - free. "step1" is the first step (cuBLAS and cuDNN set up inside it,
 optimizer state created), "steady" the third. step_time_s: mean of five more
 steps between CUDA events. cudnn.benchmark stays False (PyTorch's default),
-TF32 as PyTorch's defaults have it (reported).
+TF32 as PyTorch's defaults have it (reported), and the optimizer's
+implementation as this torch picks it (its foreach and fused defaults,
+reported with each run).
 """
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
@@ -45,7 +59,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_like"]
-MODES = ["infer_nograd", "train_sgd", "train_adam"]
+MODES = ["infer_nograd", "infer_grad", "train_sgd", "train_adam"]
+AMP = {"fp16": "float16", "bf16": "bfloat16"}
 SKIP = 77
 
 
@@ -88,7 +103,14 @@ def smi_process_bytes(pid):
 # one measurement, in a child process
 
 
-def child(name, batch, mode, device):
+def parse_shape(text):
+    dims = text.split("x")
+    if not dims or not all(d.isdigit() and int(d) > 0 for d in dims):
+        raise ValueError("--input %r: expected positive dims joined by x, e.g. 3x512x512" % text)
+    return tuple(int(d) for d in dims)
+
+
+def child(name, batch, mode, device, amp=None, shape=None):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
@@ -106,7 +128,10 @@ def child(name, batch, mode, device):
     ctor, spec = MODELS[name]
     torch.manual_seed(0)
     model = ctor().to(dev)
+    if shape is not None:
+        spec = [(spec[0][0], shape, spec[0][2])] + list(spec[1:])
     xs = [x.to(dev) for x in random_inputs(spec, batch, 1, VOCAB.get(name, 1000))]
+    autocast = (lambda: torch.autocast("cuda", dtype=getattr(torch, AMP[amp]))) if amp else None
 
     def loss_of(out):
         out = first_tensor(out)
@@ -127,15 +152,30 @@ def child(name, batch, mode, device):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     model.train(train)
     loss_text = None
+    held = {}
+
+    def forward():
+        if autocast is None:
+            return model(*xs)
+        with autocast():
+            return model(*xs)
 
     def one_step():
         nonlocal loss_text
-        if not train:
+        if mode == "infer_nograd":
             with torch.no_grad():
-                out = model(*xs)
+                out = forward()
             return out
-        out = model(*xs)
-        loss, loss_text = loss_of(out)
+        if mode == "infer_grad":
+            # rebound only when the call returns: the last step's graph lives through it
+            held["out"] = forward()
+            return held["out"]
+        out = forward()
+        if autocast is None:
+            loss, loss_text = loss_of(out)
+        else:
+            with autocast():
+                loss, loss_text = loss_of(out)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -167,8 +207,17 @@ def child(name, batch, mode, device):
         one_step()
     b.record()
     torch.cuda.synchronize()
+    impl = None
+    if opt is not None:
+        impl = {k: opt.defaults.get(k) for k in ("foreach", "fused")}
+        try:  # what foreach=None resolves to on these tensors (torch >= 2.0)
+            from torch.optim.optimizer import _default_to_fused_or_foreach
+            fused, foreach = _default_to_fused_or_foreach(list(model.parameters()), False, False)
+            impl["resolved"] = {"fused": bool(fused), "foreach": bool(foreach)}
+        except (ImportError, TypeError):
+            pass
     return {"baseline_allocated": baseline, "context": context, **steps, "step_time_s": a.elapsed_time(b) / 5e3,
-            "loss": loss_text, "params": sum(p.numel() for p in model.parameters())}
+            "loss": loss_text, "params": sum(p.numel() for p in model.parameters()), "optimizer_defaults": impl}
 
 
 # --------------------------------------------------------------------------
@@ -184,10 +233,21 @@ def main():
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--amp", choices=sorted(AMP), help="torch.autocast(\"cuda\", dtype) around forward and loss")
+    ap.add_argument("--input", help="the first input's per-sample shape, e.g. 3x512x512")
+    ap.add_argument("--jobs", type=int, default=1, help="children at once (default 1)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(ROOT, "golden", "truth", "cuda"))
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "BATCH", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    try:
+        shape = parse_shape(args.input) if args.input else None
+    except ValueError as e:
+        print("pytorch_cuda.py: %s" % e, file=sys.stderr)
+        return 2
+    if args.jobs < 1:
+        print("pytorch_cuda.py: --jobs %d: at least 1" % args.jobs, file=sys.stderr)
+        return 2
 
     try:
         import torch
@@ -199,7 +259,7 @@ def main():
 
     if args.one:
         name, batch, mode = args.one[0], int(args.one[1]), args.one[2]
-        json.dump(child(name, batch, mode, args.device), sys.stdout)
+        json.dump(child(name, batch, mode, args.device, args.amp, shape), sys.stdout)
         return 0
 
     sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
@@ -230,31 +290,47 @@ def main():
         "settings": {"cudnn.benchmark": torch.backends.cudnn.benchmark,
                      "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
                      "matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32},
+        "amp": args.amp,
+        "input": list(shape) if shape else None,
+        "jobs": args.jobs,
     }
+    extra = ["--device", str(args.device)] + (["--amp", args.amp] if args.amp else []) + \
+        (["--input", args.input] if args.input else [])
+
+    def measure(run):
+        name, batch, mode = run
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name, str(batch), mode] + extra,
+                           capture_output=True, text=True)
+        if p.returncode == 0:
+            return json.loads(p.stdout), None
+        oom = "out of memory" in p.stderr
+        return {"error": "out of memory" if oom else p.stderr.strip().splitlines()[-1:] or ["failed"]}, oom
+
+    # a fresh child per run; with --jobs several at once, each its own process
+    runs = [(name, batch, mode) for name in models for batch in batches for mode in modes]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = dict(zip(runs, pool.map(measure, runs)))
     os.makedirs(args.out, exist_ok=True)
+    suffix = ("_amp_" + args.amp if args.amp else "") + ("_" + args.input if args.input else "")
     failed = 0
     for name in models:
         doc = dict(label)
         doc.update({"model": name, "source": "tests/zoo/models.py:MODELS[%r]" % name,
                     "how": __doc__.split("\n\n", 3)[3].strip(), "batches": {}})
         for batch in batches:
-            runs = {}
+            doc["batches"][str(batch)] = {}
             for mode in modes:
-                p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name, str(batch), mode,
-                                    "--device", str(args.device)], capture_output=True, text=True)
-                if p.returncode == 0:
-                    runs[mode] = json.loads(p.stdout)
-                    s = runs[mode]["steady"]
+                r, oom = results[(name, batch, mode)]
+                doc["batches"][str(batch)][mode] = r
+                if oom is None:
+                    s = r["steady"]
                     print("%s batch %d %s: allocated %.1f MiB, reserved %.1f MiB, nvidia-smi %s" % (
                         name, batch, mode, s["max_memory_allocated"] / 2**20, s["max_memory_reserved"] / 2**20,
                         "%.0f MiB" % (s["nvidia_smi_process_bytes"] / 2**20) if s["nvidia_smi_process_bytes"] else "-"))
                 else:
-                    oom = "out of memory" in p.stderr
-                    runs[mode] = {"error": "out of memory" if oom else p.stderr.strip().splitlines()[-1:] or ["failed"]}
-                    print("%s batch %d %s: %s" % (name, batch, mode, runs[mode]["error"]), file=sys.stderr)
+                    print("%s batch %d %s: %s" % (name, batch, mode, r["error"]), file=sys.stderr)
                     failed += not oom
-            doc["batches"][str(batch)] = runs
-        path = os.path.join(args.out, "%s_%s.json" % (slug(props.name), name))
+        path = os.path.join(args.out, "%s_%s%s.json" % (slug(props.name), name, suffix))
         with open(path, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=True)
             f.write("\n")

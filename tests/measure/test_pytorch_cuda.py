@@ -76,7 +76,8 @@ SIZES = {"float32": 4, "int64": 8}
 # token model's [B, T, vocab] flattened, anything else pow(2).mean()
 LOSS = {"resnet18": "cross_entropy", "gpt_like": "cross_entropy (tokens)", "unet_like": "out.float().pow(2).mean()"}
 BATCHES = [1, 8]
-MODES = ["infer_nograd", "train_sgd", "train_adam"]
+MODES = ["infer_nograd", "infer_grad", "train_sgd", "train_adam"]
+INFER = ("infer_nograd", "infer_grad")
 
 
 def child_protocol(label, mode, ev):
@@ -84,9 +85,11 @@ def child_protocol(label, mode, ev):
     kinds = [e[0] for e in ev]
     check(["manual_seed", "0"] in ev and kinds.index("manual_seed") < kinds.index("model_to"),
           f"{label}: torch.manual_seed(0) must come before the model is built")
+    check("autocast" not in kinds, f"{label}: autocast without --amp")
     fwd = [e for e in ev if e[0] == "forward"]
     check(len(fwd) == 8, f"{label}: {len(fwd)} forwards, expected 3 measured + 5 timed")
-    want = ["forward", "no_grad", "eval"] if mode == "infer_nograd" else ["forward", "grad", "train"]
+    want = {"infer_nograd": ["forward", "no_grad", "eval"], "infer_grad": ["forward", "grad", "eval"]}.get(
+        mode, ["forward", "grad", "train"])
     check(all(e == want for e in fwd), f"{label}: forwards {fwd}, expected {want}")
     # each measured step: reset the peak, run, synchronize, then read it
     steps = [i for i, k in enumerate(kinds) if k == "reset_peak"]
@@ -96,7 +99,7 @@ def child_protocol(label, mode, ev):
         ok = "forward" in rest and "max_memory_allocated" in rest and rest.index("forward") < rest.index("max_memory_allocated")
         ok = ok and "synchronize" in rest[rest.index("forward"):rest.index("max_memory_allocated")]
         check(ok, f"{label}: a step must reset the peak, run, synchronize, then read max_memory_allocated: {rest[:12]}")
-    if mode == "infer_nograd":
+    if mode in INFER:
         check("optimizer" not in kinds and "backward" not in kinds, f"{label}: inference builds no optimizer, runs no backward")
         return
     opt = {"train_sgd": ["optimizer", "SGD", "0.01"], "train_adam": ["optimizer", "Adam", "0.001"]}[mode]
@@ -121,7 +124,8 @@ def measurements(tmp):
     for pid in children:
         ev = calls[pid]
         model = next(e[2] for e in ev if e[0] == "model_to")
-        mode = "train_adam" if ["optimizer", "Adam", "0.001"] in ev else "train_sgd" if any(e[:2] == ["optimizer", "SGD"] for e in ev) else "infer_nograd"
+        mode = "train_adam" if ["optimizer", "Adam", "0.001"] in ev else "train_sgd" if any(e[:2] == ["optimizer", "SGD"] for e in ev) \
+            else "infer_grad" if ["forward", "grad", "eval"] in ev else "infer_nograd"
         by_run.setdefault((model, mode), []).append(ev)
     for m in models:
         path = os.path.join(out, "fake_gpu_24gb_%s.json" % m)
@@ -144,8 +148,10 @@ def measurements(tmp):
             inputs = sum(b * numel(i["shape"]) * SIZES[i["dtype"]] for i in truth["inputs"])
             output = 4 * b * numel(truth["batches"]["1"]["output_shapes"][0][1:])
             base = 4 * params + inputs
-            # what is left after a step: the kept output (inference); Adam's moments
-            after = {"infer_nograd": base + output, "train_sgd": base, "train_adam": base + 8 * params}
+            # what is left after a step: the kept output (inference; with autograd on also
+            # the graph it holds, the fake's saved tensor); Adam's moments
+            after = {"infer_nograd": base + output, "infer_grad": base + 2 * output, "train_sgd": base,
+                     "train_adam": base + 8 * params}
             for mode in MODES:
                 r, label = runs.get(mode, {}), f"{m} b{b} {mode}"
                 if "error" in r or not r:
@@ -153,15 +159,17 @@ def measurements(tmp):
                     continue
                 check(r["params"] == params, f"{label}: params {r['params']} != {params}")
                 check(r["baseline_allocated"] == base, f"{label}: baseline {r['baseline_allocated']} != weights + inputs {base}")
-                check(r["loss"] == (None if mode == "infer_nograd" else LOSS[m]), f"{label}: loss {r['loss']!r}")
+                check(r["loss"] == (None if mode in INFER else LOSS[m]), f"{label}: loss {r['loss']!r}")
                 check(r["step_time_s"] == 0.01, f"{label}: step time {r['step_time_s']} s, expected the timed 50 ms / 5")
                 for step in ("step1", "steady"):
                     s = r.get(step, {})
                     check(s.get("memory_allocated_after") == after[mode], f"{label} {step}: allocated after {s.get('memory_allocated_after')} != {after[mode]}")
-                    check(s.get("output_kept") == (mode == "infer_nograd"), f"{label} {step}: output_kept {s.get('output_kept')}")
+                    check(s.get("output_kept") == (mode in INFER), f"{label} {step}: output_kept {s.get('output_kept')}")
                     peak, reserved = s.get("max_memory_allocated", 0), s.get("max_memory_reserved", 0)
-                    check(reserved >= peak >= after[mode] + (output if mode != "infer_nograd" else 0),
-                          f"{label} {step}: peak {peak} / reserved {reserved} below what the step holds")
+                    # the seed's loop: the last step's output and graph live through the next call
+                    least = after[mode] + (2 * output if mode == "infer_grad" and step == "steady" else
+                                           output if mode.startswith("train") else 0)
+                    check(reserved >= peak >= least, f"{label} {step}: peak {peak} / reserved {reserved} below what the step holds ({least})")
                 evs = by_run.get((m, mode), [])
                 if len(evs) == len(BATCHES):
                     child_protocol(label, mode, evs[BATCHES.index(b)])
@@ -173,6 +181,45 @@ def measurements(tmp):
                 check(loss and len(shp) == 2, f"{m}: cross_entropy must get 2-d logits, got {loss[:1]}")
             else:
                 check(not loss, f"{m}: pow(2).mean() expected, got {loss[:1]}")
+
+
+def options(tmp):
+    # --amp, --input and --jobs: autocast around forward and loss, the first input's
+    # per-sample shape replaced, children two at a time, all said in the file
+    out = os.path.join(tmp, "amp")
+    rc, _, err, calls = run(tmp, "cuda", "--models", "resnet18", "--batches", "2", "--modes", "infer_grad,train_sgd",
+                            "--amp", "fp16", "--input", "3x64x64", "--jobs", "2", "--out", out)
+    check(rc == 0, f"--amp fp16 --input 3x64x64 --jobs 2: exit {rc}; {err[-500:]!r}")
+    name = "fake_gpu_24gb_resnet18_amp_fp16_3x64x64.json"
+    check(written(out) == [name], f"--amp/--input file: {written(out)}")
+    doc = json.load(open(os.path.join(out, name))) if written(out) == [name] else {}
+    check((doc.get("amp"), doc.get("input"), doc.get("jobs")) == ("fp16", [3, 64, 64], 2),
+          f"the file names its options: amp {doc.get('amp')}, input {doc.get('input')}, jobs {doc.get('jobs')}")
+    params = json.load(open(os.path.join(ROOT, "golden", "truth", "zoo", "resnet18.json")))["params"]
+    runs = doc.get("batches", {}).get("2", {})
+    for mode in ("infer_grad", "train_sgd"):
+        r = runs.get(mode, {})
+        check(r.get("baseline_allocated") == 4 * params + 2 * 3 * 64 * 64 * 4,
+              f"{mode}: baseline {r.get('baseline_allocated')} is not weights + a 2x3x64x64 input")
+    children = [ev for ev in calls.values() if any(e[0] == "forward" for e in ev)]
+    check(len(children) == 2, f"{len(children)} children for two runs")
+    for ev in children:
+        check(["randn", "2x3x64x64"] in ev, f"the input is not 2x3x64x64: {[e for e in ev if e[0] == 'randn']}")
+        # every forward, and the loss, between autocast("cuda", float16) and its end
+        inside, ok = False, True
+        for e in ev:
+            if e[0] == "autocast":
+                ok &= e[1:] == ["cuda", "torch.float16"]
+                inside = True
+            elif e[0] == "autocast_end":
+                inside = False
+            elif e[0] in ("forward", "loss"):
+                ok &= inside
+        check(ok and any(e[0] == "autocast" for e in ev), f"forward or loss outside torch.autocast('cuda', float16)")
+    for bad, what in ((["--input", "3x0x64"], "--input '3x0x64'"), (["--jobs", "0"], "--jobs 0"), (["--amp", "fp8"], "--amp")):
+        rc, _, err, _ = run(tmp, "cuda", "--models", "resnet18", "--out", os.path.join(tmp, "bad"), *bad)
+        check(rc == 2 and what in err, f"{bad}: exit {rc}, expected 2 naming {what}; {err[-300:]!r}")
+    check(written(os.path.join(tmp, "bad")) == [], "nothing written on a usage error")
 
 
 def oom_and_failure(tmp):
@@ -195,6 +242,7 @@ def oom_and_failure(tmp):
 with tempfile.TemporaryDirectory(prefix="memest-pytorch-cuda-") as tmp:
     no_measurement(tmp)
     measurements(tmp)
+    options(tmp)
     oom_and_failure(tmp)
 print(f"pytorch_cuda.py: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

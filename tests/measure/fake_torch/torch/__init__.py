@@ -10,8 +10,9 @@ makes every forward raise. Each call the test looks at is appended to
 $FAKE_TORCH_LOG as "pid event args".
 
 Device memory: every tensor on the device holds its bytes until it is
-garbage (CPython frees it at once); a forward with autograd on also keeps
-a "saved activations" tensor as large as the output until backward; the
+garbage (CPython frees it at once); a forward with autograd on (train or
+eval) also keeps a "saved activations" tensor as large as the output until
+backward or until the output is garbage; the
 model's output has the shape PyTorch gave in golden/truth/zoo/<model>.json
 (the model is the one a --one child is measuring); the parameters are one
 tensor of that file's "params" float32 values; a backward makes one
@@ -47,6 +48,8 @@ class dtype:
 
 
 float32 = float = dtype("float32", 4, True)
+float16 = half = dtype("float16", 2, True)
+bfloat16 = dtype("bfloat16", 2, True)
 int64 = long = dtype("int64", 8, False)
 bool = dtype("bool", 1, False)  # noqa: A001 - torch's own name
 
@@ -143,6 +146,15 @@ _model = None
 
 
 @contextlib.contextmanager
+def autocast(device_type, dtype=None):
+    log("autocast", device_type, dtype)
+    try:
+        yield
+    finally:
+        log("autocast_end")
+
+
+@contextlib.contextmanager
 def no_grad():
     log("no_grad")
     _grad.append(False)
@@ -166,6 +178,7 @@ def zeros(*shape, device="cpu", dtype=float32):
 
 
 def randn(shape, generator=None, dtype=float32):
+    log("randn", "x".join(map(str, shape)))
     return Tensor(shape, dtype)
 
 
@@ -205,7 +218,7 @@ class _Module:
         name, batch = _measured()
         shape = _truth(name)["batches"]["1"]["output_shapes"][0]
         out = Tensor([batch] + shape[1:], float32, xs[0].device)
-        if _grad[-1] and self.training:
+        if _grad[-1]:
             out._saved = Tensor(out.shape, float32, out.device)
         return out
 
@@ -258,6 +271,7 @@ class _Optimizer:
     def __init__(self, kind, params, lr):
         log("optimizer", kind, lr)
         self.kind, self.params, self.state = kind, list(params), []
+        self.defaults = {"lr": lr, "foreach": None, "fused": None}
 
     def step(self):
         log("step", self.kind)
