@@ -32,6 +32,16 @@ regnet_y_800mf at opset 13 (training export, fixed batch 1) and an
 nn.TransformerDecoder (post-norm, ReLU, self- and cross-attention over a
 Linear projection of the input) at opset 17 (training export, dynamic batch).
 
+The fifth set (ho5_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once at the
+end): mnasnet0_5 at opset 13 (training export, dynamic batch),
+regnet_x_800mf at opset 14 (eval export: BatchNorm folded, fixed batch 1),
+an nn.Transformer encoder-decoder (post-norm, GELU, the input as source
+and a Linear projection of it as target) at opset 17 (training export,
+dynamic batch) and shufflenet_v2_x1_5 at opset 11 (training export, fixed
+batch 1). swin_v2_t was the first choice: torch 1.13 cannot export it in
+training mode at opset 17 (aten::zero).
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -74,6 +84,20 @@ class TDec(nn.Module):
         return self.head(self.dec(x, self.proj(x)).mean(1))
 
 
+class TFull(nn.Module):
+    """nn.Transformer encoder-decoder (post-norm, GELU): the input is the source and
+    a Linear projection of it the target."""
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(128, 128)
+        self.tf = nn.Transformer(128, 4, 2, 2, 512, dropout=0.1, activation="gelu",
+                                 batch_first=True)
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.head(self.tf(x, self.proj(x)).mean(1))
+
+
 MODELS = {
     "ho_vit_b_32": (lambda: torchvision.models.vit_b_32(weights=None), [("input", (3, 224, 224), F32)]),
     "ho_mnasnet1_0": (lambda: torchvision.models.mnasnet1_0(weights=None), [("input", (3, 224, 224), F32)]),
@@ -89,6 +113,10 @@ MODELS = {
     "ho4_shufflenet_v2_x0_5": (lambda: torchvision.models.shufflenet_v2_x0_5(weights=None), [("input", (3, 224, 224), F32)]),
     "ho4_regnet_y_800mf": (lambda: torchvision.models.regnet_y_800mf(weights=None), [("input", (3, 224, 224), F32)]),
     "ho4_tdec": (TDec, [("input", (96, 192), F32)]),
+    "ho5_mnasnet0_5": (lambda: torchvision.models.mnasnet0_5(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho5_regnet_x_800mf": (lambda: torchvision.models.regnet_x_800mf(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho5_tfull": (TFull, [("input", (32, 128), F32)]),
+    "ho5_shufflenet_v2_x1_5": (lambda: torchvision.models.shufflenet_v2_x1_5(weights=None), [("input", (3, 224, 224), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -106,6 +134,10 @@ EXPORTS = {
     "ho4_shufflenet_v2_x0_5": (14, True, True),
     "ho4_regnet_y_800mf": (13, True, False),
     "ho4_tdec": (17, True, True),
+    "ho5_mnasnet0_5": (13, True, True),
+    "ho5_regnet_x_800mf": (14, False, False),
+    "ho5_tfull": (17, True, True),
+    "ho5_shufflenet_v2_x1_5": (11, True, False),
 }
 
 
