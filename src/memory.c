@@ -283,7 +283,8 @@ typedef struct Sim {
     MeTlSink sinks[3]; /* who hears the events (timeline.h) */
     int nsinks;
     unsigned heard;   /* kinds some sink hears: the others are not even made */
-    bool workspace;   /* cuBLAS workspace made */
+    bool workspace;   /* cuBLAS workspace made (the forward's thread) */
+    bool bwd_workspace; /* ... and the autograd engine's device thread's */
     bool failed;
     /* Bytes alive now, kept below ME_SIM_MAX_BYTES: every sum a sink makes
      * (totals, per category, a note's extra on top) then fits in int64.
@@ -1029,6 +1030,56 @@ static void keep_output(Sim *m, int v, int id, int oi)
     }
 }
 
+static bool gemm_class(MeCostClass cls)
+{
+    return cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN;
+}
+
+/* cuBLAS keeps one workspace per (handle, stream), taken from the caching
+ * allocator at the handle's first GEMM and held until the process ends
+ * (CublasHandlePool.cpp, cublas_handle_stream_to_workspace). Handles are
+ * per thread: the forward's thread has one, and the autograd engine's
+ * device thread, which runs a CUDA backward, has its own. */
+static int cublas_workspace(Sim *m)
+{
+    int ws = st_new(m, (int64_t)(m->s->cublas_workspace ? m->s->cublas_workspace : 8519680), MEMEST_MEM_WORKSPACE);
+    if (ws >= 0) m->st[ws].persistent = true;
+    return ws;
+}
+
+static bool opaque(const MeGraph *g, const MeNode *n);
+
+/* Which handles a step's GEMMs run on, known before it runs, so that a
+ * later step starts with their workspaces made: the forward's if a
+ * GEMM-class op runs, the backward's if one passes a gradient
+ * (requires_grad as forward_node sets it, from the leaves in m->rg). */
+static int gemm_handles(const Sim *m, bool *fwd, bool *bwd)
+{
+    const MeGraph *g = m->g;
+    *fwd = *bwd = false;
+    bool *rg = me_malloc(sizeof(bool) * (size_t)(g->nv + 1));
+    if (!rg) return ME_ENOMEM;
+    memcpy(rg, m->rg, sizeof(bool) * (size_t)g->nv);
+    for (int oi = 0; oi < g->nn; oi++) {
+        const MeNode *n = &g->n[g->order[oi]];
+        bool run = !opaque(g, n) && !me_node_skipped(g, n) && n->desc, any = false, out = false;
+        for (int i = 0; run && i < n->n_in; i++) any |= n->in[i] >= 0 && rg[n->in[i]];
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out[k];
+            if (v < 0) continue;
+            bool hook = g->v[v].requires_grad && m->s->checkpoint == MEMEST_CHECKPOINT_LAYERS;
+            rg[v] = run && m->grad && (any || hook) && me_dtype_is_float(g->v[v].dtype);
+            out |= rg[v];
+        }
+        if (run && gemm_class(n->desc->cls)) {
+            *fwd = true;
+            *bwd |= out;
+        }
+    }
+    me_free(rg);
+    return 0;
+}
+
 static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
 {
     MeGraph *g = m->g;
@@ -1076,13 +1127,8 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         }
         keep_output(m, v, id, oi);
     }
-    MeCostClass cls = n->desc->cls;
-    if (m->cuda && !m->workspace && (cls == ME_C_LINEAR || cls == ME_C_MATMUL || cls == ME_C_ATTENTION || cls == ME_C_RNN)) {
-        /* cuBLAS takes its workspace from the caching allocator at the first
-         * GEMM and keeps it */
-        int ws = st_new(m, (int64_t)(m->s->cublas_workspace ? m->s->cublas_workspace : 8519680), MEMEST_MEM_WORKSPACE);
-        if (ws < 0) return;
-        m->st[ws].persistent = true;
+    if (m->cuda && !m->workspace && gemm_class(n->desc->cls)) {
+        if (cublas_workspace(m) < 0) return;
         m->workspace = true;
     }
     /* at::matmul folds batched operands to 3-d with reshape(): a copy when
@@ -1536,6 +1582,10 @@ static void backward(Sim *m, int *param_grad_st)
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
         if (has_grad && requires_grad_any_out(m, n)) {
+            if (m->cuda && !m->bwd_workspace && gemm_class(n->desc->cls)) {
+                if (cublas_workspace(m) < 0) return;
+                m->bwd_workspace = true;
+            }
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
             int64_t tmp_node = sat_add(gathered(m, n), quant_temp_backward(m, n));
             for (int i = 0; i < n->n_in; i++) {
@@ -2071,6 +2121,23 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
      * re-binds `outputs` only when the call returns: the next forward runs
      * beside step 1's graph, which goes right after it. Step 1 ended with
      * exactly that graph alive (end - baseline). */
+    /* A later step starts with the cuBLAS workspaces step 1 made: they are
+     * held until the process ends (cublas_workspace). */
+    int64_t fwd_ws = 0;
+    if (m.cuda && s->step >= 2) {
+        bool fwd, bwd;
+        if ((rc = gemm_handles(&m, &fwd, &bwd)) < 0) goto end;
+        if (fwd) {
+            int ws = cublas_workspace(&m);
+            if (ws < 0) { rc = ME_ENOMEM; goto end; }
+            fwd_ws = m.st[ws].bytes;
+            m.workspace = true;
+        }
+        if (bwd && train) {
+            if (cublas_workspace(&m) < 0) { rc = ME_ENOMEM; goto end; }
+            m.bwd_workspace = true;
+        }
+    }
     int prev_graph = -1;
     if (s->mode == MEMEST_RUN_INFER_GRAD && s->step >= 2) {
         MemestMemory m1;
@@ -2081,7 +2148,9 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             s1.record_series = false;
             if ((rc = run_step_events(model, &s1, &m1, err, errlen, NULL, 0, NULL, NULL, holds)) < 0) goto end;
         }
-        if ((prev_graph = st_new(&m, (int64_t)(m1.end - m1.baseline), MEMEST_MEM_SAVED)) < 0) { rc = ME_ENOMEM; goto end; }
+        /* step 1's end holds the forward's cuBLAS workspace too, made above */
+        int64_t graph = (int64_t)(m1.end - m1.baseline) - fwd_ws;
+        if ((prev_graph = st_new(&m, graph > 0 ? graph : 0, MEMEST_MEM_SAVED)) < 0) { rc = ME_ENOMEM; goto end; }
         m.st[prev_graph].persistent = true;
     }
     out->baseline = (uint64_t)stats.total;
@@ -2363,8 +2432,15 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
     r->skipped[0] = 0;
     assumptions(&model->g, r->assumed, sizeof(r->assumed));
     /* training: step 2 has the optimizer's state; --grad: step 2 is the
-     * loop's steady state (run_step_events) */
-    int steps = (s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE) || s->mode == MEMEST_RUN_INFER_GRAD ? 2 : 1;
+     * loop's steady state (run_step_events); inference on CUDA: a later
+     * call finds cuBLAS's workspace already made (cublas_workspace) */
+    bool ws_later = false;
+    for (int i = 0; s->runtime == MEMEST_RUNTIME_CUDA && i < model->g.nn && !ws_later; i++) {
+        const MeNode *n = &model->g.n[i];
+        ws_later = n->desc && !opaque(&model->g, n) && !me_node_skipped(&model->g, n) && gemm_class(n->desc->cls);
+    }
+    int steps = (s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE) || s->mode == MEMEST_RUN_INFER_GRAD ||
+                (s->mode == MEMEST_RUN_INFER && ws_later) ? 2 : 1;
     StepJob job[2];
     for (int k = 0; k < steps; k++) {
         job[k] = (StepJob){ .model = model, .s = *s, .r = r, .rc = 0 };

@@ -210,7 +210,9 @@ def case_offload():
     if s:
         cpu, _ = ds_zero3(PARAMS, 0, num_gpus_per_node=4)
         check((s["host"] - LARGEST - STEP) * 4 == cpu / 1.5, f"zero3 params: host {s['host']}, estimator cpu {cpu}")
-        check(s["baseline"] < LARGEST + 2 * PARAMS // 4, f"zero3 params: baseline {s['baseline']} keeps parameters on the GPU")
+        # less step 1's cuBLAS workspaces, held to the end
+        base = s["baseline"] - s["at_peak"]["workspace"]
+        check(base < LARGEST + 2 * PARAMS // 4, f"zero3 params: baseline {base} keeps parameters on the GPU")
     s = offload("--gpus", "4", "--shard", "zero3", "--offload", "optimizer")
     if s:
         cpu, gpu = ds_zero3(PARAMS, 0, num_gpus_per_node=4, cpu_offload_params=False)

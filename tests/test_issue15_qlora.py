@@ -93,10 +93,12 @@ def wide():
 def case_dequant():
     cfg = wide()
     tile = WIDE["intermediate_size"] * WIDE["hidden_size"] * 2
-    # forward: q,v adapters only; the peak is the last MLP matmul's tile
+    # forward: q,v adapters only; the peak is the last MLP matmul's tile. In
+    # the steady step: step 1's backward makes its cuBLAS handle's workspace
+    # (memory.c), which on this small model outweighs the forward's lead
     o, _ = memest_json(cfg, "--train", "--weights", "nf4-dq", "--lora", "r=8,targets=q_proj,v_proj", "--seq", "8")
     if o:
-        s = o["memory"]["steps"][0]
+        s = o["memory"]["steps"][-1]
         check(s["peak_phase"] == "forward" and s["peak_at"] == "model.layers.0.mlp.down_proj",
               f"forward peak at {s['peak_at']} ({s['peak_phase']})")
         check(s["at_peak"]["temporary"] == tile, f"forward tile {s['at_peak']['temporary']:,}, want {tile:,}")

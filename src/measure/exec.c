@@ -903,14 +903,16 @@ static int step(Exec *x, int k, bool with_base, MeStepMeasure *rec)
     return rc;
 }
 
-/* the carried buffers of plan 0 (weights, inputs, optimizer state) are
- * plan 1's baseline */
+/* the carried buffers of plan 0 (weights, inputs, optimizer state, cuBLAS
+ * workspaces) are plan 1's baseline */
 static void carry(Exec *x)
 {
     const MePlan *a = x->plans[0], *b = x->plans[x->n_plans - 1];
     for (int i = 0; i < b->n_buf; i++) {
         if (!b->buf[i].carried) continue;
         int v = b->buf[i].value, src = v >= 0 ? a->vbuf[v] : i == b->opt_state ? a->opt_state : -1;
+        for (int j = 0; j < b->n_ws && j < a->n_ws; j++)
+            if (i == b->ws[j]) src = a->ws[j];
         if (src >= 0) x->blk[x->n_plans - 1][i] = x->blk[0][src];
     }
 }

@@ -77,8 +77,12 @@ static int record_alloc(MePlan *p, const MeTlEvent *e)
     if (e->storage != p->n_buf || me_grow(&p->buf, &p->cap_buf, p->n_buf + 1, sizeof(MePlanBuf)) < 0) return ME_ENOMEM;
     MemestMemCategory cat = (MemestMemCategory)e->cat;
     p->buf[p->n_buf++] = (MePlanBuf){ .bytes = (uint64_t)e->bytes, .cat = e->cat, .alive = true, .value = e->value,
-                                      .carried = cat == MEMEST_MEM_WEIGHTS || cat == MEMEST_MEM_INPUTS || cat == MEMEST_MEM_OPTIMIZER };
-    if (cat == MEMEST_MEM_WORKSPACE) p->workspace = e->storage;
+                                      .carried = cat == MEMEST_MEM_WEIGHTS || cat == MEMEST_MEM_INPUTS || cat == MEMEST_MEM_OPTIMIZER ||
+                                                 cat == MEMEST_MEM_WORKSPACE };
+    /* cuBLAS keeps a handle's workspace to the end (memory.c,
+     * cublas_workspace): carried into the next step like the state */
+    if (cat == MEMEST_MEM_WORKSPACE && p->n_ws < 2) p->ws[p->n_ws++] = e->storage;
+    if (cat == MEMEST_MEM_WORKSPACE && p->workspace < 0) p->workspace = e->storage;
     if (cat == MEMEST_MEM_OPTIMIZER) p->opt_state = e->storage;
     if (cat == MEMEST_MEM_GRADIENTS && e->value >= 0) p->pgrad[e->value] = e->storage;
     /* kept for backward beyond tensors: made by the node, for no value */
@@ -235,7 +239,7 @@ int me_plan_build(MePlan *p, MemestModel *model, const MePlanSettings *s, char *
     if (p->n_base < 0) p->n_base = p->n_ev;
     p->n_sim = p->n_ev;
     /* back to the baseline for the next step: what the simulation leaves
-     * alive (outputs, the workspace) goes, carried state stays */
+     * alive (outputs) goes, carried state (and the workspaces) stays */
     for (int i = 0; i < p->n_buf && rc >= 0; i++)
         if (p->buf[i].alive && !p->buf[i].carried) {
             MeTlEvent e = me_tl_event(ME_TL_FREE);

@@ -359,6 +359,8 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
         if (s->mode == MEMEST_RUN_TRAIN && m->memory.n_mem > 1) fprintf(f, "  step %d%s: ", k + 1, k ? " (steady state)" : " (creates optimizer state)");
         else if (s->mode == MEMEST_RUN_INFER_GRAD && m->memory.n_mem > 1) /* memory.c: the loop without no_grad */
             fprintf(f, "  call %d%s: ", k + 1, k ? " (steady state: the last call's output and autograd graph still alive)" : "");
+        else if (s->mode == MEMEST_RUN_INFER && m->memory.n_mem > 1) /* memory.c: CUDA's later calls */
+            fprintf(f, "  call %d%s: ", k + 1, k ? " (steady state: cuBLAS's workspace made by call 1)" : "");
         else fprintf(f, "  ");
         fprintf(f, "peak %.2f MiB at %s (%s); before %.2f MiB, after %.2f MiB\n", mib(r->peak_allocated),
                 me_escape(r->peak_name, name, sizeof(name)), me_phase_name(r->peak_phase), mib(r->baseline), mib(r->end));

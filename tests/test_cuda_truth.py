@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""memest --runtime cuda against PyTorch on a real GPU: golden/truth/cuda/,
+made by tests/measure/pytorch_cuda.py (torch 2.11, CUDA 13, cuDNN 9.19 on
+an H200; the "how" field of each file says how).
+
+Checked (each fails on a memest that breaks the rule):
+  seed    the seed's inference loop (resnet101 in eval(), batch 4,
+          3x512x512, no no_grad, fp32 and autocast fp16): call 1 and the
+          steady call's max_memory_allocated within 2 %.
+  handles what outlives a step: cuBLAS keeps one workspace per handle to
+          the end (CublasHandlePool.cpp), the forward's thread's and the
+          autograd engine's device thread's. For every model, batch and
+          autocast setting, SGD (which leaves no state, sets .grad to None
+          and keeps no output): what the steady step starts with beyond
+          step 1's start (memest: the steps' "before"; PyTorch:
+          memory_allocated after a step less before the first) within 1.5
+          MiB. The 1.5 MiB is torch 2.11's cuBLASLt workspace, 1 MiB, made
+          where a Linear with a bias runs (addmm through cublasLt), not
+          modelled.
+  table   prints every cell (model, batch, mode, step): predicted vs
+          measured max_memory_allocated and reserved, and the count within
+          2 %, 5 % and 10 %; checks nothing.
+
+The truth is torch 2.11's; memest models torch 1.13's ops. Where 2.x
+changed what an op allocates (nn.MultiheadAttention's scaled_dot_product
+attention, _multi_tensor_adam's in-place denominators) or where cuDNN
+picks a workspace (benchmark=False, its heuristics), the table shows it;
+doc/memory.md ("On a GPU") says which cells and why.
+
+usage: test_cuda_truth.py MEMEST SOURCE_ROOT seed|handles|table
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+MEMEST, ROOT, CASE = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
+MIB = 1 << 20
+failures = []
+# the truth script's loss -> memest's --loss (out.float().pow(2).mean(): mean,
+# less PowBackward's transient, as tests/test_memory.py)
+LOSS = {"cross_entropy": "cross-entropy", "cross_entropy (tokens)": "cross-entropy", "out.float().pow(2).mean()": "mean"}
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def truths():
+    for f in sorted(glob.glob(os.path.join(ROOT, "golden", "truth", "cuda", "nvidia_h200_*.json"))):
+        yield json.load(open(f))
+
+
+def label(d):
+    return d["model"] + ("+" + d["amp"] if d.get("amp") else "") + ("@" + "x".join(map(str, d["input"])) if d.get("input") else "")
+
+
+def memest(d, batch, mode, r):
+    cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "zoo", d["model"] + ".onnx"), "--batch", batch,
+           "--runtime", "cuda", "--gpu", "h200", "--format", "json"]
+    if d.get("amp"):
+        cmd += ["--amp", d["amp"]]
+    if d.get("input"):
+        cmd += ["--input", "x".join(map(str, d["input"]))]
+    if mode == "infer_grad":
+        cmd += ["--grad"]
+    if mode.startswith("train"):
+        cmd += ["--train", "--optimizer", mode.split("_")[1], "--loss", LOSS[r["loss"]]]
+        # what torch.optim's foreach=None resolved to on the GPU's tensors
+        if ((r.get("optimizer_defaults") or {}).get("resolved") or {}).get("foreach"):
+            cmd += ["--optimizer-impl", "foreach"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    check(p.returncode == 0, f"{' '.join(cmd[1:])}: exit {p.returncode}: {p.stderr[-300:]}")
+    return json.loads(p.stdout)["memory"]["steps"] if p.returncode == 0 else None
+
+
+def cells(models=None):
+    for d in truths():
+        if models and label(d) not in models:
+            continue
+        for b, runs in sorted(d["batches"].items(), key=lambda x: int(x[0])):
+            for mode, r in runs.items():
+                if "error" in r:
+                    continue  # PyTorch refused it (deeplabv3's BatchNorm on 1x1 at batch 1)
+                yield d, b, mode, r
+
+
+def pct(pred, meas):
+    return 100.0 * (pred - meas) / meas
+
+
+def case_seed():
+    want = {"resnet101@3x512x512", "resnet101+fp16@3x512x512"}
+    seen = set()
+    for d, b, mode, r in cells(want):
+        if mode != "infer_grad":
+            continue
+        seen.add(label(d))
+        steps = memest(d, b, mode, r)
+        if not steps:
+            continue
+        for key, s in (("step1", steps[0]), ("steady", steps[-1])):
+            e = pct(s["peak"], r[key]["max_memory_allocated"])
+            print(f"{label(d)} b{b} {key}: memest {s['peak'] / MIB:.1f} MiB, PyTorch {r[key]['max_memory_allocated'] / MIB:.1f} MiB ({e:+.2f} %)")
+            check(abs(e) <= 2.0, f"{label(d)} b{b} {key}: {e:+.2f} % (2 % allowed)")
+    check(seen == want, f"truth for the seed's loop: {sorted(seen)}")
+
+
+def case_handles():
+    n = 0
+    for d, b, mode, r in cells():
+        if mode != "train_sgd":
+            continue  # SGD leaves nothing else: no state, .grad set to None, no output kept
+        steps = memest(d, b, mode, r)
+        if not steps:
+            continue
+        grown = steps[-1]["baseline"] - steps[0]["baseline"]
+        meas = r["steady"]["memory_allocated_after"] - r["baseline_allocated"]
+        n += 1
+        check(abs(grown - meas) <= 1.5 * MIB,
+              f"{label(d)} b{b} {mode}: the steady step starts {grown / MIB:.2f} MiB above step 1, PyTorch {meas / MIB:.2f} MiB")
+    print(f"{n} cells")
+    check(n >= 50, f"only {n} cells with truth")
+
+
+def case_table():
+    rows, errs = [], []
+    for d, b, mode, r in cells():
+        steps = memest(d, b, mode, r)
+        if not steps:
+            continue
+        for key, s in (("step1", steps[0]), ("steady", steps[-1])):
+            e = pct(s["peak"], r[key]["max_memory_allocated"])
+            er = pct(s["peak_reserved"], r[key]["max_memory_reserved"])
+            errs.append(abs(e))
+            rows.append(f"{label(d):26} b{b:<2} {mode:13} {key:7} {s['peak'] / MIB:9.1f} {r[key]['max_memory_allocated'] / MIB:9.1f} "
+                        f"{e:+7.2f} % {er:+7.2f} %")
+    print(f"{'model':26} {'b':3} {'mode':13} {'step':7} {'memest':>9} {'PyTorch':>9} {'alloc':>9} {'reserved':>9}")
+    print("\n".join(rows))
+    for lim in (0.5, 2, 5, 10):
+        print(f"within {lim} %: {sum(e <= lim for e in errs)} of {len(errs)}")
+
+
+{"seed": case_seed, "handles": case_handles, "table": case_table}[CASE]()
+print(f"cuda truth {CASE}: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
