@@ -1147,8 +1147,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     }
     /* at::linear (Linear.cpp, v1.13) views a contiguous input as 2-d
      * (_flatten_3d_linear) and otherwise runs matmul, whose reshape()
-     * copies an input that strides do not let it view; mm saves the copy */
-    if ((n->desc->flags & ME_OPF_FOLD_INPUT) && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && g->v[n->in[0]].shape.rank >= 3) {
+     * copies an input that strides do not let it view; mm saves the copy.
+     * at::matmul itself does the same with a batched left operand and a
+     * matrix on the right (a MatMul whose weight the export computes, as
+     * nn.MultiheadAttention's split in_proj for cross-attention) */
+    bool fold_in = (n->desc->flags & ME_OPF_FOLD_INPUT) ||
+                   ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && n->in[1] >= 0 && g->v[n->in[1]].shape.rank <= 2);
+    if (fold_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && g->v[n->in[0]].shape.rank >= 3) {
         const MeShape *xs = &g->v[n->in[0]].shape;
         MeShape f = { .rank = 2, .d = { 1, xs->d[xs->rank - 1] } };
         for (int k = 0; k < xs->rank - 1; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
