@@ -1371,6 +1371,11 @@ static void fused_node(Sim *m, int ni, int oi)
     m->node = ni;
     if (!f->started) {
         f->started = true;
+        /* the native layer's projections are cuBLAS GEMMs */
+        if (m->cuda && !m->workspace) {
+            if (cublas_workspace(m) < 0) return;
+            m->workspace = true;
+        }
         note(m, f->transient);
     }
     plain_outputs(m, ni, oi, f->out);
@@ -2119,13 +2124,6 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         if (id < 0) { rc = ME_ENOMEM; goto end; }
         m.st[id].persistent = true;
     }
-    /* --grad, step 2: the seed's loop, `outputs = model(inputs)` again
-     * without no_grad. The previous output holds its grad_fn and through
-     * it every tensor the forward saved (torch/csrc/autograd: a Node owns
-     * its SavedVariables, an output's grad_fn owns the Node), and Python
-     * re-binds `outputs` only when the call returns: the next forward runs
-     * beside step 1's graph, which goes right after it. Step 1 ended with
-     * exactly that graph alive (end - baseline). */
     /* A later step starts with the cuBLAS workspaces step 1 made: they are
      * held until the process ends (cublas_workspace). */
     int64_t fwd_ws = 0;
@@ -2143,6 +2141,13 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             m.bwd_workspace = true;
         }
     }
+    /* --grad, step 2: the seed's loop, `outputs = model(inputs)` again
+     * without no_grad. The previous output holds its grad_fn and through
+     * it every tensor the forward saved (torch/csrc/autograd: a Node owns
+     * its SavedVariables, an output's grad_fn owns the Node), and Python
+     * re-binds `outputs` only when the call returns: the next forward runs
+     * beside step 1's graph, which goes right after it. Step 1 ended with
+     * exactly that graph alive (end - baseline). */
     int prev_graph = -1;
     if (s->mode == MEMEST_RUN_INFER_GRAD && s->step >= 2) {
         MemestMemory m1;
