@@ -2434,6 +2434,41 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
              nodes > unknown ? "; the rest below one, shapes unknown" : "", warn);
 }
 
+/* torch.optim's foreach=None is the single-tensor path in torch 1.13, which
+ * memest models by default, and the foreach path on CUDA from torch 2.0
+ * (optimizer.py, _default_to_fused_or_foreach). 2.x's _multi_tensor_adam
+ * divides and adds into exp_avg_sq_sqrt in place: one list as large as the
+ * parameters alive in the update, where 1.13's foreach kept two (denom
+ * too). Said, with that list's bytes, wherever the update has such a list. */
+static void impl_note(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r)
+{
+    r->impl_note[0] = 0;
+    const MeOptimizer *od = me_optimizer(s->optimizer);
+    if (s->runtime != MEMEST_RUNTIME_CUDA || s->mode != MEMEST_RUN_TRAIN || s->optimizer_impl != MEMEST_OPT_IMPL_SINGLE || !od ||
+        od->foreach_lists <= 0 || !r->n_mem)
+        return;
+    const MeGraph *g = &model->g;
+    bool *frozen = me_calloc((size_t)g->nv + 1, sizeof(bool)); /* as run_step_events: what a frozen layer reads */
+    if (!frozen) return; /* no note rather than a wrong one */
+    for (int k = 0; k < g->nn; k++)
+        if (g->n[k].flags & ME_N_FROZEN)
+            for (int j = 0; j < g->n[k].n_in; j++)
+                if (g->n[k].in[j] >= 0) frozen[g->n[k].in[j]] = true;
+    int64_t bytes = 0;
+    for (int i = 0; i < g->nv; i++) {
+        const MeValue *v = &g->v[i];
+        if (v->kind == ME_V_INIT && v->role == ME_R_PARAM && v->n_uses && !frozen[i])
+            bytes = sat_add(bytes, sat_mul(numel0(&v->shape), me_dtype_size(v->dtype)));
+    }
+    me_free(frozen);
+    snprintf(r->impl_note, sizeof(r->impl_note),
+             "%s's update is modelled as torch 1.13 runs it by default, one parameter at a time (--optimizer-impl single); "
+             "torch >= 2.0 runs the foreach path on CUDA when foreach is left None, whose update holds a list as large as "
+             "the parameters, %.2f MiB, at once: up to that much above this figure where the update sets the peak "
+             "(--optimizer-impl foreach models 1.13's, two such lists)",
+             od->name, (double)bytes / 1048576.0);
+}
+
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)
 {
     me_memory_result_free(r);
@@ -2509,6 +2544,7 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
                  "the calls it is an argument of; had every one been named, the peak%s would be %.2f MiB (+%.1f %%)",
                  r->n_mem > 1 ? (worst ? " of call 2" : " of call 1") : "", (double)r->mem[worst].peak_frames / 1048576.0,
                  100.0 * up);
+    impl_note(model, s, r);
     return 0;
 }
 

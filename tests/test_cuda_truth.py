@@ -17,6 +17,12 @@ Checked (each fails on a memest that breaks the rule):
           MiB. The 1.5 MiB is torch 2.11's cuBLASLt workspace, 1 MiB, made
           where a Linear with a bias runs (addmm through cublasLt), not
           modelled.
+  impl    torch >= 2.0 runs Adam's foreach path on CUDA by default, which
+          memest (torch 1.13's single-tensor default) says in the
+          optimizer_impl note with the bytes of its one parameter-sized
+          list: wherever memest's Adam step peaks in the update, its figure
+          plus that list is not below PyTorch 2.11's (0.5 % slack); the note
+          is absent on the CPU, for SGD and with --optimizer-impl foreach.
   table   prints every cell (model, batch, mode, step): predicted vs
           measured max_memory_allocated and reserved, and the count within
           2 %, 5 % and 10 %; checks nothing.
@@ -27,11 +33,12 @@ attention, _multi_tensor_adam's in-place denominators) or where cuDNN
 picks a workspace (benchmark=False, its heuristics), the table shows it;
 doc/memory.md ("On a GPU") says which cells and why.
 
-usage: test_cuda_truth.py MEMEST SOURCE_ROOT seed|handles|table
+usage: test_cuda_truth.py MEMEST SOURCE_ROOT seed|handles|impl|table
 """
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -126,6 +133,42 @@ def case_handles():
     check(n >= 50, f"only {n} cells with truth")
 
 
+def impl_bytes(notes):
+    text = [n["text"] for n in notes if n["code"] == "optimizer_impl"]
+    m = re.search(r"as the parameters, ([0-9.]+) MiB", text[0]) if text else None
+    return float(m.group(1)) * MIB if m else None
+
+
+def case_impl():
+    n = 0
+    for d, b, mode, r in cells():
+        if mode != "train_adam" or d.get("input"):
+            continue
+        cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "zoo", d["model"] + ".onnx"), "--batch", b, "--gpu", "h200",
+               "--train", "--optimizer", "adam", "--loss", LOSS[r["loss"]], "--format", "json"] + (["--amp", d["amp"]] if d.get("amp") else [])
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        check(p.returncode == 0, f"{' '.join(cmd[1:])}: exit {p.returncode}")
+        if p.returncode:
+            continue
+        j = json.loads(p.stdout)
+        extra = impl_bytes(j.get("notes", []))
+        check(extra is not None, f"{label(d)} b{b}: no optimizer_impl note with its bytes")
+        for key, s in (("step1", j["memory"]["steps"][0]), ("steady", j["memory"]["steps"][-1])):
+            if s["peak_phase"] != "optimizer" or extra is None:
+                continue
+            n += 1
+            t = r[key]["max_memory_allocated"]
+            check(s["peak"] + extra >= 0.995 * t, f"{label(d)} b{b} {key}: {s['peak'] / MIB:.1f} + {extra / MIB:.1f} MiB "
+                  f"below PyTorch's {t / MIB:.1f} MiB")
+    print(f"{n} cells peak in the update")
+    check(n >= 20, f"only {n} cells where the update sets the peak")
+    f = os.path.join(ROOT, "models", "onnx", "zoo", "resnet18.onnx")
+    for extra, why in ((["--optimizer", "adam", "--runtime", "cpu"], "on the CPU"), (["--optimizer", "sgd"], "for SGD"),
+                       (["--optimizer", "adam", "--optimizer-impl", "foreach"], "with --optimizer-impl foreach")):
+        p = subprocess.run([MEMEST, f, "--train", "--format", "json", *extra], capture_output=True, text=True)
+        check(p.returncode == 0 and impl_bytes(json.loads(p.stdout).get("notes", [])) is None, f"optimizer_impl note {why}")
+
+
 def case_table():
     rows, errs = [], []
     for d, b, mode, r in cells():
@@ -144,6 +187,6 @@ def case_table():
         print(f"within {lim} %: {sum(e <= lim for e in errs)} of {len(errs)}")
 
 
-{"seed": case_seed, "handles": case_handles, "table": case_table}[CASE]()
+{"seed": case_seed, "handles": case_handles, "impl": case_impl, "table": case_table}[CASE]()
 print(f"cuda truth {CASE}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -212,9 +212,13 @@ const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
         if (code) *code = n->code;
         return n->text;
     }
-    if (a->has_memory && a->memory.names_note[0] && !i) { /* the memory run's own note, after the graph's */
+    if (a->has_memory && a->memory.names_note[0] && !i--) { /* the memory run's own notes, after the graph's */
         if (code) *code = "python_names";
         return a->memory.names_note;
+    }
+    if (a->has_memory && a->memory.impl_note[0] && !i) {
+        if (code) *code = "optimizer_impl";
+        return a->memory.impl_note;
     }
     return NULL;
 }
