@@ -2444,8 +2444,10 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
 {
     r->impl_note[0] = 0;
     const MeOptimizer *od = me_optimizer(s->optimizer);
+    /* ZeRO's ranks update their partition with DeepSpeed's own optimizer */
+    bool zero = (s->gpus > 1 && s->shard >= MEMEST_SHARD_ZERO1) || s->offload;
     if (s->runtime != MEMEST_RUNTIME_CUDA || s->mode != MEMEST_RUN_TRAIN || s->optimizer_impl != MEMEST_OPT_IMPL_SINGLE || !od ||
-        od->foreach_lists <= 0 || !r->n_mem)
+        od->foreach_lists <= 0 || !r->n_mem || zero)
         return;
     const MeGraph *g = &model->g;
     bool *frozen = me_calloc((size_t)g->nv + 1, sizeof(bool)); /* as run_step_events: what a frozen layer reads */
