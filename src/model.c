@@ -716,7 +716,7 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
             t.params = me_sadd(t.params, (uint64_t)n);
             t.param_bytes = me_sadd(t.param_bytes, (v->sparse || v->stored_bytes ? me_value_bytes(v) : me_dtype_bytes(v->dtype, n)));
         } else if (v->role == ME_R_BUFFER) {
-            t.buffers = me_sadd(t.buffers, (uint64_t)n);
+            t.buffers = me_sadd(t.buffers, me_smul((uint64_t)n, v->copies ? v->copies : 1)); /* pooled: each module's */
         }
     }
     if (s && s->strict && t.unknown_nodes) {

@@ -224,6 +224,24 @@ static void assign_roles(MeGraph *g)
     }
 }
 
+/* How many modules hold the table buffer v: the scopes of the Slices that
+ * read it. Each module registers its own buffer (GPT-2's per-layer causal
+ * mask, `self.bias[:, :, :T, :T]`), and the exporter's constant pooling
+ * (torch.onnx runs the JIT's ConstantPooling) merges equal Constants into
+ * one, so one Constant read from four attention scopes was four buffers. */
+static uint16_t table_copies(const MeGraph *g, int v)
+{
+    int seen[64], n_seen = 0;
+    for (int i = 0; i < g->nn && n_seen < 64; i++) {
+        const MeNode *n = &g->n[i];
+        if (strcmp(n->op, "Slice") || *n->domain || n->n_in < 1 || n->in[0] != v || n->scope < 0) continue;
+        bool dup = false;
+        for (int j = 0; j < n_seen && !dup; j++) dup = seen[j] == n->scope;
+        if (!dup) seen[n_seen++] = n->scope;
+    }
+    return n_seen > 1 ? (uint16_t)n_seen : 0;
+}
+
 /* A float tensor in a Constant node that a contraction (MatMul, Gemm,
  * Conv) reads as an operand, or any op in a weight slot, is a weight
  * PyTorch holds as a parameter, like an initializer there: it becomes a
@@ -261,6 +279,7 @@ static void weights_in_constants(MeGraph *g)
                 !(me_dtype_is_float(t->dtype) || (table && t->dtype == ME_DT_BOOL))) continue;
             v->kind = ME_V_INIT;
             v->role = table ? ME_R_BUFFER : ME_R_PARAM;
+            if (table) v->copies = table_copies(g, n->in[k]);
             v->dtype = t->dtype;
             v->shape = t->shape;
             v->known = true;

@@ -116,6 +116,17 @@ def main():
     if not n_modes:
         fails += 1
         print(f"{MODEL}: the truth file has no measured mode: FAIL")
+    # what the model holds before a step: PyTorch's parameters and buffers
+    # (within 0.5 %: BatchNorm's int64 num_batches_tracked and Swin's int64
+    # index tables are not in the file's data)
+    if "params_bytes" in truth and "buffers_bytes" in truth and f.endswith(".onnx"):
+        args = [MEMEST, os.path.join(ROOT, f), *spec, "--runtime", "cpu", "--format", "json"]
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        w = json.loads(p.stdout)["memory"]["steps"][0]["at_peak"]["weights"] if p.returncode == 0 else -1
+        want = truth["params_bytes"] + truth["buffers_bytes"]
+        ok = abs(w - want) <= 0.005 * want
+        fails += not ok
+        print(f"{MODEL}: weights and buffers {w} B, PyTorch's parameters and buffers {want} B: {'ok' if ok else 'FAIL'}")
     for r in rows:
         print("%-14s b%-3s %-26s measured %9.2f MiB  predicted %9.2f MiB  %+6.2f%%  %s" %
               (r[0], r[1], r[2], r[3] / 2**20, r[4] / 2**20, 100 * r[5], "ok" if r[6] else "FAIL"))
