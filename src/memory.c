@@ -2477,6 +2477,35 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
              od->name, (double)bytes / 1048576.0);
 }
 
+/* cuDNN's workspaces on CUDA: with cudnn.benchmark False (PyTorch's
+ * default) cuDNN's heuristics pick each convolution's algorithm and PyTorch
+ * takes the workspace it asks for from the caching allocator for that call
+ * (Conv_v8.cpp); a cuDNN RNN also keeps a reserve for backward. Their sizes
+ * are cuDNN's own, so they are said, not guessed. */
+static void lib_note(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r)
+{
+    r->lib_note[0] = 0;
+    if (s->runtime != MEMEST_RUNTIME_CUDA || !r->n_mem) return;
+    const MeGraph *g = &model->g;
+    int conv = 0, rnn = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        if (!n->desc || opaque(g, n) || me_node_skipped(g, n)) continue;
+        conv += n->desc->cls == ME_C_CONV || n->desc->cls == ME_C_CONVT;
+        rnn += n->desc->cls == ME_C_RNN;
+    }
+    if (!conv && !rnn) return;
+    char what[96] = "";
+    if (conv) snprintf(what, sizeof(what), "%d convolution(s)%s", conv, rnn ? ", " : "");
+    if (rnn) snprintf(what + strlen(what), sizeof(what) - strlen(what), "%d recurrent layer(s)", rnn);
+    snprintf(r->lib_note, sizeof(r->lib_note),
+             "cuDNN's workspaces are not in these figures (%s): with torch.backends.cudnn.benchmark False, PyTorch's default, "
+             "cuDNN's heuristics choose each algorithm and PyTorch takes the workspace it asks for from the caching allocator "
+             "for the call (a recurrent layer also keeps a reserve for backward), sizes only cuDNN knows; memest-measure "
+             "reports the largest on a GPU (an H200 with cuDNN 9: 46 to 784 MiB at batch 32)",
+             what);
+}
+
 int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen)
 {
     me_memory_result_free(r);
@@ -2553,6 +2582,7 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
                  r->n_mem > 1 ? (worst ? " of call 2" : " of call 1") : "", (double)r->mem[worst].peak_frames / 1048576.0,
                  100.0 * up);
     impl_note(model, s, r);
+    lib_note(model, s, r);
     return 0;
 }
 

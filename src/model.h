@@ -103,6 +103,7 @@ typedef struct MeMemResult {
     char assumed[512];   /* what the timeline assumed for nodes it cannot model (unknown ops); "" none */
     char names_note[320]; /* the note on MemestMemory.peak_frames (memest_note_text "python_names"); "" none */
     char impl_note[512];  /* the note on torch >= 2.0's foreach default (memest_note_text "optimizer_impl"); "" none */
+    char lib_note[640];   /* the note on cuDNN's workspaces (memest_note_text "cudnn_workspace"); "" none */
     MemestSeriesPoint *series[2];
     int n_series[2], cap_series[2];
 } MeMemResult;

@@ -216,9 +216,13 @@ const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
         if (code) *code = "python_names";
         return a->memory.names_note;
     }
-    if (a->has_memory && a->memory.impl_note[0] && !i) {
+    if (a->has_memory && a->memory.impl_note[0] && !i--) {
         if (code) *code = "optimizer_impl";
         return a->memory.impl_note;
+    }
+    if (a->has_memory && a->memory.lib_note[0] && !i) {
+        if (code) *code = "cudnn_workspace";
+        return a->memory.lib_note;
     }
     return NULL;
 }
