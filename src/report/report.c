@@ -212,17 +212,17 @@ const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
         if (code) *code = n->code;
         return n->text;
     }
-    if (a->has_memory && a->memory.names_note[0] && !i--) { /* the memory run's own notes, after the graph's */
-        if (code) *code = "python_names";
-        return a->memory.names_note;
-    }
-    if (a->has_memory && a->memory.impl_note[0] && !i--) {
-        if (code) *code = "optimizer_impl";
-        return a->memory.impl_note;
-    }
-    if (a->has_memory && a->memory.lib_note[0] && !i) {
-        if (code) *code = "cudnn_workspace";
-        return a->memory.lib_note;
+    if (!a->has_memory) return NULL;
+    /* the memory run's own notes, after the graph's */
+    const struct { const char *code, *text; } run[] = {
+        { "python_names", a->memory.names_note },
+        { "optimizer_impl", a->memory.impl_note },
+        { "cudnn_workspace", a->memory.lib_note },
+    };
+    for (size_t k = 0; k < sizeof(run) / sizeof(run[0]); k++) {
+        if (!run[k].text[0] || i--) continue;
+        if (code) *code = run[k].code;
+        return run[k].text;
     }
     return NULL;
 }
