@@ -94,6 +94,49 @@ static void node_facts(MeGraph *g, char **mods, int m, MhaFacts *f)
     }
 }
 
+/* v, made in module mod, is a name of F.multi_head_attention_forward (v1.13):
+ * alive until the function returns (memory.c's holds for `local`) */
+static void mark_local(MeGraph *g, int v, const char *mod)
+{
+    int p = v >= 0 ? g->v[v].producer : -1;
+    if (p >= 0 && g->n[p].module && !strcmp(g->n[p].module, mod)) g->v[v].local = true;
+}
+
+/* Cross-attention (no packed in-projection: the query is not the key) never
+ * takes nn.MultiheadAttention's fused path, so F.multi_head_attention_forward
+ * runs as Python, and its names keep their tensors to its return: q, k and
+ * v (after .contiguous().view()), q_scaled and the final
+ * attn_output_weights. In the file: the scores' bmm (read by Softmax) reads
+ * q_scaled (a Div or Mul of q) and k through a Transpose; the context's bmm
+ * reads the weights and v. (attn_output is re-bound at each step, so
+ * nothing before its last value is held.) */
+static void cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
+{
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *x = &g->n[i];
+        if (!x->module || x->n_in != 2 || x->n_out != 1 || !me_canon_is(g, x, "MatMul")) continue;
+        int k = find(mods, m, x->module, strlen(x->module), "");
+        int a = x->in[0], b = x->in[1], y = x->out[0];
+        if (k < 0 || f[k].packed || a < 0 || b < 0 || y < 0) continue;
+        /* the scores' bmm is read by Softmax; the context's reads Softmax's
+         * result (through attention dropout in training) */
+        bool scores = false, context = false;
+        for (int j = 0; j < g->nn && !scores; j++)
+            scores = g->n[j].n_in >= 1 && g->n[j].in[0] == y && me_canon_is(g, &g->n[j], "Softmax");
+        int pa = g->v[a].producer, pb = g->v[b].producer;
+        int ps = pa >= 0 && me_canon_is(g, &g->n[pa], "Dropout") && g->n[pa].n_in >= 1 && g->n[pa].in[0] >= 0 ?
+                 g->v[g->n[pa].in[0]].producer : pa;
+        context = !scores && ps >= 0 && me_canon_is(g, &g->n[ps], "Softmax");
+        if (!scores && !context) continue;
+        mark_local(g, a, x->module);
+        if (scores && pa >= 0 && (me_canon_is(g, &g->n[pa], "Div") || me_canon_is(g, &g->n[pa], "Mul")) && g->n[pa].n_in >= 1)
+            mark_local(g, g->n[pa].in[0], x->module); /* q, scaled into q_scaled */
+        if (scores && pb >= 0 && me_canon_is(g, &g->n[pb], "Transpose") && g->n[pb].n_in == 1)
+            b = g->n[pb].in[0]; /* k.transpose(-2, -1): k */
+        mark_local(g, b, x->module);
+    }
+}
+
 static int add_note(MeGraph *g, const char *code, int count, const char *first, const char *what)
 {
     char e[256];
@@ -121,6 +164,13 @@ static int encoder_layers(MeGraph *g, char **names, int nn, char **mods, int m, 
             bool layer = find(names, nn, mods[k], lp, ".multihead_attn.in_proj_weight") < 0;
             for (size_t j = 0; layer && j < sizeof(need) / sizeof(need[0]); j++)
                 layer = find(names, nn, mods[k], lp, need[j][0]) >= 0 || find(names, nn, mods[k], lp, need[j][1]) >= 0;
+            /* a decoder layer (multihead_attn beside self_attn, norm3):
+             * its _sa_block, _mha_block and _ff_block pass their results on
+             * unnamed as the encoder layer's do; it is never fused */
+            bool decoder = !layer && find(names, nn, mods[k], lp, ".multihead_attn.in_proj_weight") >= 0 &&
+                           (find(names, nn, mods[k], lp, ".norm3.weight") >= 0 || find(names, nn, mods[k], lp, ".norm3.bias") >= 0);
+            int dsc = decoder ? scope_named(g, mods[k], lp) : -1;
+            if (dsc >= 0) g->scopes[dsc].unnamed_temps = true;
             int sc = layer ? scope_named(g, mods[k], lp) : -1;
             if (sc >= 0) {
                 g->scopes[sc].unnamed_temps = true;
@@ -178,6 +228,7 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
         m = u;
         if (!(f = me_calloc((size_t)m, sizeof(*f)))) rc = ME_ENOMEM;
         if (rc == 0) node_facts(g, mods, m, f);
+        if (rc == 0) cross_locals(g, mods, m, f);
         if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);
     }
     me_free(f);
