@@ -48,12 +48,13 @@ cross-attention's Python locals); it is a regression test now
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
-import torch, torch.nn as nn, torchvision
+import torch, torch.nn as nn
 ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
 import measure_memory as mm  # noqa: E402
 from zoo_common import make_graph_only  # noqa: E402
+from models import _tv, IMG224  # noqa: E402  the zoo's torchvision constructor and image input
 
 ONNX_OUT = os.path.join(ROOT, "models", "onnx", "heldout")
 TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "heldout")
@@ -102,24 +103,24 @@ class TFull(nn.Module):
 
 
 MODELS = {
-    "ho_vit_b_32": (lambda: torchvision.models.vit_b_32(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho_mnasnet1_0": (lambda: torchvision.models.mnasnet1_0(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho_regnet_x_400mf": (lambda: torchvision.models.regnet_x_400mf(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
+    "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
+    "ho_regnet_x_400mf": (_tv("regnet_x_400mf"), IMG224),
     "ho_tenc": (TEnc, [("input", (128, 256), F32)]),
-    "ho2_resnext50": (lambda: torchvision.models.resnext50_32x4d(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho2_mobilenet_v3_small": (lambda: torchvision.models.mobilenet_v3_small(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho2_alexnet": (lambda: torchvision.models.alexnet(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho3_vgg11_bn": (lambda: torchvision.models.vgg11_bn(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho3_squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho3_wide_resnet50_2": (lambda: torchvision.models.wide_resnet50_2(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho4_resnet34": (lambda: torchvision.models.resnet34(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho4_shufflenet_v2_x0_5": (lambda: torchvision.models.shufflenet_v2_x0_5(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho4_regnet_y_800mf": (lambda: torchvision.models.regnet_y_800mf(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho2_resnext50": (_tv("resnext50_32x4d"), IMG224),
+    "ho2_mobilenet_v3_small": (_tv("mobilenet_v3_small"), IMG224),
+    "ho2_alexnet": (_tv("alexnet"), IMG224),
+    "ho3_vgg11_bn": (_tv("vgg11_bn"), IMG224),
+    "ho3_squeezenet1_1": (_tv("squeezenet1_1"), IMG224),
+    "ho3_wide_resnet50_2": (_tv("wide_resnet50_2"), IMG224),
+    "ho4_resnet34": (_tv("resnet34"), IMG224),
+    "ho4_shufflenet_v2_x0_5": (_tv("shufflenet_v2_x0_5"), IMG224),
+    "ho4_regnet_y_800mf": (_tv("regnet_y_800mf"), IMG224),
     "ho4_tdec": (TDec, [("input", (96, 192), F32)]),
-    "ho5_mnasnet0_5": (lambda: torchvision.models.mnasnet0_5(weights=None), [("input", (3, 224, 224), F32)]),
-    "ho5_regnet_x_800mf": (lambda: torchvision.models.regnet_x_800mf(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho5_mnasnet0_5": (_tv("mnasnet0_5"), IMG224),
+    "ho5_regnet_x_800mf": (_tv("regnet_x_800mf"), IMG224),
     "ho5_tfull": (TFull, [("input", (32, 128), F32)]),
-    "ho5_shufflenet_v2_x1_5": (lambda: torchvision.models.shufflenet_v2_x1_5(weights=None), [("input", (3, 224, 224), F32)]),
+    "ho5_shufflenet_v2_x1_5": (_tv("shufflenet_v2_x1_5"), IMG224),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
