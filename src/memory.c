@@ -1049,6 +1049,21 @@ static int cublas_workspace(Sim *m)
 
 static bool opaque(const MeGraph *g, const MeNode *n);
 
+/* The node runs its op: known, with known shapes, not folded away */
+static bool runs_op(const MeGraph *g, const MeNode *n) { return n->desc && !opaque(g, n) && !me_node_skipped(g, n); }
+
+/* value → frozen: a weight is frozen when a frozen layer reads it (one
+ * pass over the edges); NULL when out of memory */
+static bool *frozen_weights(const MeGraph *g)
+{
+    bool *frozen = me_calloc((size_t)g->nv + 1, sizeof(bool));
+    for (int k = 0; frozen && k < g->nn; k++)
+        if (g->n[k].flags & ME_N_FROZEN)
+            for (int j = 0; j < g->n[k].n_in; j++)
+                if (g->n[k].in[j] >= 0) frozen[g->n[k].in[j]] = true;
+    return frozen;
+}
+
 /* Which handles a step's GEMMs run on, known before it runs, so that a
  * later step starts with their workspaces made: the forward's if a
  * GEMM-class op runs, the backward's if one passes a gradient
@@ -1062,7 +1077,7 @@ static int gemm_handles(const Sim *m, bool *fwd, bool *bwd)
     memcpy(rg, m->rg, sizeof(bool) * (size_t)g->nv);
     for (int oi = 0; oi < g->nn; oi++) {
         const MeNode *n = &g->n[g->order[oi]];
-        bool run = !opaque(g, n) && !me_node_skipped(g, n) && n->desc, any = false, out = false;
+        bool run = runs_op(g, n), any = false, out = false;
         for (int i = 0; run && i < n->n_in; i++) any |= n->in[i] >= 0 && rg[n->in[i]];
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
@@ -2026,14 +2041,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     if (s->mode != MEMEST_RUN_TRAIN)
         for (int i = 0; i < g->nn; i++) m.ckpt.seg[i] = -1;
 
-    /* Alive before the step: weights, inputs, and state from an earlier step.
-     * A weight is frozen when a frozen layer reads it (one pass over the edges). */
-    frozen_w = me_calloc((size_t)g->nv + 1, sizeof(bool));
-    if (!frozen_w) { rc = ME_ENOMEM; goto end; }
-    for (int k = 0; k < g->nn; k++)
-        if (g->n[k].flags & ME_N_FROZEN)
-            for (int j = 0; j < g->n[k].n_in; j++)
-                if (g->n[k].in[j] >= 0) frozen_w[g->n[k].in[j]] = true;
+    /* Alive before the step: weights, inputs, and state from an earlier step. */
+    if (!(frozen_w = frozen_weights(g))) { rc = ME_ENOMEM; goto end; }
     /* the optimizer's state, summed per parameter (optim.h), and its
      * temporaries: single-tensor, the largest while one parameter updates;
      * foreach, lists over all of them */
@@ -2456,12 +2465,8 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
         od->foreach_lists <= 0 || !r->n_mem || zero)
         return;
     const MeGraph *g = &model->g;
-    bool *frozen = me_calloc((size_t)g->nv + 1, sizeof(bool)); /* as run_step_events: what a frozen layer reads */
+    bool *frozen = frozen_weights(g);
     if (!frozen) return; /* no note rather than a wrong one */
-    for (int k = 0; k < g->nn; k++)
-        if (g->n[k].flags & ME_N_FROZEN)
-            for (int j = 0; j < g->n[k].n_in; j++)
-                if (g->n[k].in[j] >= 0) frozen[g->n[k].in[j]] = true;
     int64_t bytes = 0;
     for (int i = 0; i < g->nv; i++) {
         const MeValue *v = &g->v[i];
@@ -2482,19 +2487,31 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
  * takes the workspace it asks for from the caching allocator for that call
  * (Conv_v8.cpp); a cuDNN RNN also keeps a reserve for backward. Their sizes
  * are cuDNN's own, so they are said, not guessed. */
-static void lib_note(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r)
+/* The library kernels a graph runs on CUDA: cuBLAS GEMMs, cuDNN
+ * convolutions and recurrent layers (one scan, for the step count and the
+ * cuDNN note) */
+typedef struct Kernels {
+    int gemm, conv, rnn;
+} Kernels;
+
+static Kernels kernels_of(const MeGraph *g)
 {
-    r->lib_note[0] = 0;
-    if (s->runtime != MEMEST_RUNTIME_CUDA || !r->n_mem) return;
-    const MeGraph *g = &model->g;
-    int conv = 0, rnn = 0;
+    Kernels k = { 0 };
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
-        if (!n->desc || opaque(g, n) || me_node_skipped(g, n)) continue;
-        conv += n->desc->cls == ME_C_CONV || n->desc->cls == ME_C_CONVT;
-        rnn += n->desc->cls == ME_C_RNN;
+        if (!runs_op(g, n)) continue;
+        k.gemm += gemm_class(n->desc->cls);
+        k.conv += n->desc->cls == ME_C_CONV || n->desc->cls == ME_C_CONVT;
+        k.rnn += n->desc->cls == ME_C_RNN;
     }
-    if (!conv && !rnn) return;
+    return k;
+}
+
+static void lib_note(const Kernels *kn, const MemestMemorySettings *s, MeMemResult *r)
+{
+    r->lib_note[0] = 0;
+    int conv = kn->conv, rnn = kn->rnn;
+    if (s->runtime != MEMEST_RUNTIME_CUDA || !r->n_mem || (!conv && !rnn)) return;
     char what[96] = "";
     if (conv) snprintf(what, sizeof(what), "%d convolution(s)%s", conv, rnn ? ", " : "");
     if (rnn) snprintf(what + strlen(what), sizeof(what) - strlen(what), "%d recurrent layer(s)", rnn);
@@ -2516,13 +2533,9 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
     /* training: step 2 has the optimizer's state; --grad: step 2 is the
      * loop's steady state (run_step_events); inference on CUDA: a later
      * call finds cuBLAS's workspace already made (cublas_workspace) */
-    bool ws_later = false;
-    for (int i = 0; s->runtime == MEMEST_RUNTIME_CUDA && i < model->g.nn && !ws_later; i++) {
-        const MeNode *n = &model->g.n[i];
-        ws_later = n->desc && !opaque(&model->g, n) && !me_node_skipped(&model->g, n) && gemm_class(n->desc->cls);
-    }
+    Kernels kn = s->runtime == MEMEST_RUNTIME_CUDA ? kernels_of(&model->g) : (Kernels){ 0 };
     int steps = (s->mode == MEMEST_RUN_TRAIN && s->optimizer != MEMEST_OPT_NONE) || s->mode == MEMEST_RUN_INFER_GRAD ||
-                (s->mode == MEMEST_RUN_INFER && ws_later) ? 2 : 1;
+                (s->mode == MEMEST_RUN_INFER && kn.gemm) ? 2 : 1;
     StepJob job[2];
     for (int k = 0; k < steps; k++) {
         job[k] = (StepJob){ .model = model, .s = *s, .r = r, .rc = 0 };
@@ -2582,7 +2595,7 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
                  r->n_mem > 1 ? (worst ? " of call 2" : " of call 1") : "", (double)r->mem[worst].peak_frames / 1048576.0,
                  100.0 * up);
     impl_note(model, s, r);
-    lib_note(model, s, r);
+    lib_note(&kn, s, r);
     return 0;
 }
 
