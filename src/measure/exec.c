@@ -767,7 +767,7 @@ static int h_alloc(void *o, const MePlanEvent *e)
     if (me_devalloc_alloc(x->da, e->bytes, e->cat, e->buf, slot) < 0)
         FAILF("out of device memory allocating %llu B (plan buffer %d, at node '%s')", (unsigned long long)e->bytes, e->buf, node_name(x, node));
     const MePlanBuf *b = &p->buf[e->buf];
-    if (e->buf == p->workspace && *slot && x->blas_ok) CB(cublasSetWorkspace(x->blas, (*slot)->ptr, (size_t)e->bytes));
+    if (p->n_ws && e->buf == p->ws[0] && *slot && x->blas_ok) CB(cublasSetWorkspace(x->blas, (*slot)->ptr, (size_t)e->bytes));
     if (e->buf == p->opt_state && *slot) CK(cudaMemsetAsync((*slot)->ptr, 0, (size_t)e->bytes, x->st));
     if (b->carried && b->value >= 0) return init_value(x, e->buf);
     return 0;

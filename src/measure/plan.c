@@ -82,7 +82,6 @@ static int record_alloc(MePlan *p, const MeTlEvent *e)
     /* cuBLAS keeps a handle's workspace to the end (memory.c,
      * cublas_workspace): carried into the next step like the state */
     if (cat == MEMEST_MEM_WORKSPACE && p->n_ws < 2) p->ws[p->n_ws++] = e->storage;
-    if (cat == MEMEST_MEM_WORKSPACE && p->workspace < 0) p->workspace = e->storage;
     if (cat == MEMEST_MEM_OPTIMIZER) p->opt_state = e->storage;
     if (cat == MEMEST_MEM_GRADIENTS && e->value >= 0) p->pgrad[e->value] = e->storage;
     /* kept for backward beyond tensors: made by the node, for no value */
@@ -199,7 +198,7 @@ int me_plan_build(MePlan *p, MemestModel *model, const MePlanSettings *s, char *
     p->model = model;
     p->g = &model->g;
     p->s = *s;
-    p->workspace = p->opt_state = p->n_base = -1;
+    p->opt_state = p->n_base = -1;
     MeGraph *g = &model->g;
     if (err && errlen) err[0] = 0;
     int rc = check(g, s, err, errlen);
@@ -270,7 +269,7 @@ void me_plan_free(MePlan *p)
     p->model = m;
     p->g = g;
     p->s = s;
-    p->workspace = p->opt_state = -1;
+    p->opt_state = -1;
 }
 
 int me_plan_walk(const MePlan *p, int from, int to, const MePlanHooks *h)

@@ -67,9 +67,9 @@ typedef struct MePlan {
                        * (BatchNorm statistics, max-pool indices, dropout mask), -1 */
     int *pgrad;       /* value → its .grad buffer (parameters, inputs), -1 */
     bool *alias_only; /* node → its forward launches nothing (views, identity dropout) */
-    int workspace;    /* cuBLAS workspace buffer (the forward's handle), -1 */
-    int ws[2], n_ws;  /* the workspaces in the order made: the forward's
-                       * handle's, the autograd engine's (memory.c) */
+    int ws[2], n_ws;  /* cuBLAS workspace buffers in the order made: the
+                       * forward's handle's (the executor's), the autograd
+                       * engine's (memory.c) */
     int opt_state;    /* optimizer state buffer, -1 */
     uint64_t param_bytes; /* bytes of the parameters updated: the state holds one such block per moment */
     int n_notes;      /* NOTE events in the step (memest's series points) */
