@@ -110,8 +110,12 @@ static void mark_local(MeGraph *g, int v, const char *mod)
  * q_scaled (a Div or Mul of q) and k through a Transpose; the context's bmm
  * reads the weights and v. (attn_output is re-bound at each step, so
  * nothing before its last value is held.) */
-static void cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
+static int cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
 {
+    bool *softmaxed = me_calloc((size_t)g->nv + 1, sizeof(bool)); /* value → a Softmax reads it */
+    if (!softmaxed) return ME_ENOMEM;
+    for (int j = 0; j < g->nn; j++)
+        if (g->n[j].n_in >= 1 && g->n[j].in[0] >= 0 && me_canon_is(g, &g->n[j], "Softmax")) softmaxed[g->n[j].in[0]] = true;
     for (int i = 0; i < g->nn; i++) {
         MeNode *x = &g->n[i];
         if (!x->module || x->n_in != 2 || x->n_out != 1 || !me_canon_is(g, x, "MatMul")) continue;
@@ -120,13 +124,11 @@ static void cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
         if (k < 0 || f[k].packed || a < 0 || b < 0 || y < 0) continue;
         /* the scores' bmm is read by Softmax; the context's reads Softmax's
          * result (through attention dropout in training) */
-        bool scores = false, context = false;
-        for (int j = 0; j < g->nn && !scores; j++)
-            scores = g->n[j].n_in >= 1 && g->n[j].in[0] == y && me_canon_is(g, &g->n[j], "Softmax");
+        bool scores = softmaxed[y];
         int pa = g->v[a].producer, pb = g->v[b].producer;
         int ps = pa >= 0 && me_canon_is(g, &g->n[pa], "Dropout") && g->n[pa].n_in >= 1 && g->n[pa].in[0] >= 0 ?
                  g->v[g->n[pa].in[0]].producer : pa;
-        context = !scores && ps >= 0 && me_canon_is(g, &g->n[ps], "Softmax");
+        bool context = !scores && ps >= 0 && me_canon_is(g, &g->n[ps], "Softmax");
         if (!scores && !context) continue;
         mark_local(g, a, x->module);
         if (scores && pa >= 0 && (me_canon_is(g, &g->n[pa], "Div") || me_canon_is(g, &g->n[pa], "Mul")) && g->n[pa].n_in >= 1)
@@ -135,6 +137,8 @@ static void cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
             b = g->n[pb].in[0]; /* k.transpose(-2, -1): k */
         mark_local(g, b, x->module);
     }
+    me_free(softmaxed);
+    return 0;
 }
 
 static int add_note(MeGraph *g, const char *code, int count, const char *first, const char *what)
@@ -161,19 +165,16 @@ static int encoder_layers(MeGraph *g, char **names, int nn, char **mods, int m, 
         bool fused = false;
         if (lm > ls && !strcmp(mods[k] + lm - ls, ".self_attn")) {
             size_t lp = lm - ls; /* the layer's own name */
-            bool layer = find(names, nn, mods[k], lp, ".multihead_attn.in_proj_weight") < 0;
+            bool cross = find(names, nn, mods[k], lp, ".multihead_attn.in_proj_weight") >= 0, layer = !cross;
             for (size_t j = 0; layer && j < sizeof(need) / sizeof(need[0]); j++)
                 layer = find(names, nn, mods[k], lp, need[j][0]) >= 0 || find(names, nn, mods[k], lp, need[j][1]) >= 0;
             /* a decoder layer (multihead_attn beside self_attn, norm3):
              * its _sa_block, _mha_block and _ff_block pass their results on
              * unnamed as the encoder layer's do; it is never fused */
-            bool decoder = !layer && find(names, nn, mods[k], lp, ".multihead_attn.in_proj_weight") >= 0 &&
-                           (find(names, nn, mods[k], lp, ".norm3.weight") >= 0 || find(names, nn, mods[k], lp, ".norm3.bias") >= 0);
-            int dsc = decoder ? scope_named(g, mods[k], lp) : -1;
-            if (dsc >= 0) g->scopes[dsc].unnamed_temps = true;
-            int sc = layer ? scope_named(g, mods[k], lp) : -1;
-            if (sc >= 0) {
-                g->scopes[sc].unnamed_temps = true;
+            bool decoder = cross && (find(names, nn, mods[k], lp, ".norm3.weight") >= 0 || find(names, nn, mods[k], lp, ".norm3.bias") >= 0);
+            int sc = layer || decoder ? scope_named(g, mods[k], lp) : -1;
+            if (sc >= 0) g->scopes[sc].unnamed_temps = true;
+            if (sc >= 0 && layer) {
                 fused = g->scopes[sc].fused_encoder = f[k].act && f[k].batch_first;
                 if (fused && !layers++) snprintf(first, sizeof(first), "%.*s", (int)lp, mods[k]);
             }
@@ -228,7 +229,7 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
         m = u;
         if (!(f = me_calloc((size_t)m, sizeof(*f)))) rc = ME_ENOMEM;
         if (rc == 0) node_facts(g, mods, m, f);
-        if (rc == 0) cross_locals(g, mods, m, f);
+        if (rc == 0) rc = cross_locals(g, mods, m, f);
         if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);
     }
     me_free(f);
