@@ -104,7 +104,7 @@ typedef struct MeValue {
                           * training outputs: the forward's own locals (HF's loss inside forward), dead once the loss ran */
     bool is_output;      /* listed among the graph's outputs */
     bool from_constant;  /* a weight held in a Constant node (kind ME_V_INIT, producer that node) */
-    uint16_t copies;     /* a table buffer that torch.onnx's constant pooling made one Constant for this
+    uint32_t copies;     /* a table buffer that torch.onnx's constant pooling made one Constant for this
                           * many modules, each of which holds its own (shape.c); 0: one */
     bool buffer_known;   /* a loader that knows the module made it a buffer (register_buffer): the slots reading it do not make it a parameter */
     /* A sparse tensor (sparse initializer or Constant): shape is its dense

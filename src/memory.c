@@ -2064,7 +2064,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             m.st[id].persistent = true;
             m.vst[i] = id;
             /* the other modules' own copies of a pooled table buffer (shape.c, table_copies) */
-            for (int c = 1; c < v->copies; c++) {
+            for (uint32_t c = 1; c < v->copies; c++) {
                 int x = st_new(&m, wb, MEMEST_MEM_WEIGHTS);
                 if (x < 0) { rc = ME_ENOMEM; goto end; }
                 m.st[x].persistent = true;

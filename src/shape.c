@@ -229,17 +229,21 @@ static void assign_roles(MeGraph *g)
  * mask, `self.bias[:, :, :T, :T]`), and the exporter's constant pooling
  * (torch.onnx runs the JIT's ConstantPooling) merges equal Constants into
  * one, so one Constant read from four attention scopes was four buffers. */
-static uint16_t table_copies(const MeGraph *g, int v)
+static bool slices(const MeNode *n, int v)
 {
-    int seen[64], n_seen = 0;
-    for (int i = 0; i < g->nn && n_seen < 64; i++) {
-        const MeNode *n = &g->n[i];
-        if (strcmp(n->op, "Slice") || *n->domain || n->n_in < 1 || n->in[0] != v || n->scope < 0) continue;
-        bool dup = false;
-        for (int j = 0; j < n_seen && !dup; j++) dup = seen[j] == n->scope;
-        if (!dup) seen[n_seen++] = n->scope;
+    return !strcmp(n->op, "Slice") && !*n->domain && n->n_in >= 1 && n->in[0] == v && n->scope >= 0;
+}
+
+static uint32_t table_copies(const MeGraph *g, int v)
+{
+    uint32_t scopes = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (!slices(&g->n[i], v)) continue;
+        bool seen = false; /* a reader before it in the same scope */
+        for (int j = 0; j < i && !seen; j++) seen = slices(&g->n[j], v) && g->n[j].scope == g->n[i].scope;
+        scopes += !seen;
     }
-    return n_seen > 1 ? (uint16_t)n_seen : 0;
+    return scopes > 1 ? scopes : 0;
 }
 
 /* A float tensor in a Constant node that a contraction (MatMul, Gemm,

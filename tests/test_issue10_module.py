@@ -467,6 +467,38 @@ def case_param_or_buffer():
             check(doc is not None and got == want, f"{shape} {reader}: note {got}, want {want}: {err!r}")
 
 
+def pooled_table_model(layers):
+    """GPT-2's causal masks as torch.onnx's constant pooling writes them: one
+    bool Constant [1, 1, 16, 16] that each of `layers` attention scopes
+    slices to the input's 8 x 8 and applies with Where."""
+    mask = craft.tensor("", [1, 1, 16, 16], dtype=9, raw=bytes(256))
+    nodes = [craft.node("Constant", [], ["mask"], name="/Constant_70", attrs=[craft.attr_tensor("value", mask)])]
+    inits = [craft.tensor(n, [2], dtype=craft.INT64, raw=craft.int64_raw(v)) for n, v in
+             (("starts", [0, 0]), ("ends", [8, 8]), ("axes", [2, 3]))]
+    x = "x"
+    for i in range(layers):
+        nodes.append(craft.node("Slice", ["mask", "starts", "ends", "axes"], [f"m{i}"], name=f"/h.{i}/attn/Slice"))
+        nodes.append(craft.node("Where", [f"m{i}", x, "x"], [f"y{i}"], name=f"/h.{i}/attn/Where"))
+        x = f"y{i}"
+    return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 1, 8, 8])], [craft.value_info(x, [1, 1, 8, 8])], inits))
+
+
+def case_pooled_table():
+    """One pooled Constant sliced from N module scopes is N modules' buffers
+    (shape.c table_copies), also past 64 of them"""
+    with tempfile.TemporaryDirectory() as tmp:
+        for layers in (1, 4, 70):
+            p = os.path.join(tmp, "t.onnx")
+            with open(p, "wb") as fh:
+                fh.write(pooled_table_model(layers))
+            doc, err = report(p, "--runtime", "cpu")
+            buffers = int(doc["totals"]["buffers"]) if doc else None
+            weights = doc["memory"]["steps"][0]["at_peak"]["weights"] if doc else None
+            # the weights also hold the Slices' three int64 [2] initializers, 48 B
+            check(buffers == 256 * layers and weights == 256 * layers + 48,
+                  f"{layers} scope(s): buffers {buffers}, weights {weights} B, want {256 * layers} (+ 48 B): {err!r}")
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 if CASE not in CASES:
     sys.exit(f"unknown case {CASE}; one of {sorted(CASES)}")
