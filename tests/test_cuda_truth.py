@@ -69,7 +69,9 @@ def label(d):
     return d["model"] + ("+" + d["amp"] if d.get("amp") else "") + ("@" + "x".join(map(str, d["input"])) if d.get("input") else "")
 
 
-def memest(d, batch, mode, r):
+def report(d, batch, mode, r, resolved=True):
+    """memest's JSON report for a truth cell; resolved: the optimizer's path as
+    torch resolved foreach=None on the GPU's tensors, else memest's default"""
     cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "zoo", d["model"] + ".onnx"), "--batch", batch,
            "--runtime", "cuda", "--gpu", "h200", "--format", "json"]
     if d.get("amp"):
@@ -80,12 +82,16 @@ def memest(d, batch, mode, r):
         cmd += ["--grad"]
     if mode.startswith("train"):
         cmd += ["--train", "--optimizer", mode.split("_")[1], "--loss", LOSS[r["loss"]]]
-        # what torch.optim's foreach=None resolved to on the GPU's tensors
-        if ((r.get("optimizer_defaults") or {}).get("resolved") or {}).get("foreach"):
+        if resolved and ((r.get("optimizer_defaults") or {}).get("resolved") or {}).get("foreach"):
             cmd += ["--optimizer-impl", "foreach"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     check(p.returncode == 0, f"{' '.join(cmd[1:])}: exit {p.returncode}: {p.stderr[-300:]}")
-    return json.loads(p.stdout)["memory"]["steps"] if p.returncode == 0 else None
+    return json.loads(p.stdout) if p.returncode == 0 else None
+
+
+def memest(d, batch, mode, r):
+    j = report(d, batch, mode, r)
+    return j["memory"]["steps"] if j else None
 
 
 def cells(models=None):
@@ -148,13 +154,9 @@ def case_impl():
     for d, b, mode, r in cells():
         if mode != "train_adam" or d.get("input"):
             continue
-        cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "zoo", d["model"] + ".onnx"), "--batch", b, "--gpu", "h200",
-               "--train", "--optimizer", "adam", "--loss", LOSS[r["loss"]], "--format", "json"] + (["--amp", d["amp"]] if d.get("amp") else [])
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        check(p.returncode == 0, f"{' '.join(cmd[1:])}: exit {p.returncode}")
-        if p.returncode:
+        j = report(d, b, mode, r, resolved=False)  # memest's default path, which the note is about
+        if not j:
             continue
-        j = json.loads(p.stdout)
         extra = impl_bytes(j.get("notes", []))
         check(extra is not None, f"{label(d)} b{b}: no optimizer_impl note with its bytes")
         for key, s in (("step1", j["memory"]["steps"][0]), ("steady", j["memory"]["steps"][-1])):
@@ -179,16 +181,9 @@ EXPLAINS = ("cudnn_workspace", "optimizer_impl", "python_names")
 def case_notes():
     low = n = 0
     for d, b, mode, r in cells():
-        cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "zoo", d["model"] + ".onnx"), "--batch", b,
-               "--runtime", "cuda", "--gpu", "h200", "--format", "json"]
-        cmd += (["--amp", d["amp"]] if d.get("amp") else []) + (["--input", "x".join(map(str, d["input"]))] if d.get("input") else [])
-        cmd += ["--grad"] if mode == "infer_grad" else []
-        cmd += ["--train", "--optimizer", mode.split("_")[1], "--loss", LOSS[r["loss"]]] if mode.startswith("train") else []
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        check(p.returncode == 0, f"{' '.join(cmd[1:])}: exit {p.returncode}")
-        if p.returncode:
+        j = report(d, b, mode, r, resolved=False)  # what a user gets by default
+        if not j:
             continue
-        j = json.loads(p.stdout)
         codes = [x["code"] for x in j.get("notes", [])]
         for key, s in (("step1", j["memory"]["steps"][0]), ("steady", j["memory"]["steps"][-1])):
             n += 1
