@@ -1386,11 +1386,6 @@ static void fused_node(Sim *m, int ni, int oi)
     m->node = ni;
     if (!f->started) {
         f->started = true;
-        /* the native layer's projections are cuBLAS GEMMs */
-        if (m->cuda && !m->workspace) {
-            if (cublas_workspace(m) < 0) return;
-            m->workspace = true;
-        }
         note(m, f->transient);
     }
     plain_outputs(m, ni, oi, f->out);
