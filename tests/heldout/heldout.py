@@ -45,6 +45,17 @@ and then fixed (canon/mha.c: the decoder layer's unnamed results,
 cross-attention's Python locals); it is a regression test now
 (memory-ho5_tfull), the other three stand as checked.
 
+The sixth set (ho6_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once at the
+end): r2plus1d_18 (torchvision.models.video, 4 frames of 56 px like the
+zoo's r3d_18) at opset 14 (training export, dynamic batch),
+lraspp_mobilenet_v3_large (the zoo's SegOut keeps ["out"]) at opset 13
+(eval export, fixed batch 1), efficientnet_b2 at opset 11 (eval export:
+BatchNorm folded, fixed batch 1; torch 1.13 cannot export its
+StochasticDepth in training mode: bernoulli) and an nn.TransformerEncoder
+(packed nn.MultiheadAttention, ReLU, post-norm) at opset 11 (training
+export: Dropout without its training_mode input, fixed batch 1).
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -54,7 +65,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
 import measure_memory as mm  # noqa: E402
 from zoo_common import make_graph_only  # noqa: E402
-from models import _tv, IMG224  # noqa: E402  the zoo's torchvision constructor and image input
+from models import _tv, IMG224, SegOut  # noqa: E402  the zoo's torchvision constructor and image input
+import torchvision  # noqa: E402
 
 ONNX_OUT = os.path.join(ROOT, "models", "onnx", "heldout")
 TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "heldout")
@@ -102,6 +114,28 @@ class TFull(nn.Module):
         return self.head(self.tf(x, self.proj(x)).mean(1))
 
 
+class TEncPost(nn.Module):
+    """nn.TransformerEncoder (packed nn.MultiheadAttention), ReLU, post-norm."""
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d_model=160, nhead=5, dim_feedforward=640, dropout=0.1,
+                                           activation="relu", batch_first=True, norm_first=False)
+        self.enc = nn.TransformerEncoder(layer, 3, enable_nested_tensor=False)
+        self.head = nn.Linear(160, 10)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(1))
+
+
+def r2plus1d_18():
+    return torchvision.models.video.r2plus1d_18(weights=None)
+
+
+def lraspp_mbv3():
+    return SegOut(torchvision.models.segmentation.lraspp_mobilenet_v3_large(
+        weights=None, weights_backbone=None))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -121,6 +155,10 @@ MODELS = {
     "ho5_regnet_x_800mf": (_tv("regnet_x_800mf"), IMG224),
     "ho5_tfull": (TFull, [("input", (32, 128), F32)]),
     "ho5_shufflenet_v2_x1_5": (_tv("shufflenet_v2_x1_5"), IMG224),
+    "ho6_r2plus1d_18": (r2plus1d_18, [("input", (3, 4, 56, 56), F32)]),  # the zoo's VID4
+    "ho6_lraspp_mbv3": (lraspp_mbv3, IMG224),
+    "ho6_efficientnet_b2": (_tv("efficientnet_b2"), IMG224),
+    "ho6_tenc_post": (TEncPost, [("input", (64, 160), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -142,6 +180,10 @@ EXPORTS = {
     "ho5_regnet_x_800mf": (14, False, False),
     "ho5_tfull": (17, True, True),
     "ho5_shufflenet_v2_x1_5": (11, True, False),
+    "ho6_r2plus1d_18": (14, True, True),
+    "ho6_lraspp_mbv3": (13, False, False),
+    "ho6_efficientnet_b2": (11, False, False),
+    "ho6_tenc_post": (11, True, False),
 }
 
 
