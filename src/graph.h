@@ -198,6 +198,7 @@ typedef struct MeScope {
     bool ckpt_unit; /* what --checkpoint layers wraps in torch.utils.checkpoint (an HF decoder layer) */
     bool ckpt_core; /* what --checkpoint selective wraps: a layer's core attention (Megatron-LM) */
     bool fused_encoder; /* an nn.TransformerEncoderLayer PyTorch runs as one op under no_grad (canon/mha.c) */
+    bool torch_mha; /* an nn.MultiheadAttention: F.multi_head_attention_forward's names are mha.c's (canon/attn.c skips it) */
     bool unnamed_temps; /* its forward passes its own ops' results straight to its children, unnamed
                          * (nn.TransformerEncoderLayer's _ff_block: linear2(dropout(activation(...)))) */
 } MeScope;

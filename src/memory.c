@@ -153,7 +153,9 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
     for (int i = 0; i < g->nv; i++) hold_end[i] = -1;
     for (int i = 0; frame_end && i < g->nv; i++) frame_end[i] = -1;
     /* a name bound in the forward (HF attention's query_states,
-     * key_states, attn_weights) keeps its tensor until the frame ends */
+     * key_states, attn_weights) keeps its tensor until the frame ends: the
+     * frame that made it, or the one that passes it on to its readers when
+     * a child module made it (attention_probs = self.dropout(...)) */
     for (int i = 0; i < g->nv; i++)
         if (g->v[i].local && g->v[i].producer >= 0) hold_end[i] = last[g->n[g->v[i].producer].scope];
     for (int oi = 0; oi < g->nn; oi++) {
@@ -163,6 +165,7 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
             if (v < 0 || g->v[v].producer < 0) continue;
             int from = g->n[g->v[v].producer].scope, to = n->scope;
             int c = me_scope_common(g, from, to), a;
+            if (g->v[v].local && c >= 0 && last[c] > hold_end[v]) hold_end[v] = last[c];
             /* The bound for a graph that does not state its frames' names:
              * every tensor bound to a name in the frame that passes it to
              * its reader (c, the innermost scope holding both), alive until

@@ -228,6 +228,10 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
             if (!u || strcmp(mods[u - 1], mods[k])) mods[u++] = mods[k];
         m = u;
         if (!(f = me_calloc((size_t)m, sizeof(*f)))) rc = ME_ENOMEM;
+        for (int k = 0; k < m && rc == 0; k++) {
+            int sc = scope_named(g, mods[k], strlen(mods[k]));
+            if (sc >= 0) g->scopes[sc].torch_mha = true;
+        }
         if (rc == 0) node_facts(g, mods, m, f);
         if (rc == 0) rc = cross_locals(g, mods, m, f);
         if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);

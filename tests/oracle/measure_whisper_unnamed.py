@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch's no_grad peak of the zoo's Whisper-style encoder with its
-layer's Python names dropped (issue 10, helper whisper).
+"""PyTorch's no_grad peak of the zoo's Whisper-style encoder with some of
+its layer's Python names dropped (issue 10, helper whisper).
 
 Usage: /usr/bin/python3 tests/oracle/measure_whisper_unnamed.py [--out FILE]
 
@@ -8,14 +8,20 @@ tests/zoo/models.py's WhisperLayer binds h, q, k, v, the attention
 probabilities w and o to names; CPython frees a frame's locals when it
 returns, so under no_grad each outlives its last reader until the layer
 returns. An ONNX export cannot show which values the source named.
-Here each layer runs the same ops on the same weights (the zoo's model,
-seed 0, the layers' class swapped) and deletes h, q, k, v and w after
-their last reader; o is kept bound, as memest's rule for a container's
-functional result that a child reads assumes (doc/memory.md, "Python
-holds"). The peak is measured with tests/oracle/measure_memory.py's method
-(its run_infer: the profiler's allocation events, same seeds, 2 threads)
-and written to golden/truth/whisper/unnamed.json beside the named model's
-peak of the same run.
+memest takes the names every Python attention binds (q, k, v and the
+weights: canon/attn.c) and o (a container's functional result that a child
+reads: doc/memory.md, "Python holds"); h, the layer norm's result the
+projections read, is the zoo's own name, which HF's layer re-binds.
+Each layer here runs the same ops on the same weights (the zoo's model,
+seed 0, the layers' class swapped), in two variants:
+  infer_nograd          h deleted after its last reader, the rest kept
+                        (what memest's rules describe)
+  unnamed_infer_nograd  h, q, k, v and w deleted after their last reader
+                        (the rules before canon/attn.c)
+beside the named model (named_infer_nograd), each measured with
+tests/oracle/measure_memory.py's method (its run_infer: the profiler's
+allocation events, same seeds, 2 threads) and written to
+golden/truth/whisper/unnamed.json.
 """
 import argparse
 import datetime
@@ -49,11 +55,28 @@ class UnnamedLayer(zoo.WhisperLayer):
         return x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
 
 
-def unnamed():
-    m = zoo.WhisperEncoder()
-    for layer in m.layers:
-        layer.__class__ = UnnamedLayer
-    return m
+class AttnNamedLayer(zoo.WhisperLayer):
+    """The zoo's layer with only h deleted after its last reader."""
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.self_attn_layer_norm(x)
+        q = (self.q_proj(h) * self.hd ** -0.5).view(b, s, self.heads, self.hd).transpose(1, 2)
+        k = self.k_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
+        v = self.v_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
+        del h
+        w = torch.softmax(torch.matmul(q, k.transpose(2, 3)), dim=-1)
+        o = torch.matmul(w, v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.out_proj(o)
+        return x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
+
+
+def swapped(cls):
+    def make():
+        m = zoo.WhisperEncoder()
+        for layer in m.layers:
+            layer.__class__ = cls
+        return m
+    return make
 
 
 def main():
@@ -64,17 +87,20 @@ def main():
     batches = {}
     for b in (1, 8):
         cells = {}
-        for tag, make in (("infer_nograd", unnamed), ("named_infer_nograd", ctor)):
+        for tag, make in (("infer_nograd", swapped(AttnNamedLayer)), ("unnamed_infer_nograd", swapped(UnnamedLayer)),
+                          ("named_infer_nograd", ctor)):
             mm.ZOO["whisper_encoder"] = (make, spec)
             r, _ = mm.run_infer("whisper_encoder", spec, b, "infer_nograd")
             cells[tag] = {k: r[k] for k in ("peak", "peak_relative", "baseline", "end")}
             cells[tag]["counter_check_agrees"] = r["counter_check"]["agrees"]
         cells["measured"] = datetime.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
         batches[str(b)] = cells
-        print("b%d: unnamed %d, named %d" % (b, cells["infer_nograd"]["peak"], cells["named_infer_nograd"]["peak"]))
+        print("b%d: h unnamed %d, unnamed %d, named %d" % (b, cells["infer_nograd"]["peak"], cells["unnamed_infer_nograd"]["peak"],
+                                                         cells["named_infer_nograd"]["peak"]))
     out = {
-        "what": "no_grad peak of tests/zoo/models.py's whisper_encoder with each layer's h, q, k, v, w "
-                "deleted after their last reader (same ops, same weights); named_infer_nograd: the model as written",
+        "what": "no_grad peak of tests/zoo/models.py's whisper_encoder with each layer's h deleted after its "
+                "last reader (same ops, same weights); unnamed_infer_nograd: h, q, k, v and w deleted; "
+                "named_infer_nograd: the model as written",
         "how": "tests/oracle/measure_whisper_unnamed.py: tests/oracle/measure_memory.py's run_infer "
                "(profiler allocation events, torch.manual_seed(0) model, seed 1 inputs, 2 threads)",
         "torch": torch.__version__, "device": "cpu", "model": "whisper_encoder",
