@@ -58,15 +58,18 @@ def write(nodes):
 
 def peak_units(names, make=relu_chain):
     """memest's no_grad peak above the baseline, in UNITs."""
-    p = make(names)
+    rep, st = first_step(make(names))
+    return None if rep is None else (st["peak"] - st["baseline"]) / UNIT
+
+
+def first_step(p):
+    """memest's no_grad report on file p (deleted after) and its first
+    step; (None, None) when memest failed"""
     try:
         rep = run_json(p, "--batch", str(BATCH), "--runtime", "cpu")
     finally:
         os.unlink(p)
-    if rep is None:
-        return None
-    st = rep["memory"]["steps"][0]
-    return (st["peak"] - st["baseline"]) / UNIT
+    return (None, None) if rep is None else (rep, rep["memory"]["steps"][0])
 
 
 def case_loop():
@@ -156,14 +159,9 @@ def case_names_crafted():
     # after its reader (2 alive at most); had blk's forward named every
     # one (`a = relu(x); b = relu(a); c = relu(b); return c`), a and b live
     # until blk returns: 3 at its last op
-    p = relu_chain(["/blk/Relu", "/blk/Relu_1", "/blk/Relu_2", "/head/Relu"])
-    try:
-        rep = run_json(p, "--batch", str(BATCH), "--runtime", "cpu")
-    finally:
-        os.unlink(p)
+    rep, st = first_step(relu_chain(["/blk/Relu", "/blk/Relu_1", "/blk/Relu_2", "/head/Relu"]))
     if rep is None:
         return
-    st = rep["memory"]["steps"][0]
     got = ((st["peak"] - st["baseline"]) / UNIT, (st.get("peak_if_all_named", 0) - st["baseline"]) / UNIT)
     check(got == (2, 3), "peak and peak_if_all_named %s tensors, want (2, 3)" % (got,))
     codes = [n["code"] for n in rep.get("notes", [])]
@@ -233,17 +231,12 @@ def case_attn_names():
     # held by the forward's names (canon/attn.c): at the child's Concat q,
     # k, v, the weights (2E), the context (a functional result a child
     # reads) and the three-wide output: 9E above the input. Freed at their
-    # last readers instead: 5E, at the scores (q, k, v, scores)
+    # last readers instead: 6E, at the head (its argument and its output)
     e = BATCH * 64 * 32 * 4
     for stored, want in ((False, 9), (True, None)):
-        p = attention(stored)
-        try:
-            rep = run_json(p, "--batch", str(BATCH), "--runtime", "cpu")
-        finally:
-            os.unlink(p)
+        rep, st = first_step(attention(stored))
         if rep is None:
             return
-        st = rep["memory"]["steps"][0]
         got = (st["peak"] - st["baseline"]) / e
         if want is not None:
             check(got == want, "attention's names: peak %s E above the baseline, want %d" % (got, want))

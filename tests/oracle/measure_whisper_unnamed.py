@@ -37,20 +37,27 @@ import measure_memory as mm  # noqa: E402  (sets 2 threads, puts tests/zoo on th
 import models as zoo  # noqa: E402
 
 
+def projections(layer, x):
+    """The zoo's layer's q, k and v; h, the layer norm's result, dies when
+    this returns (after its last reader, v_proj)."""
+    b, s, _ = x.shape
+    h = layer.self_attn_layer_norm(x)
+    q = (layer.q_proj(h) * layer.hd ** -0.5).view(b, s, layer.heads, layer.hd).transpose(1, 2)
+    k = layer.k_proj(h).view(b, s, layer.heads, layer.hd).transpose(1, 2)
+    v = layer.v_proj(h).view(b, s, layer.heads, layer.hd).transpose(1, 2)
+    return q, k, v
+
+
 class UnnamedLayer(zoo.WhisperLayer):
+    """h, q, k, v and w deleted after their last reader."""
     def forward(self, x):
-        b, s, d = x.shape
-        h = self.self_attn_layer_norm(x)
-        q = (self.q_proj(h) * self.hd ** -0.5).view(b, s, self.heads, self.hd).transpose(1, 2)
-        k = self.k_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
-        v = self.v_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
-        del h
+        q, k, v = projections(self, x)
         w = torch.matmul(q, k.transpose(2, 3))
         del q, k
         w = torch.softmax(w, dim=-1)  # the re-bound name frees the scores as a temporary is
         o = torch.matmul(w, v)
         del w, v
-        o = o.transpose(1, 2).reshape(b, s, d)
+        o = o.transpose(1, 2).reshape(x.shape)
         x = x + self.out_proj(o)
         return x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
 
@@ -58,14 +65,9 @@ class UnnamedLayer(zoo.WhisperLayer):
 class AttnNamedLayer(zoo.WhisperLayer):
     """The zoo's layer with only h deleted after its last reader."""
     def forward(self, x):
-        b, s, d = x.shape
-        h = self.self_attn_layer_norm(x)
-        q = (self.q_proj(h) * self.hd ** -0.5).view(b, s, self.heads, self.hd).transpose(1, 2)
-        k = self.k_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
-        v = self.v_proj(h).view(b, s, self.heads, self.hd).transpose(1, 2)
-        del h
+        q, k, v = projections(self, x)
         w = torch.softmax(torch.matmul(q, k.transpose(2, 3)), dim=-1)
-        o = torch.matmul(w, v).transpose(1, 2).reshape(b, s, d)
+        o = torch.matmul(w, v).transpose(1, 2).reshape(x.shape)
         x = x + self.out_proj(o)
         return x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
 
