@@ -1874,28 +1874,32 @@ static int err_offload(const MemestMemorySettings *s, char *err, size_t errlen)
     return why ? -1 : 0;
 }
 
-/* An implementation the optimizer does not have in torch 1.13 (foreach
- * for Adafactor, fused for SGD, fused on a CPU), or paged state without
- * CUDA, is an error: there is nothing to simulate. */
+/* An implementation the optimizer does not have in the modelled torch
+ * (foreach for Adafactor, fused for SGD in 1.13, fused on a CPU), or paged
+ * state without CUDA, is an error: there is nothing to simulate. */
 static int err_optimizer_impl(const MemestMemorySettings *s, char *err, size_t errlen)
 {
     const MeOptimizer *od = me_optimizer(s->optimizer);
     const char *why = NULL;
+    MemestOptimizerImpl impl = memest_optimizer_impl_of(s);
     if ((int)s->optimizer_impl < 0 || s->optimizer_impl >= MEMEST_OPT_IMPL_COUNT) why = "is not an implementation";
-    else if (s->optimizer_impl == MEMEST_OPT_IMPL_FOREACH && od->foreach_lists < 0) why = "has no foreach path";
-    else if (s->optimizer_impl == MEMEST_OPT_IMPL_FUSED && !od->fused) why = "has no fused kernel";
-    else if (s->optimizer_impl == MEMEST_OPT_IMPL_FUSED && s->runtime != MEMEST_RUNTIME_CUDA) why = "is fused on CUDA only";
+    else if (s->torch < 0 || s->torch >= MEMEST_TORCH_COUNT) why = "is asked of no known torch version";
+    else if (impl == MEMEST_OPT_IMPL_FOREACH && me_optimizer_foreach_lists(od, s->torch) < 0) why = "has no foreach path";
+    else if (impl == MEMEST_OPT_IMPL_FUSED && !me_optimizer_fused(od, s->torch)) why = "has no fused kernel";
+    else if (impl == MEMEST_OPT_IMPL_FUSED && s->runtime != MEMEST_RUNTIME_CUDA) why = "is fused on CUDA only";
     else if (od->paged && s->runtime != MEMEST_RUNTIME_CUDA)
         why = "pages CUDA unified memory: CUDA only";
     if (!why) return 0;
     if (err && errlen)
-        snprintf(err, errlen, "optimizer %s (%s) %s", od->name, memest_optimizer_impl_name(s->optimizer_impl), why);
+        snprintf(err, errlen, "optimizer %s (%s, torch %s) %s", od->name, memest_optimizer_impl_name(impl),
+                 memest_torch_name((MemestTorch)s->torch), why);
     return -1;
 }
 
 void memest_memory_default_settings(MemestMemorySettings *s)
 {
-    *s = (MemestMemorySettings){ .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD, .runtime = MEMEST_RUNTIME_CUDA, .step = 1 };
+    *s = (MemestMemorySettings){ .mode = MEMEST_RUN_INFER, .optimizer = MEMEST_OPT_SGD, .runtime = MEMEST_RUNTIME_CUDA, .step = 1,
+                                 .optimizer_impl = MEMEST_OPT_IMPL_DEFAULT, .torch = MEMEST_TORCH_1_13 };
 }
 
 int memest_memory(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen)
@@ -2104,8 +2108,10 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     int64_t opt_bytes = train ? ost.bytes : 0, paged_bytes = train ? ost.paged : 0;
     if (ost.shared) opt_bytes = sat_add(opt_bytes, od->shared_bytes);
     if (ranks > 1) opt_bytes = sat_add(opt_bytes, ranks - 1) / ranks, paged_bytes = sat_add(paged_bytes, ranks - 1) / ranks;
-    if (train && s->optimizer_impl == MEMEST_OPT_IMPL_FOREACH) opt_temps = sat_mul(od->foreach_lists, sat_add(param_bytes, ranks - 1) / ranks);
-    if (train && s->optimizer_impl == MEMEST_OPT_IMPL_FUSED) opt_temps = 0;
+    MemestOptimizerImpl impl = memest_optimizer_impl_of(s);
+    if (train && impl == MEMEST_OPT_IMPL_FOREACH)
+        opt_temps = sat_mul(me_optimizer_foreach_lists(od, s->torch), sat_add(param_bytes, ranks - 1) / ranks);
+    if (train && impl == MEMEST_OPT_IMPL_FUSED) opt_temps = 0;
     int bucket = -1;
     if (train && m.dp.offload) {
         /* the update runs on the host (DeepSpeedCPUAdam); the GPU keeps
@@ -2449,18 +2455,18 @@ static void assumptions(const MeGraph *g, char *buf, size_t len)
 
 /* torch.optim's foreach=None is the single-tensor path in torch 1.13, which
  * memest models by default, and the foreach path on CUDA from torch 2.0
- * (optimizer.py, _default_to_fused_or_foreach). 2.x's _multi_tensor_adam
- * divides and adds into exp_avg_sq_sqrt in place: one list as large as the
- * parameters alive in the update, where 1.13's foreach kept two (denom
- * too). Said, with that list's bytes, wherever the update has such a list. */
+ * (optimizer.py, _default_to_fused_or_foreach), which --torch 2 models.
+ * Said, with the bytes of torch 2's lists, where the update left to its
+ * default would hold such lists in 2.x; not where the path was chosen. */
 static void impl_note(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r)
 {
     r->impl_note[0] = 0;
     const MeOptimizer *od = me_optimizer(s->optimizer);
     /* ZeRO's ranks update their partition with DeepSpeed's own optimizer */
     bool zero = (s->gpus > 1 && s->shard >= MEMEST_SHARD_ZERO1) || s->offload;
-    if (s->runtime != MEMEST_RUNTIME_CUDA || s->mode != MEMEST_RUN_TRAIN || s->optimizer_impl != MEMEST_OPT_IMPL_SINGLE || !od ||
-        od->foreach_lists <= 0 || !r->n_mem || zero)
+    int lists = od ? me_optimizer_foreach_lists(od, MEMEST_TORCH_2) : 0;
+    if (s->runtime != MEMEST_RUNTIME_CUDA || s->mode != MEMEST_RUN_TRAIN || s->optimizer_impl != MEMEST_OPT_IMPL_DEFAULT ||
+        s->torch != MEMEST_TORCH_1_13 || lists <= 0 || !r->n_mem || zero)
         return;
     const MeGraph *g = &model->g;
     bool *frozen = frozen_weights(g);
@@ -2473,11 +2479,10 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
     }
     me_free(frozen);
     snprintf(r->impl_note, sizeof(r->impl_note),
-             "%s's update is modelled as torch 1.13 runs it by default, one parameter at a time (--optimizer-impl single); "
-             "torch >= 2.0 runs the foreach path on CUDA when foreach is left None, whose update holds a list as large as "
-             "the parameters, %.2f MiB, at once: up to that much above this figure where the update sets the peak "
-             "(--optimizer-impl foreach models 1.13's, two such lists)",
-             od->name, (double)bytes / 1048576.0);
+             "%s's update is modelled as torch 1.13 runs it by default, one parameter at a time; torch >= 2.0 runs the "
+             "foreach path on CUDA when foreach is left None, whose update holds %d list%s as large as the parameters, "
+             "%.2f MiB, at once: up to that much above this figure where the update sets the peak (--torch 2 models it)",
+             od->name, lists, lists > 1 ? "s" : "", (double)sat_mul(lists, bytes) / 1048576.0);
 }
 
 /* cuDNN's workspaces on CUDA: with cudnn.benchmark False (PyTorch's

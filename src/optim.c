@@ -95,34 +95,39 @@ static int64_t tp_adafactor(const MeOptParam *p, const MeOptParam *prev)
 }
 
 /* ID, name, state made in __init__, state (partly) in CUDA unified memory, state, shared bytes, single-tensor
- * temporaries, foreach lists, fused, bytes streamed per fp32 parameter
- * (reads + writes of p, grad, state and the update's temporaries), source */
+ * temporaries, foreach lists (torch 1.13, torch 2), fused (torch 1.13, torch 2), bytes streamed per fp32
+ * parameter (reads + writes of p, grad, state and the update's temporaries), source. torch 2's foreach
+ * lists (torch/optim, v2.x): _multi_tensor_adam divides and adds into exp_avg_sq_sqrt in place (one list;
+ * 1.13 made denom = _foreach_add(exp_avg_sq_sqrt, eps), two); _multi_tensor_adagrad holds std and
+ * numerator = _foreach_mul(grads, minus_clr); _multi_tensor_rmsprop avg = _foreach_sqrt, eps added in
+ * place; SGD's foreach path updates in place. Fused: _fused_sgd_ and _fused_adamw_ exist from 2.x. */
 #define ME_OPTIMIZERS(X)                                                                                              \
-    X(SGD, "sgd", false, false, st_none, 0, tp_none, 0, false, 12, "torch/optim/sgd.py: p.add_(d_p, alpha=-lr)")             \
-    X(MOMENTUM, "momentum", false, false, st_momentum, 0, tp_none, 0, false, 20,                                             \
+    X(SGD, "sgd", false, false, st_none, 0, tp_none, 0, 0, false, true, 12, "torch/optim/sgd.py: p.add_(d_p, alpha=-lr)") \
+    X(MOMENTUM, "momentum", false, false, st_momentum, 0, tp_none, 0, 0, false, true, 20,                                \
       "torch/optim/sgd.py: momentum_buffer = torch.clone(d_p); buf.mul_(momentum).add_(d_p)")                        \
-    X(ADAM, "adam", false, false, st_adam, 0, tp_adam, 2, true, 28,                                                         \
+    X(ADAM, "adam", false, false, st_adam, 0, tp_adam, 2, 1, true, true, 28,                                              \
       "torch/optim/adam.py: exp_avg, exp_avg_sq zeros_like(p), step tensor(0.); _multi_tensor_adam: "                \
-      "exp_avg_sq_sqrt = _foreach_sqrt, denom = _foreach_add")                                                        \
-    X(ADAMW, "adamw", false, false, st_adam, 0, tp_adam, 2, false, 28, "torch/optim/adamw.py: as adam.py (no fused in 1.13)")                   \
-    X(ADAGRAD, "adagrad", true, false, st_one, 0, tp_one, -1, false, 20,                                                    \
+      "exp_avg_sq_sqrt = _foreach_sqrt, denom = _foreach_add (2.x: in place)")                                        \
+    X(ADAMW, "adamw", false, false, st_adam, 0, tp_adam, 2, 1, false, true, 28,                                           \
+      "torch/optim/adamw.py: as adam.py (no fused in 1.13)")                                                          \
+    X(ADAGRAD, "adagrad", true, false, st_one, 0, tp_one, -1, 2, false, false, 20,                                        \
       "torch/optim/adagrad.py: __init__ state['sum'] = full_like(p); std = state_sum.sqrt().add_(eps)")              \
-    X(RMSPROP, "rmsprop", false, false, st_one, 0, tp_one, -1, false, 20,                                                   \
+    X(RMSPROP, "rmsprop", false, false, st_one, 0, tp_one, -1, 1, false, false, 20,                                       \
       "torch/optim/rmsprop.py: square_avg zeros_like(p); avg = square_avg.sqrt()")                                   \
-    X(NONE, "none", false, false, st_none, 0, tp_none, -1, false, 0, "backward only: no optimizer")                         \
-    X(ADAFACTOR, "adafactor", false, false, st_adafactor, 0, tp_adafactor, -1, false, 80,                                   \
+    X(NONE, "none", false, false, st_none, 0, tp_none, -1, -1, false, false, 0, "backward only: no optimizer")            \
+    X(ADAFACTOR, "adafactor", false, false, st_adafactor, 0, tp_adafactor, -1, -1, false, false, 80,                      \
       "transformers v4.44 optimization.py Adafactor.step: exp_avg_sq_row/col or exp_avg_sq, RMS")                    \
-    X(ADAMW8BIT, "adamw8bit", false, false, st_adamw8bit, 2 * 256 * 4, tp_none, -1, false, 16,                             \
+    X(ADAMW8BIT, "adamw8bit", false, false, st_adamw8bit, 2 * 256 * 4, tp_none, -1, -1, false, false, 16,               \
       "bitsandbytes optim/optimizer.py Optimizer2State: uint8 state1/state2, absmax per 256, qmaps "                 \
       "create_dynamic_map (256 fp32 each); fused update kernel")                                                      \
-    X(PAGED_ADAMW, "paged_adamw", false, true, st_paged_adamw, 0, tp_none, -1, false, 28,                                 \
+    X(PAGED_ADAMW, "paged_adamw", false, true, st_paged_adamw, 0, tp_none, -1, -1, false, false, 28,                    \
       "bitsandbytes PagedAdamW: fp32 state1/state2, get_state_buffer pages >= 1e5 elements")                         \
-    X(PAGED_ADAMW8BIT, "paged_adamw8bit", false, true, st_paged_adamw8bit, 2 * 256 * 4, tp_none, -1, false, 16,           \
+    X(PAGED_ADAMW8BIT, "paged_adamw8bit", false, true, st_paged_adamw8bit, 2 * 256 * 4, tp_none, -1, -1, false, false, 16, \
       "bitsandbytes PagedAdamW8bit: AdamW8bit's state, paged as PagedAdamW")
 
 static const MeOptimizer optimizers[MEMEST_OPT_COUNT] = {
-#define X(id, name, init, paged, st, shared, tp, lists, fused, stream, src) \
-    [MEMEST_OPT_##id] = { name, init, paged, st, shared, tp, lists, fused, stream, src },
+#define X(id, name, init, paged, st, shared, tp, lists, lists2, fused, fused2, stream, src) \
+    [MEMEST_OPT_##id] = { name, init, paged, st, shared, tp, { lists, lists2 }, { fused, fused2 }, stream, src },
     ME_OPTIMIZERS(X)
 #undef X
 };
@@ -159,7 +164,57 @@ int memest_optimizer_from_name(const char *name)
     return -1;
 }
 
-static const char *const impl_names[MEMEST_OPT_IMPL_COUNT] = { "single", "foreach", "fused" };
+static const char *const impl_names[MEMEST_OPT_IMPL_COUNT] = { "single", "foreach", "fused", "default" };
+static const char *const torch_names[MEMEST_TORCH_COUNT] = { "1.13", "2" };
+
+const char *memest_torch_name(MemestTorch t)
+{
+    return (int)t >= 0 && t < MEMEST_TORCH_COUNT ? torch_names[t] : "?";
+}
+
+int memest_torch_from_name(const char *name)
+{
+    for (int i = 0; name && i < MEMEST_TORCH_COUNT; i++)
+        if (!strcmp(torch_names[i], name)) return i;
+    return -1;
+}
+
+/* torch >= 2.0's _default_to_fused_or_foreach (torch/optim/optimizer.py):
+ * foreach when every parameter is a CUDA tensor and the optimizer has
+ * that path, never fused unless asked; 1.13 left foreach=None single.
+ * DeepSpeed's ZeRO and offload run their own update (memory.c). */
+MemestOptimizerImpl memest_optimizer_impl_of(const MemestMemorySettings *s)
+{
+    if (s->optimizer_impl != MEMEST_OPT_IMPL_DEFAULT) return s->optimizer_impl;
+    const MeOptimizer *od = me_optimizer(s->optimizer);
+    bool zero = (s->gpus > 1 && s->shard >= MEMEST_SHARD_ZERO1) || s->offload;
+    return s->torch == MEMEST_TORCH_2 && s->runtime == MEMEST_RUNTIME_CUDA && od && od->foreach_lists[MEMEST_TORCH_2] >= 0 && !zero
+               ? MEMEST_OPT_IMPL_FOREACH
+               : MEMEST_OPT_IMPL_SINGLE;
+}
+
+int memest_torch_changes(const MemestMemorySettings *s)
+{
+    MemestMemorySettings o = *s;
+    o.torch = s->torch == MEMEST_TORCH_2 ? MEMEST_TORCH_1_13 : MEMEST_TORCH_2;
+    MemestOptimizerImpl a = memest_optimizer_impl_of(s), b = memest_optimizer_impl_of(&o);
+    const MeOptimizer *od = me_optimizer(s->optimizer);
+    if (s->mode != MEMEST_RUN_TRAIN || !od) return 0;
+    if (a != b) return 1;
+    if (a == MEMEST_OPT_IMPL_FOREACH) return me_optimizer_foreach_lists(od, s->torch) != me_optimizer_foreach_lists(od, o.torch);
+    if (a == MEMEST_OPT_IMPL_FUSED) return me_optimizer_fused(od, s->torch) != me_optimizer_fused(od, o.torch);
+    return 0;
+}
+
+int me_optimizer_foreach_lists(const MeOptimizer *od, int torch)
+{
+    return od->foreach_lists[torch == MEMEST_TORCH_2 ? MEMEST_TORCH_2 : MEMEST_TORCH_1_13];
+}
+
+bool me_optimizer_fused(const MeOptimizer *od, int torch)
+{
+    return od->fused[torch == MEMEST_TORCH_2 ? MEMEST_TORCH_2 : MEMEST_TORCH_1_13];
+}
 
 const char *memest_optimizer_impl_name(MemestOptimizerImpl i)
 {
@@ -178,6 +233,10 @@ int me_optimizer_check(void)
     for (int i = 0; i < MEMEST_OPT_COUNT; i++) {
         const MeOptimizer *d = &optimizers[i];
         if ((int)order[i] != i || !d->name || !d->state || !d->temps || !d->source) return -1;
+        /* torch 2 kept every path 1.13 had */
+        if ((d->foreach_lists[MEMEST_TORCH_1_13] >= 0 && d->foreach_lists[MEMEST_TORCH_2] < 0) ||
+            (d->fused[MEMEST_TORCH_1_13] && !d->fused[MEMEST_TORCH_2]))
+            return -1;
     }
     return 0;
 }

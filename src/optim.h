@@ -34,13 +34,16 @@ typedef struct MeOptimizer {
      * parameter updated before it (a local that still holds its result),
      * NULL for the first */
     int64_t (*temps)(const MeOptParam *p, const MeOptParam *prev);
-    int foreach_lists;        /* foreach: parameter-sized lists over all parameters alive at once; -1: no such path */
-    bool fused;               /* a fused kernel (in place, no temporaries) exists */
+    /* by MemestTorch: */
+    int foreach_lists[MEMEST_TORCH_COUNT]; /* foreach: parameter-sized lists over all parameters alive at once; -1: no such path */
+    bool fused[MEMEST_TORCH_COUNT];        /* a fused kernel (in place, no temporaries) exists */
     int stream_bytes;         /* bytes a step reads and writes per fp32 parameter (device.c's roofline) */
     const char *source;
 } MeOptimizer;
 
 const MeOptimizer *me_optimizer(MemestOptimizer o); /* NULL when out of range */
+int me_optimizer_foreach_lists(const MeOptimizer *od, int torch); /* od's foreach lists in that MemestTorch */
+bool me_optimizer_fused(const MeOptimizer *od, int torch);        /* od has a fused kernel in that MemestTorch */
 bool me_optimizer_paged(MemestOptimizer o);         /* has the optimizer_paged line */
 /* The descriptor table's invariants (rows in enum order, every field
  * set); 0 when they hold. Asserted by the unit tests. */

@@ -117,6 +117,7 @@ def case_schema():
         ("models/onnx/zoo/gpt_like.onnx", "--input", "input_ids=128:int64", "--batch", "2", "--train", "--optimizer", "adam"),
         ("models/resnet18.json", "--convention", "torchstat"),
         ("models/resnet18.json", "--train", "--runtime", "cpu", "--checkpoint", "sqrt", "--amp", "bf16"),
+        ("models/resnet18.json", "--train", "--optimizer", "adam", "--torch", "2"),  # optimizer_impl, torch
         ("models/resnet18.json", "--train", "--optimizer", "adam", "--gpu", "rtx3090", "--max-batch"),
     ]
     docs = []

@@ -263,21 +263,33 @@ typedef enum MemestOptimizer {
     MEMEST_OPT_COUNT
 } MemestOptimizer;
 
-/* How torch.optim runs the update (torch 1.13: foreach=None is the
- * single-tensor path; fused=True is CUDA only) */
+/* How torch.optim runs the update (fused=True is CUDA only) */
 typedef enum MemestOptimizerImpl {
     MEMEST_OPT_IMPL_SINGLE = 0, /* one parameter at a time (_single_tensor_adam) */
     MEMEST_OPT_IMPL_FOREACH,    /* lists over all parameters (_multi_tensor_adam) */
     MEMEST_OPT_IMPL_FUSED,      /* one kernel per list, in place (_fused_adam) */
+    MEMEST_OPT_IMPL_DEFAULT,    /* as torch.optim picks with foreach=None, fused=None: torch 1.13 single;
+                                 * torch 2 foreach on CUDA where the optimizer has that path, else single
+                                 * (_default_to_fused_or_foreach) */
     MEMEST_OPT_IMPL_COUNT
 } MemestOptimizerImpl;
 
-/* "sgd", ..., "paged_adamw8bit" and "single", "foreach", "fused"; the
- * from_name functions return -1 for an unknown name. */
+/* The PyTorch whose code the timeline follows where versions differ
+ * (doc/memory.md, "PyTorch versions"); memest's CPU truth is 1.13's. */
+typedef enum MemestTorch {
+    MEMEST_TORCH_1_13 = 0, /* torch 1.13 (Debian's python3-torch) */
+    MEMEST_TORCH_2,        /* torch 2.x: foreach optimizers by default on CUDA, in-place denominators */
+    MEMEST_TORCH_COUNT
+} MemestTorch;
+
+/* "sgd", ..., "paged_adamw8bit"; "single", "foreach", "fused", "default";
+ * "1.13", "2"; the from_name functions return -1 for an unknown name. */
 MEMEST_API const char *memest_optimizer_name(MemestOptimizer o);
 MEMEST_API int memest_optimizer_from_name(const char *name);
 MEMEST_API const char *memest_optimizer_impl_name(MemestOptimizerImpl i);
 MEMEST_API int memest_optimizer_impl_from_name(const char *name);
+MEMEST_API const char *memest_torch_name(MemestTorch t);
+MEMEST_API int memest_torch_from_name(const char *name);
 
 typedef enum MemestRuntime {
     MEMEST_RUNTIME_CUDA = 0, /* PyTorch on a GPU (cuDNN, cuBLAS) */
@@ -336,11 +348,12 @@ typedef struct MemestMemorySettings {
     int record_series;     /* keep the timeline for memest_memory_series (plots) */
     int gpus;              /* data-parallel ranks (0 or 1: one GPU) */
     int shard;             /* MemestShard, with gpus > 1 */
-    MemestOptimizerImpl optimizer_impl; /* training: the update's implementation (default single) */
+    MemestOptimizerImpl optimizer_impl; /* training: the update's implementation (default DEFAULT) */
     int offload;           /* MemestOffload: ZeRO-Offload (training with --gpus/--shard; doc/memory.md) */
     /* runtime CPU: torch.get_num_threads() of the run (oneDNN's per-thread
      * scratch); 0: MEMEST_CPU_THREADS_DEFAULT */
     int cpu_threads;
+    int torch;             /* MemestTorch (default 1.13) */
 } MemestMemorySettings;
 
 /* The threads of memest's CPU truth (tests/oracle: torch.set_num_threads(2)) */
@@ -364,6 +377,13 @@ typedef enum MemestOffload { MEMEST_OFFLOAD_NONE = 0, MEMEST_OFFLOAD_OPTIMIZER, 
 
 /* Inference under no_grad on CUDA; for training set mode and optimizer. */
 MEMEST_API void memest_memory_default_settings(MemestMemorySettings *s);
+/* The update path a run takes: s->optimizer_impl, DEFAULT resolved for its
+ * torch, runtime and optimizer. */
+MEMEST_API MemestOptimizerImpl memest_optimizer_impl_of(const MemestMemorySettings *s);
+/* 1 when s's torch version makes the step differ from the other version's
+ * (a training step whose update path, foreach lists or fused kernel
+ * differ), else 0: the CLI's --torch binds nothing then. */
+MEMEST_API int memest_torch_changes(const MemestMemorySettings *s);
 
 typedef enum MemestShard {
     MEMEST_SHARD_DDP = 0,  /* every rank keeps everything */

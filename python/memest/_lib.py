@@ -24,6 +24,7 @@ RUN_MODES = {"infer": 0, "grad": 1, "train": 2}
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none",
               "adafactor", "adamw8bit", "paged_adamw", "paged_adamw8bit")  # MemestOptimizer order
 RUNTIMES = ("cuda", "cpu")
+TORCH = ("1.13", "2")  # MemestTorch order
 LOSSES = ("cross-entropy", "mse", "mean", "sum", "none")  # MemestLoss order
 SHARDS = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 FORMATS = {"table": 0, "json": 1, "csv": 2, "markdown": 3}
@@ -54,7 +55,8 @@ class MemorySettings(ctypes.Structure):
     _fields_ = [("mode", c_int), ("optimizer", c_int), ("runtime", c_int), ("loss", c_int),
                 ("step", c_int), ("checkpoint", c_int), ("input_grad", c_int), ("amp", c_int),
                 ("cuda_context", c_u64), ("cublas_workspace", c_u64), ("record_series", c_int),
-                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int), ("offload", c_int), ("cpu_threads", c_int)]
+                ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int), ("offload", c_int), ("cpu_threads", c_int),
+                ("torch", c_int)]
 
 
 class Gpu(ctypes.Structure):

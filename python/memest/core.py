@@ -103,19 +103,22 @@ def _dtype_name(v):
 
 
 def memory_settings(mode="infer", optimizer=None, loss=None, runtime="cuda", checkpoint=None, input_grad=False,
-                    amp=None, gpu=None, gpus=1, shard=None, series=True):
-    """MemestMemorySettings as the memest command fills them."""
+                    amp=None, gpu=None, gpus=1, shard=None, series=True, torch=None):
+    """MemestMemorySettings as the memest command fills them; torch: '1.13'
+    (the default) or '2', whose optimizer code a training step follows."""
     s = L.MemorySettings()
     L.lib().memest_memory_default_settings(ctypes.byref(s))
     mode = {"infer_grad": "grad"}.get(mode, mode)
     s.mode = _choice("mode", mode, L.RUN_MODES)
     if mode != "train":
-        for what, v in (("optimizer", optimizer), ("loss", loss), ("checkpoint", checkpoint)):
+        for what, v in (("optimizer", optimizer), ("loss", loss), ("checkpoint", checkpoint), ("torch", torch)):
             if v is not None:
                 raise ValueError("%s=%r needs mode='train' (mode is %r)" % (what, v, mode))
     s.optimizer = _choice("optimizer", optimizer or "sgd", L.OPTIMIZERS)
     s.loss = _choice("loss", loss or "cross-entropy", L.LOSSES)
     s.runtime = _choice("runtime", runtime, L.RUNTIMES)
+    if torch is not None:
+        s.torch = _choice("torch", str(torch), L.TORCH)
     if checkpoint is not None:
         if checkpoint == "sqrt":
             s.checkpoint = -1
@@ -211,7 +214,7 @@ class Model:
     def analyze(self, convention="default", strict=False, **memory):
         """A Report: per-layer cost under convention, and the memory of one
         step (keywords of memory_settings: mode, optimizer, loss, runtime,
-        checkpoint, input_grad, amp, gpu, gpus, shard)."""
+        checkpoint, input_grad, amp, gpu, gpus, shard, torch)."""
         a = L.AnalyzeSettings()
         L.lib().memest_analyze_default_settings(ctypes.byref(a))
         c = L.lib().memest_convention_from_name(str(convention).encode())

@@ -187,10 +187,19 @@ static int apply(Cli *c, int o, const char *val)
     case OPT_OPTIMIZER_IMPL: {
         int k = memest_optimizer_impl_from_name(val);
         if (k < 0) {
-            fprintf(stderr, "memest: %s '%s': not one of single foreach fused\n", a, val);
+            fprintf(stderr, "memest: %s '%s': not one of single foreach fused default\n", a, val);
             return -1;
         }
         c->ms.optimizer_impl = (MemestOptimizerImpl)k;
+        break;
+    }
+    case OPT_TORCH: {
+        int k = memest_torch_from_name(val);
+        if (k < 0) {
+            fprintf(stderr, "memest: %s '%s': not one of 1.13 2 (the versions whose differences memest models)\n", a, val);
+            return -1;
+        }
+        c->ms.torch = k;
         break;
     }
     case OPT_RUNTIME: {
@@ -404,6 +413,14 @@ static int check_values(const Cli *c)
     if ((c->given & OPT_BIT(CPU_THREADS)) && ms->runtime != MEMEST_RUNTIME_CPU) {
         fprintf(stderr, "memest: --cpu-threads %s with --runtime %s binds nothing: CPU threads size oneDNN's scratch; "
                         "give --runtime cpu\n", c->val[OPT_CPU_THREADS], c->val[OPT_RUNTIME]);
+        return -1;
+    }
+    if ((c->given & OPT_BIT(TORCH)) && !memest_torch_changes(ms)) {
+        fprintf(stderr, "memest: --torch %s with --optimizer %s, --optimizer-impl %s and --runtime %s binds nothing: "
+                        "the versions differ in the optimizer's default path on CUDA and in its foreach lists and fused "
+                        "kernels, none of which this update takes\n",
+                c->val[OPT_TORCH], memest_optimizer_name(ms->optimizer), memest_optimizer_impl_name(ms->optimizer_impl),
+                ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
         return -1;
     }
     if ((c->given & OPT_BIT(MICRO_BATCHES)) && c->ls.pp_stages < 2 && !(c->given & OPT_BIT(PLAN))) {

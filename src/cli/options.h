@@ -54,8 +54,13 @@
       "only, gradients kept; adafactor: HF transformers' defaults; *8bit, paged_*:\n"                           \
       "bitsandbytes, paged state in CUDA unified memory)")                                                     \
     X(OPTIMIZER_IMPL, "--optimizer-impl", "IMPL", 0, OPT_BIT(TRAIN),                                             \
-      "single | foreach | fused: torch.optim's update path (default single,\n"                                  \
-      "torch 1.13's foreach=None; foreach: sgd, momentum, adam, adamw; fused: adam, CUDA)")                     \
+      "single | foreach | fused | default: torch.optim's update path (default:\n"                               \
+      "as foreach=None picks, single in torch 1.13, foreach on CUDA in 2;\n"                                    \
+      "foreach: sgd, momentum, adam, adamw, and adagrad, rmsprop in 2;\n"                                       \
+      "fused: adam, and sgd, momentum, adamw in 2; CUDA)")                                                       \
+    X(TORCH, "--torch", "VERSION", 0, OPT_BIT(TRAIN),                                                           \
+      "1.13 | 2: the PyTorch whose optimizer code the update follows\n"                                         \
+      "(default 1.13; 2: foreach by default on CUDA, in-place denominators)")                                    \
     X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN),                                                                 \
       "cross-entropy | mse | mean | sum | none (default cross-entropy;\n"                                        \
       "none: out.backward(grad) with a ones-like grad)")                                                        \

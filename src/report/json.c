@@ -207,10 +207,13 @@ int me_report_json(const MemestAnalysis *m, FILE *f)
         cJSON *mem = cJSON_AddObjectToObject(root, "memory");
         cJSON_AddStringToObject(mem, "mode", me_mode_key(ms->mode));
         cJSON_AddStringToObject(mem, "module_mode", me_module_mode(ms));
+        if (ms->torch != MEMEST_TORCH_1_13) /* 1.13, the default, is not printed */
+            cJSON_AddStringToObject(mem, "torch", memest_torch_name((MemestTorch)ms->torch));
         if (ms->mode == MEMEST_RUN_TRAIN) {
             cJSON_AddStringToObject(mem, "optimizer", me_optimizer_name(ms->optimizer));
-            if (ms->optimizer_impl != MEMEST_OPT_IMPL_SINGLE) /* the default path is not printed */
-                cJSON_AddStringToObject(mem, "optimizer_impl", memest_optimizer_impl_name(ms->optimizer_impl));
+            MemestOptimizerImpl impl = memest_optimizer_impl_of(ms);
+            if (impl != MEMEST_OPT_IMPL_SINGLE) /* the 1.13 default path is not printed */
+                cJSON_AddStringToObject(mem, "optimizer_impl", memest_optimizer_impl_name(impl));
             if (me_optimizer_paged(ms->optimizer))
                 cJSON_AddStringToObject(mem, "optimizer_paged",
                                         "at_peak.optimizer_paged is CUDA unified memory (bitsandbytes' paged state): counted as resident "

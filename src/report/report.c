@@ -347,9 +347,11 @@ static void print_memory(const MemestAnalysis *m, FILE *f)
     const MemestMemorySettings *s = &m->memory.settings;
     char name[256], pg[64];
     fprintf(f, "\nMemory, %s", me_mode_name(s));
+    MemestOptimizerImpl impl = memest_optimizer_impl_of(s); /* single, the 1.13 default, unnamed */
     if (s->mode == MEMEST_RUN_TRAIN)
-        fprintf(f, " with %s%s%s, loss %s", me_optimizer_name(s->optimizer), s->optimizer_impl ? " " : "",
-                s->optimizer_impl ? memest_optimizer_impl_name(s->optimizer_impl) : "", memest_loss_name(s->loss));
+        fprintf(f, " with %s%s%s, loss %s", me_optimizer_name(s->optimizer), impl ? " " : "",
+                impl ? memest_optimizer_impl_name(impl) : "", memest_loss_name(s->loss));
+    if (s->torch != MEMEST_TORCH_1_13) fprintf(f, ", torch %s", memest_torch_name((MemestTorch)s->torch));
     fprintf(f, ", module mode %s", me_module_mode(s));
     if (s->amp) fprintf(f, ", autocast %s", s->amp == 2 ? "bf16" : "fp16");
     fprintf(f, ", runtime %s (%s; MiB = 2^20 bytes):\n", s->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda",
