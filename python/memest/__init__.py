@@ -22,7 +22,7 @@ __all__ = ["estimate", "export", "Exported", "ExportError", "Model", "Report", "
 
 def estimate(model, input_size=None, example_inputs=None, batch=None, mode="infer", optimizer=None, amp=None,
              loss=None, checkpoint=None, freeze=None, runtime="cuda", gpu=None, convention="default",
-             input_grad=False, dtype=None, gpus=1, shard=None, strict=False, opset=None, progress=None):
+             input_grad=False, dtype=None, gpus=1, shard=None, strict=False, opset=None, progress=None, torch=None):
     """Exports model (a torch.nn.Module, or an Exported from memest.export)
     to ONNX in memory, loads it through the library and analyzes it: a
     Report.
@@ -46,6 +46,8 @@ def estimate(model, input_size=None, example_inputs=None, batch=None, mode="infe
     gpu: a name ('a100-80gb', memest.gpus()), a size ('24GiB') or a Gpu:
         fits, headroom, roofline time; gpus/shard: data parallelism.
     progress: a progress line on stderr (default: when it is a terminal).
+    torch: '1.13' (default) or '2', whose optimizer code mode='train'
+        follows (2: foreach on CUDA by default, one list in Adam's update).
     """
     ex = model if isinstance(model, Exported) else export(model, input_size, example_inputs, opset, progress)
     if batch is None:
@@ -55,7 +57,7 @@ def estimate(model, input_size=None, example_inputs=None, batch=None, mode="infe
     for p in patterns + [n for n in ex.frozen if not any(_covers(p, n) for p in patterns)]:
         m.freeze(p)
     r = m.analyze(convention=convention, strict=strict, mode=mode, optimizer=optimizer, loss=loss, runtime=runtime,
-                  checkpoint=checkpoint, input_grad=input_grad, amp=amp, gpu=gpu, gpus=gpus, shard=shard)
+                  checkpoint=checkpoint, input_grad=input_grad, amp=amp, gpu=gpu, gpus=gpus, shard=shard, torch=torch)
     r.exported = ex
     return r
 

@@ -108,7 +108,8 @@ def case_api():
                       ["--train", "--optimizer", "adam", "--runtime", "cpu", "--batch", "3"]),
                      (dict(mode="train", optimizer="momentum", amp="bf16", checkpoint="sqrt", gpu="a100-80gb"),
                       ["--train", "--optimizer", "momentum", "--amp", "bf16", "--checkpoint", "sqrt", "--gpu",
-                       "a100-80gb"])):
+                       "a100-80gb"]),
+                     (dict(mode="train", optimizer="adam", torch="2"), ["--train", "--optimizer", "adam", "--torch", "2"])):
         same_figures(memest.estimate(ex, **kw), zoo("resnet18", "--input", "input=3x224x224:float32", *args), str(kw))
     # freezing the PyTorch way is --freeze
     for p in list(m.layer1.parameters()) + list(m.conv1.parameters()):
