@@ -2462,11 +2462,9 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
 {
     r->impl_note[0] = 0;
     const MeOptimizer *od = me_optimizer(s->optimizer);
-    /* ZeRO's ranks update their partition with DeepSpeed's own optimizer */
-    bool zero = (s->gpus > 1 && s->shard >= MEMEST_SHARD_ZERO1) || s->offload;
     int lists = od ? me_optimizer_foreach_lists(od, MEMEST_TORCH_2) : 0;
     if (s->runtime != MEMEST_RUNTIME_CUDA || s->mode != MEMEST_RUN_TRAIN || s->optimizer_impl != MEMEST_OPT_IMPL_DEFAULT ||
-        s->torch != MEMEST_TORCH_1_13 || lists <= 0 || !r->n_mem || zero)
+        s->torch != MEMEST_TORCH_1_13 || lists <= 0 || !r->n_mem || me_deepspeed_update(s))
         return;
     const MeGraph *g = &model->g;
     bool *frozen = frozen_weights(g);

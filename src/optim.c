@@ -179,16 +179,20 @@ int memest_torch_from_name(const char *name)
     return -1;
 }
 
+bool me_deepspeed_update(const MemestMemorySettings *s)
+{
+    return (s->gpus > 1 && s->shard >= MEMEST_SHARD_ZERO1) || s->offload;
+}
+
 /* torch >= 2.0's _default_to_fused_or_foreach (torch/optim/optimizer.py):
  * foreach when every parameter is a CUDA tensor and the optimizer has
- * that path, never fused unless asked; 1.13 left foreach=None single.
- * DeepSpeed's ZeRO and offload run their own update (memory.c). */
+ * that path, never fused unless asked; 1.13 left foreach=None single. */
 MemestOptimizerImpl memest_optimizer_impl_of(const MemestMemorySettings *s)
 {
     if (s->optimizer_impl != MEMEST_OPT_IMPL_DEFAULT) return s->optimizer_impl;
     const MeOptimizer *od = me_optimizer(s->optimizer);
-    bool zero = (s->gpus > 1 && s->shard >= MEMEST_SHARD_ZERO1) || s->offload;
-    return s->torch == MEMEST_TORCH_2 && s->runtime == MEMEST_RUNTIME_CUDA && od && od->foreach_lists[MEMEST_TORCH_2] >= 0 && !zero
+    return s->torch == MEMEST_TORCH_2 && s->runtime == MEMEST_RUNTIME_CUDA && od && od->foreach_lists[MEMEST_TORCH_2] >= 0 &&
+                   !me_deepspeed_update(s)
                ? MEMEST_OPT_IMPL_FOREACH
                : MEMEST_OPT_IMPL_SINGLE;
 }

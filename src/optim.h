@@ -44,6 +44,9 @@ typedef struct MeOptimizer {
 const MeOptimizer *me_optimizer(MemestOptimizer o); /* NULL when out of range */
 int me_optimizer_foreach_lists(const MeOptimizer *od, int torch); /* od's foreach lists in that MemestTorch */
 bool me_optimizer_fused(const MeOptimizer *od, int torch);        /* od has a fused kernel in that MemestTorch */
+/* ZeRO's ranks and ZeRO-Offload update with DeepSpeed's own optimizer,
+ * not torch.optim's paths */
+bool me_deepspeed_update(const MemestMemorySettings *s);
 bool me_optimizer_paged(MemestOptimizer o);         /* has the optimizer_paged line */
 /* The descriptor table's invariants (rows in enum order, every field
  * set); 0 when they hold. Asserted by the unit tests. */
