@@ -17,6 +17,8 @@ usage: test_issue10_whisper.py MEMEST SOURCE_ROOT CASE
   truth     the zoo's exports against PyTorch's CPU peaks
             (golden/truth/memory, tests/oracle/measure_memory.py) within
             issue 10's 2 %: gpt2_tanh, llama_like, llama_tied
+  attn_timm vit_timm_p8 (timm's Attention, a model the rule was not made
+            from): no_grad within 0.5 % of PyTorch's CPU peaks
   unnamed   whisper_encoder: memest equals PyTorch's peak of the same model
             with h, the one name of the layer no rule gives, dropped
             (golden/truth/whisper/unnamed.json,
@@ -150,6 +152,16 @@ def case_truth():
         against_truth(m, ["infer_nograd", "infer_grad"])
 
 
+def case_attn_timm():
+    # timm's Attention as written (tests/zoo/models.py TimmAttention), added
+    # after the rule and measured before memest ran on it: qkv, q (scaled)
+    # and attn are names until it returns, through the context's reshape
+    # and proj; the weights [B, 3, 785, 785] set the no_grad peak: exact
+    # (the head before canon/attn.c: -1.90 % and -2.85 %; with autograd on
+    # the matmuls save them anyway)
+    against_truth("vit_timm_p8", ["infer_nograd"], tol=0.005)
+
+
 def case_unnamed():
     against_truth("whisper_encoder", ["infer_nograd"], path("golden", "truth", "whisper", "unnamed.json"), tol=0.005)
 
@@ -248,7 +260,7 @@ def case_attn_names():
 
 CASES = {"loop": case_loop, "iter": case_iter, "stored": case_stored, "truth": case_truth, "unnamed": case_unnamed,
          "names_crafted": case_names_crafted, "names_bound": case_names_bound,
-         "attn_names": case_attn_names}
+         "attn_names": case_attn_names, "attn_timm": case_attn_timm}
 
 if __name__ == "__main__":
     CASES[sys.argv[3]]()

@@ -729,6 +729,86 @@ def whisper_encoder():
     return WhisperEncoder()
 
 
+class TimmAttention(nn.Module):
+    """timm's vision_transformer.Attention (v0.9) without fused attention (torch
+    1.13 has no F.scaled_dot_product_attention): one qkv Linear, the heads
+    permuted out of it and unbound, q scaled, the weights named attn."""
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.num_heads, self.head_dim = heads, dim // heads
+        self.scale = self.head_dim ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3, bias=True)
+        self.attn_drop = nn.Dropout(0.0)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(0.0)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q = q * self.scale
+        attn = q @ k.transpose(-2, -1)
+        attn = attn.softmax(dim=-1)
+        attn = self.attn_drop(attn)
+        x = attn @ v
+        x = x.transpose(1, 2).reshape(B, N, C)
+        x = self.proj(x)
+        x = self.proj_drop(x)
+        return x
+
+
+class TimmMlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.drop1 = nn.Dropout(0.0)
+        self.fc2 = nn.Linear(hidden, dim)
+        self.drop2 = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.drop2(self.fc2(self.drop1(self.act(self.fc1(x)))))
+
+
+class TimmBlock(nn.Module):
+    def __init__(self, dim, heads, mlp_ratio=4.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = TimmAttention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = TimmMlp(dim, int(dim * mlp_ratio))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class TimmViT(nn.Module):
+    """timm's VisionTransformer (v0.9) as vit_tiny_patch8_224 would be: patch
+    8 on 224 px (784 patches and a class token), dim 192, 6 blocks of 3
+    heads; the attention weights [B, 3, 785, 785] set the no_grad peak."""
+    def __init__(self, img=224, patch=8, dim=192, depth=6, heads=3, classes=1000):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, patch, patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, (img // patch) ** 2 + 1, dim) * 0.02)
+        self.pos_drop = nn.Dropout(0.0)
+        self.blocks = nn.Sequential(*[TimmBlock(dim, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
+        x = self.pos_drop(x + self.pos_embed)
+        x = self.norm(self.blocks(x))
+        return self.head(x[:, 0])
+
+
+def vit_timm_p8():
+    return TimmViT()
+
+
 class SegOut(nn.Module):
     """torchvision segmentation models return a dict; this keeps ["out"]."""
     def __init__(self, m):
@@ -798,6 +878,7 @@ MODELS = {
     "t5_like": (t5_like, TOK128 + [("decoder_input_ids", (128,), torch.int64)]),
     "diffusion_unet": (diffusion_unet, IMG64),
     "whisper_encoder": (whisper_encoder, MEL1000),
+    "vit_timm_p8": (vit_timm_p8, IMG224),
 }
 
 # the models issue 10 added (the old sixteen come first in MODELS)
