@@ -657,6 +657,35 @@ static int build_rows(MemestAnalysis *m, MemestConvention conv)
     return 0;
 }
 
+/* ptflops counts a call only if it patched the function called
+ * (pytorch_engine.py patch_tensor_ops, patch_functional): torch.matmul,
+ * Tensor.matmul, mm and bmm, and F.softmax, not the @ operator
+ * (Tensor.__matmul__), torch.softmax or Tensor.softmax. An export writes
+ * both spellings as one MatMul or Softmax node, which the convention
+ * counts as the patched call (HF's attention: torch.matmul); timm's
+ * `q @ k.transpose(-2, -1)` and `attn.softmax(dim=-1)` are the others.
+ * Said, with the MACs at stake. */
+static void ptflops_note(MemestAnalysis *m)
+{
+    uint64_t mm = 0, sm = 0;
+    for (int r = 0; r < m->n_rows; r++) {
+        int ni = m->rows[r];
+        const MeOpDesc *d = m->g->n[ni].desc;
+        if (m->cost[ni].status != ME_COST_OK || !d) continue;
+        if (d->cls == ME_C_MATMUL) mm = me_sadd(mm, m->cost[ni].macs);
+        if (d->cls == ME_C_SOFTMAX) sm = me_sadd(sm, m->cost[ni].macs);
+    }
+    m->conv_note[0] = 0;
+    if (mm || sm)
+        snprintf(m->conv_note, sizeof(m->conv_note),
+                 "ptflops counts torch.matmul, Tensor.matmul, bmm and F.softmax, which it patches, but not the @ operator, "
+                 "torch.softmax or Tensor.softmax, which an export writes as the same MatMul and Softmax nodes: counted here "
+                 "as the patched calls, %llu MACs in MatMul nodes and %llu in Softmax nodes; where the source spells them "
+                 "the other way (timm's attention: q @ k.transpose(-2, -1), attn.softmax(dim=-1)), ptflops' total is lower "
+                 "by those",
+                 (unsigned long long)mm, (unsigned long long)sm);
+}
+
 int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, MemestAnalysis **out, char *err,
                    size_t errlen)
 {
@@ -731,6 +760,7 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
         return ME_EUNSUPPORTED;
     }
     m->totals = t;
+    if (conv == MEMEST_CONVENTION_PTFLOPS) ptflops_note(m);
     *out = m;
     return 0;
 nomem:

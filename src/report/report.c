@@ -212,12 +212,12 @@ const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
         if (code) *code = n->code;
         return n->text;
     }
-    if (!a->has_memory) return NULL;
-    /* the memory run's own notes, after the graph's */
+    /* the analysis's and the memory run's own notes, after the graph's */
     const struct { const char *code, *text; } run[] = {
-        { "python_names", a->memory.names_note },
-        { "optimizer_impl", a->memory.impl_note },
-        { "cudnn_workspace", a->memory.lib_note },
+        { "ptflops_calls", a->conv_note },
+        { "python_names", a->has_memory ? a->memory.names_note : "" },
+        { "optimizer_impl", a->has_memory ? a->memory.impl_note : "" },
+        { "cudnn_workspace", a->has_memory ? a->memory.lib_note : "" },
     };
     for (size_t k = 0; k < sizeof(run) / sizeof(run[0]); k++) {
         if (!run[k].text[0] || i--) continue;
