@@ -657,33 +657,47 @@ static int build_rows(MemestAnalysis *m, MemestConvention conv)
     return 0;
 }
 
-/* ptflops counts a call only if it patched the function called
- * (pytorch_engine.py patch_tensor_ops, patch_functional): torch.matmul,
- * Tensor.matmul, mm and bmm, and F.softmax, not the @ operator
- * (Tensor.__matmul__), torch.softmax or Tensor.softmax. An export writes
- * both spellings as one MatMul or Softmax node, which the convention
- * counts as the patched call (HF's attention: torch.matmul); timm's
- * `q @ k.transpose(-2, -1)` and `attn.softmax(dim=-1)` are the others.
- * Said, with the MACs at stake. */
-static void ptflops_note(MemestAnalysis *m)
+/* What the hook tools count depends on how the source spelled a call, which
+ * an export does not show. ptflops counts a call only if it patched the
+ * function (pytorch_engine.py patch_tensor_ops, patch_functional):
+ * torch.matmul, Tensor.matmul, mm and bmm, and F.softmax, not the @
+ * operator (Tensor.__matmul__), torch.softmax or Tensor.softmax. Both
+ * tools find a module's hook by its exact type (thop profile.py
+ * register_hooks[type(m)], ptflops is_supported_instance): nn.LayerNorm,
+ * not another class whose forward calls F.layer_norm (nanoGPT's
+ * LayerNorm, for its optional bias). An export writes either spelling as
+ * one MatMul, Softmax or LayerNormalization node, which the conventions
+ * count as the patched call and nn.LayerNorm (HF's spelling); timm's
+ * attention and nanoGPT are the others. Said, with the MACs at stake. */
+static void tool_spelling_note(MemestAnalysis *m)
 {
-    uint64_t mm = 0, sm = 0;
+    bool pt = m->conv == MEMEST_CONVENTION_PTFLOPS;
+    uint64_t mm = 0, sm = 0, ln = 0;
     for (int r = 0; r < m->n_rows; r++) {
         int ni = m->rows[r];
-        const MeOpDesc *d = m->g->n[ni].desc;
+        const MeNode *n = &m->g->n[ni];
+        const MeOpDesc *d = n->desc;
         if (m->cost[ni].status != ME_COST_OK || !d) continue;
-        if (d->cls == ME_C_MATMUL) mm = me_sadd(mm, m->cost[ni].macs);
-        if (d->cls == ME_C_SOFTMAX) sm = me_sadd(sm, m->cost[ni].macs);
+        if (pt && d->cls == ME_C_MATMUL) mm = me_sadd(mm, m->cost[ni].macs);
+        if (pt && d->cls == ME_C_SOFTMAX) sm = me_sadd(sm, m->cost[ni].macs);
+        if (!strcmp(n->op, "LayerNormalization") && !(n->flags & ME_N_FUNCTIONAL)) ln = me_sadd(ln, m->cost[ni].macs);
     }
     m->conv_note[0] = 0;
-    if (mm || sm)
+    if (pt && (mm || sm || ln))
         snprintf(m->conv_note, sizeof(m->conv_note),
                  "ptflops counts torch.matmul, Tensor.matmul, bmm and F.softmax, which it patches, but not the @ operator, "
-                 "torch.softmax or Tensor.softmax, which an export writes as the same MatMul and Softmax nodes: counted here "
-                 "as the patched calls, %llu MACs in MatMul nodes and %llu in Softmax nodes; where the source spells them "
-                 "the other way (timm's attention: q @ k.transpose(-2, -1), attn.softmax(dim=-1)), ptflops' total is lower "
-                 "by those",
-                 (unsigned long long)mm, (unsigned long long)sm);
+                 "torch.softmax or Tensor.softmax, and nn.LayerNorm by its exact type, not another class that calls "
+                 "F.layer_norm; an export writes either spelling as the same node: counted here as the patched calls and "
+                 "nn.LayerNorm, %llu MACs in MatMul nodes, %llu in Softmax nodes and %llu in LayerNormalization nodes; "
+                 "where the source spells them the other way (timm's attention: q @ k.transpose(-2, -1), "
+                 "attn.softmax(dim=-1); nanoGPT's LayerNorm), ptflops' total is lower by those",
+                 (unsigned long long)mm, (unsigned long long)sm, (unsigned long long)ln);
+    else if (!pt && ln)
+        snprintf(m->conv_note, sizeof(m->conv_note),
+                 "thop counts nn.LayerNorm by its exact type, not another class that calls F.layer_norm (nanoGPT's "
+                 "LayerNorm), which an export writes as the same LayerNormalization node: counted here as nn.LayerNorm, "
+                 "%llu MACs; where the source used another class, thop's total is lower by those",
+                 (unsigned long long)ln);
 }
 
 int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, MemestAnalysis **out, char *err,
@@ -760,7 +774,7 @@ int memest_analyze(const MemestModel *model, const MemestAnalyzeSettings *s, Mem
         return ME_EUNSUPPORTED;
     }
     m->totals = t;
-    if (conv == MEMEST_CONVENTION_PTFLOPS) ptflops_note(m);
+    if (conv == MEMEST_CONVENTION_PTFLOPS || conv == MEMEST_CONVENTION_THOP) tool_spelling_note(m);
     *out = m;
     return 0;
 nomem:

@@ -116,8 +116,8 @@ struct MemestAnalysis {
     const MeCost *cost;  /* per node: the model's dcost (default) or own_cost */
     MeCost *own_cost;
     MemestTotals totals;
-    char conv_note[512]; /* the note on calls the convention's tool sees by spelling (memest_note_text
-                          * "ptflops_calls"); "" none */
+    char conv_note[640]; /* the note on calls the convention's tool sees by their spelling
+                          * (memest_note_text "tool_spelling"); "" none */
     int *rows;           /* report rows: node index per row (see build_rows) */
     int n_rows;
     bool has_memory;

@@ -441,6 +441,41 @@ void me_shapes_reset(MeGraph *g)
     }
 }
 
+/* A float stored tensor that only comparisons read (nanoGPT's causal mask,
+ * a float tril buffer: `att.masked_fill(self.bias[:, :, :T, :T] == 0, ...)`)
+ * passes no gradient anywhere: autograd flows through floating tensors only,
+ * and a comparison's result is bool. A module registers such a tensor as a
+ * buffer; an nn.Parameter there would get no .grad, so torch.optim would
+ * keep no state for it (Adam's _init_group skips p.grad None), and it is
+ * taken as the buffer it is. A value is on a gradient's path when a float
+ * graph output depends on it through float values only (one pass in reverse
+ * order); a graph with no float output (an exported argmax) says nothing. */
+static int gradless_buffers(MeGraph *g)
+{
+    bool *path = me_calloc((size_t)g->nv + 1, sizeof(bool));
+    if (!path) return ME_ENOMEM;
+    bool any = false;
+    for (int i = 0; i < g->nv; i++) {
+        path[i] = g->v[i].is_output && me_dtype_is_float(g->v[i].dtype);
+        any |= path[i];
+    }
+    for (int oi = g->nn - 1; any && oi >= 0; oi--) {
+        const MeNode *n = &g->n[g->order[oi]];
+        bool out = false;
+        for (int k = 0; k < n->n_out && !out; k++) out = n->out[k] >= 0 && path[n->out[k]];
+        for (int k = 0; out && k < n->n_in; k++)
+            if (n->in[k] >= 0 && me_dtype_is_float(g->v[n->in[k]].dtype)) path[n->in[k]] = true;
+    }
+    bool trained = false; /* some parameter is on a gradient's path */
+    for (int i = 0; any && i < g->nv && !trained; i++) trained = g->v[i].kind == ME_V_INIT && g->v[i].role == ME_R_PARAM && path[i];
+    for (int i = 0; trained && i < g->nv; i++) {
+        MeValue *v = &g->v[i];
+        if (v->kind == ME_V_INIT && v->role == ME_R_PARAM && v->n_uses && !path[i] && !v->buffer_known) v->role = ME_R_BUFFER;
+    }
+    me_free(path);
+    return 0;
+}
+
 int me_infer_shapes(MeGraph *g, MeDiag *d)
 {
     for (int i = 0; i < g->nn; i++) {
@@ -518,5 +553,5 @@ int me_infer_shapes(MeGraph *g, MeDiag *d)
                                (long long)ME_FOLD_BUDGET);
         }
     }
-    return 0;
+    return gradless_buffers(g);
 }

@@ -15,9 +15,9 @@ usage: test_issue10_module.py MEMEST SOURCE_ROOT CASE
              run on the PyTorch modules (golden/truth/peers, made by
              tests/zoo/peer_tools.py) on every zoo model, exceptions named;
              and exact, or off by exactly what a named cause accounts for
-             (TORCH_SOFTMAX, OPERATOR_MATMUL: a spelling the tool does not
-             patch, which the file cannot show and the ptflops_calls note
-             states with its MACs)
+             (TORCH_SOFTMAX, OPERATOR_MATMUL, CUSTOM_LAYERNORM: a spelling
+             the tool does not patch or hook, which the file cannot show and
+             the tool_spelling note states with its MACs)
   peers_variants  the same on every committed export variant
              (models/onnx/variants, golden/truth/variants.json) that keeps
              the module's ops: an eval export that folded BatchNorm into
@@ -96,13 +96,20 @@ TORCH_SOFTMAX = {
     "ptflops": {"bert_like", "gpt_like", "gpt2_tanh", "llama_like", "llama_tied", "t5_like",
                 "whisper_encoder", "diffusion_unet", "vit_timm_p8"},
 }
-# timm's attention multiplies with the @ operator (Tensor.__matmul__), which
-# ptflops does not patch (pytorch_engine.py patch_tensor_ops: torch.matmul,
-# Tensor.matmul, mm, bmm): it counts 0 where memest counts the MatMul nodes,
-# as for torch.matmul; the ptflops_calls note gives both figures
+# timm's attention and nanoGPT multiply with the @ operator
+# (Tensor.__matmul__), which ptflops does not patch (pytorch_engine.py
+# patch_tensor_ops: torch.matmul, Tensor.matmul, mm, bmm): it counts 0 where
+# memest counts the MatMul nodes, as for torch.matmul
 OPERATOR_MATMUL = {
     "thop": set(),
-    "ptflops": {"vit_timm_p8"},
+    "ptflops": {"vit_timm_p8", "nanogpt"},
+}
+# nanoGPT's LayerNorm is its own class calling F.layer_norm: both tools find
+# hooks by exact type (thop register_hooks, ptflops is_supported_instance)
+# and count 0 where memest counts the LayerNormalization nodes as nn.LayerNorm
+CUSTOM_LAYERNORM = {
+    "thop": {"nanogpt"},
+    "ptflops": {"nanogpt"},
 }
 # models whose export cannot show that a tensor torchinfo leaves out of its
 # parameters is a buffer: memest counts it and names it in its
@@ -199,18 +206,21 @@ def check_peer(tool, name, f, batch, truth, extra=()):
     got, want = int(doc["totals"]["macs"]), truth["macs"]
     e = (got - want) / want
     print(f"{tool:8s} {os.path.basename(f):44s} b{batch}  tool {want:>15,d}  memest {got:>15,d}  {100 * e:+.3f}%")
-    softmax = sum(int(l["macs"]) for l in doc["layers"] if l["op"] == "Softmax" and l["status"] == "counted")
-    matmul = sum(int(l["macs"]) for l in doc["layers"] if l["op"] == "MatMul" and l["status"] == "counted")
-    explained = (softmax if name in TORCH_SOFTMAX[tool] else 0) + (matmul if name in OPERATOR_MATMUL[tool] else 0)
+    def counted(op):
+        return sum(int(l["macs"]) for l in doc["layers"] if l["op"] == op and l["status"] == "counted")
+    softmax, matmul, ln = counted("Softmax"), counted("MatMul"), counted("LayerNormalization")
+    explained = ((softmax if name in TORCH_SOFTMAX[tool] else 0) + (matmul if name in OPERATOR_MATMUL[tool] else 0)
+                 + (ln if name in CUSTOM_LAYERNORM[tool] else 0))
     # within 0.5 % once a spelling the file cannot show is taken the tool's way
     e = (got - explained - want) / want
     check(abs(e) <= 0.005, f"{tool} {f} batch {batch}: memest {got:,} less {explained:,} explained vs the tool's "
           f"{want:,} ({100 * e:+.2f}%)")
-    if tool == "ptflops" and (softmax or matmul):
-        # the note says what the spelling the file cannot show is worth
-        text = " ".join(n["text"] for n in doc["notes"] if n["code"] == "ptflops_calls")
-        check(f"{matmul} MACs in MatMul nodes and {softmax} in Softmax nodes" in text,
-              f"{tool} {f}: no ptflops_calls note with {matmul} and {softmax} MACs: {text[:200]!r}")
+    # the note says what the spelling the file cannot show is worth
+    text = " ".join(n["text"] for n in doc["notes"] if n["code"] == "tool_spelling")
+    want_text = (f"{matmul} MACs in MatMul nodes, {softmax} in Softmax nodes and {ln} in LayerNormalization nodes"
+                 if tool == "ptflops" else f"counted here as nn.LayerNorm, {ln} MACs")
+    if (tool == "ptflops" and (softmax or matmul or ln)) or (tool == "thop" and ln):
+        check(want_text in text, f"{tool} {f}: no tool_spelling note with {want_text!r}: {text[:200]!r}")
     check(got - want == explained, f"{tool} {f} batch {batch}: memest {got:,} vs the tool's {want:,}: "
           f"{got - want:+,} where {explained:+,} is explained")
     return doc
@@ -516,6 +526,54 @@ def case_pooled_table():
             # the weights also hold the Slices' three int64 [2] initializers, 48 B
             check(buffers == 256 * layers and weights == 256 * layers + 48,
                   f"{layers} scope(s): buffers {buffers}, weights {weights} B, want {256 * layers} (+ 48 B): {err!r}")
+
+
+def gradless_model(also_added, argmax):
+    """nanoGPT's causal mask: a float tril initializer 'h.0.attn.bias'
+    [1, 1, 16, 16], sliced to the input's 8 x 8, compared with 0 and used
+    as Where's condition over x + w (w a [8] parameter); also_added: the
+    mask is added to x too (a gradient reaches it); argmax: the graph's
+    only output is an int64 ArgMax of the result."""
+    inits = [craft.tensor("h.0.attn.bias", [1, 1, 16, 16], raw=bytes(256 * 4)),
+             craft.tensor("h.0.attn.w", [8], raw=bytes(8 * 4))]
+    inits += [craft.tensor(n, [2], dtype=craft.INT64, raw=craft.int64_raw(v)) for n, v in
+              (("starts", [0, 0]), ("ends", [8, 8]), ("axes", [2, 3]))]
+    nodes = [craft.node("Constant", [], ["zero"], name="/h.0/attn/Constant",
+                        attrs=[craft.attr_tensor("value", craft.tensor("", [], raw=bytes(4)))]),
+             craft.node("Slice", ["h.0.attn.bias", "starts", "ends", "axes"], ["m"], name="/h.0/attn/Slice"),
+             craft.node("Equal", ["m", "zero"], ["c"], name="/h.0/attn/Equal"),
+             craft.node("Add", ["x", "h.0.attn.w"], ["xw"], name="/h.0/attn/Add"),
+             craft.node("Where", ["c", "xw", "x"], ["y"], name="/h.0/attn/Where")]
+    out, elem = "y", craft.FLOAT
+    if also_added:
+        nodes.append(craft.node("Add", ["y", "m"], ["y2"], name="/h.0/attn/Add_1"))
+        out = "y2"
+    if argmax:
+        nodes.append(craft.node("ArgMax", [out], ["am"], name="/ArgMax", attrs=[craft.attr_int("axis", -1)]))
+        out, elem = "am", craft.INT64
+    return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 1, 8, 8])], [craft.value_info(out, [], elem)], inits))
+
+
+def case_gradless():
+    """A float stored tensor that only comparisons read passes no gradient:
+    a buffer (shape.c gradless_buffers), with no optimizer state; reached
+    by an Add, or in a graph with no float output, it stays a parameter"""
+    with tempfile.TemporaryDirectory() as tmp:
+        for also_added, argmax, params in ((False, False, 8), (True, False, 8 + 256), (False, True, 8 + 256)):
+            p = os.path.join(tmp, "g.onnx")
+            with open(p, "wb") as fh:
+                fh.write(gradless_model(also_added, argmax))
+            doc, err = report(p, "--runtime", "cpu")
+            got = (int(doc["totals"]["params"]), int(doc["totals"]["buffers"])) if doc else None
+            check(got == (params, 8 + 256 - params), f"added {also_added}, argmax {argmax}: params, buffers {got}, "
+                  f"want {params}, {8 + 256 - params}: {err!r}")
+        p = os.path.join(tmp, "g.onnx")
+        with open(p, "wb") as fh:
+            fh.write(gradless_model(False, False))
+        doc, err = report(p, "--runtime", "cpu", "--train", "--optimizer", "adam", "--loss", "mean")
+        st = doc["memory"]["steps"][1]["at_peak"]["optimizer"] if doc else None
+        # Adam's exp_avg and exp_avg_sq for w alone (8 floats each), and its 0-dim step
+        check(st == 2 * 8 * 4 + 4, f"Adam's state {st} B, want {2 * 8 * 4 + 4} (the mask keeps none): {err!r}")
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}

@@ -214,7 +214,7 @@ const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
     }
     /* the analysis's and the memory run's own notes, after the graph's */
     const struct { const char *code, *text; } run[] = {
-        { "ptflops_calls", a->conv_note },
+        { "tool_spelling", a->conv_note },
         { "python_names", a->has_memory ? a->memory.names_note : "" },
         { "optimizer_impl", a->has_memory ? a->memory.impl_note : "" },
         { "cudnn_workspace", a->has_memory ? a->memory.lib_note : "" },

@@ -809,6 +809,97 @@ def vit_timm_p8():
     return TimmViT()
 
 
+class NanoLayerNorm(nn.Module):
+    """nanoGPT's LayerNorm: F.layer_norm with an optional bias (not nn.LayerNorm)."""
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class NanoAttention(nn.Module):
+    """nanoGPT's CausalSelfAttention without flash (torch 1.13): c_attn split
+    into q, k, v, the @ operator, masked_fill against the float tril buffer,
+    F.softmax, y.transpose(1, 2).contiguous().view(...)."""
+    def __init__(self, d, heads, ctx):
+        super().__init__()
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.attn_dropout = nn.Dropout(0.1)
+        self.resid_dropout = nn.Dropout(0.1)
+        self.n_head, self.n_embd = heads, d
+        self.register_buffer("bias", torch.tril(torch.ones(ctx, ctx)).view(1, 1, ctx, ctx))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class NanoMLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * d, d)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class NanoBlock(nn.Module):
+    def __init__(self, d, heads, ctx):
+        super().__init__()
+        self.ln_1 = NanoLayerNorm(d, True)
+        self.attn = NanoAttention(d, heads, ctx)
+        self.ln_2 = NanoLayerNorm(d, True)
+        self.mlp = NanoMLP(d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class NanoGPT(nn.Module):
+    """Karpathy's nanoGPT model.py (GPT), vocab 8000, block 256, 4 layers of 6
+    heads, d 384, dropout 0.1, biases: wte tied to lm_head
+    (transformer.wte.weight = lm_head.weight); without targets the head
+    runs on the last position only (x[:, [-1], :])."""
+    def __init__(self, vocab=8000, ctx=256, layers=4, heads=6, d=384):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, d), wpe=nn.Embedding(ctx, d), drop=nn.Dropout(0.1),
+            h=nn.ModuleList([NanoBlock(d, heads, ctx) for _ in range(layers)]), ln_f=NanoLayerNorm(d, True)))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+
+    def forward(self, idx):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+        for block in self.transformer.h:
+            x = block(x)
+        x = self.transformer.ln_f(x)
+        return self.lm_head(x[:, [-1], :])
+
+
+def nanogpt():
+    return NanoGPT()
+
+
 class SegOut(nn.Module):
     """torchvision segmentation models return a dict; this keeps ["out"]."""
     def __init__(self, m):
@@ -879,6 +970,7 @@ MODELS = {
     "diffusion_unet": (diffusion_unet, IMG64),
     "whisper_encoder": (whisper_encoder, MEL1000),
     "vit_timm_p8": (vit_timm_p8, IMG224),
+    "nanogpt": (nanogpt, TOK128),
 }
 
 # the models issue 10 added (the old sixteen come first in MODELS)
@@ -889,4 +981,4 @@ NEW10 = ["swin_t", "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0",
 # Vocabulary size per token-input model, for making valid random input_ids.
 VOCAB = {"bert_like": 30522, "gpt_like": 50257, "lstm_model": 10000,
          "gru_model": 10000, "llama_like": 8000, "llama_tied": 8000,
-         "gpt2_tanh": 8000, "t5_like": 8000}
+         "gpt2_tanh": 8000, "t5_like": 8000, "nanogpt": 8000}
