@@ -321,7 +321,7 @@ enum { LOSS_IS_OUTPUT = MEMEST_LOSS_COUNT };
 
 static const char *const loss_names[MEMEST_LOSS_COUNT] = {
     [MEMEST_LOSS_CROSS_ENTROPY] = "cross-entropy", [MEMEST_LOSS_MSE] = "mse", [MEMEST_LOSS_MEAN] = "mean",
-    [MEMEST_LOSS_SUM] = "sum", [MEMEST_LOSS_NONE] = "none",
+    [MEMEST_LOSS_SUM] = "sum", [MEMEST_LOSS_NONE] = "none", [MEMEST_LOSS_POW2_MEAN] = "pow2-mean",
 };
 
 const char *memest_loss_name(MemestLoss l)
@@ -2196,6 +2196,9 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
          * and CUDA's): they run on a float32 copy of a lower-precision output */
         int oes = me_dtype_size(g->v[ov].dtype);
         int64_t ob32 = sat_mul(numel0(&g->v[ov].shape), oes > 4 ? oes : 4);
+        /* .float() in the pow2-mean loss: a copy whenever the output is
+         * below float32, autocast or not */
+        int64_t pf = oes < 4 ? sat_mul(numel0(&g->v[ov].shape), 4) : ob;
         if (!s->amp) ob32 = ob;
         m.phase = MEMEST_PHASE_BACKWARD;
         m.node = -1;
@@ -2230,6 +2233,13 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         case MEMEST_LOSS_NONE:
             /* the caller's ones_like(out): alive until backward returns */
             kept = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true);
+            break;
+        case MEMEST_LOSS_POW2_MEAN:
+            /* out.float() copies a lower-precision output, and PowBackward0
+             * saves that copy (self); pow(2)'s result lives while mean
+             * reduces it, then goes (MeanBackward keeps sizes only) */
+            if (pf != ob) kept = lr.storage = st_new(&m, pf, MEMEST_MEM_SAVED);
+            note_run(&m, pf, &lr);
             break;
         case LOSS_IS_OUTPUT:
             break;
@@ -2269,6 +2279,19 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             } else {
                 if (loss == MEMEST_LOSS_CROSS_ENTROPY || (loss == MEMEST_LOSS_MSE && ob32 != ob))
                     if ((g1 = st_new(&m, ob32, MEMEST_MEM_ACT_GRADS)) < 0) { rc = ME_ENOMEM; goto end; }
+                /* pow2-mean: MeanBackward's grad.expand() / numel, then
+                 * pow_backward's `return grad * (exp * self.pow(exp - 1)).conj();`
+                 * (FunctionsManual.cpp): self.pow(1) and its double are
+                 * temporaries of that one full-expression, so C++ keeps both
+                 * until the product is made: three tensors the size of the
+                 * float32 input beside the mean's gradient. A lower-precision
+                 * output's gradient is the product cast back
+                 * (ToCopyBackward), made once the others are gone. */
+                int64_t pw = 0;
+                if (loss == MEMEST_LOSS_POW2_MEAN) {
+                    if ((g1 = st_new(&m, pf, MEMEST_MEM_ACT_GRADS)) < 0) { rc = ME_ENOMEM; goto end; }
+                    pw = pf == ob ? sat_mul(2, pf) : sat_mul(3, pf) - ob;
+                }
                 if ((g2 = st_make(&m, ob, MEMEST_MEM_ACT_GRADS, ov, true)) < 0) { rc = ME_ENOMEM; goto end; }
                 if (loss == LOSS_IS_OUTPUT) {
                     run(&m, ME_TL_RUN_SEED_GRAD, g2, -1, -1);
@@ -2278,7 +2301,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
                     rg.storage = g1 >= 0 ? g1 : g2;
                     rg.accum = g2;
                     rg.gout = kept;
-                    note_run(&m, 0, &rg);
+                    note_run(&m, pw, &rg);
                 }
                 if (g1 >= 0) st_free(&m, g1);
                 if (kept >= 0) st_free(&m, kept);

@@ -40,9 +40,9 @@ TRAIN_MODES = {
 INFER_MODES = {"infer_nograd": ("infer", []), "infer_grad": ("infer_grad", ["--grad"])}
 # entries of a batch that are facts about the model, not a measured mode
 NOT_MODES = {"saved_for_backward"}
-# out.float().pow(2).mean(): memest has no pow loss; mean is the same but for
-# PowBackward's transient temporaries (grad * 2 * self), short of the peak
-LOSSES = {"pow2_mean": "mean"}
+# the truth's loss (tests/oracle/measure_memory.py LOSS_TEXT) -> memest's --loss
+def loss_of(truth):
+    return "pow2-mean" if "pow(2).mean()" in truth.get("loss", "") else "cross-entropy"
 # train_*_freeze: the oracle's FREEZE (tests/oracle/measure_memory.py) as
 # memest --freeze patterns over module names
 FREEZE = {
@@ -92,7 +92,7 @@ def main():
                 continue
             if mode in TRAIN_MODES:
                 opt, extra = TRAIN_MODES[mode]
-                l = loss or LOSSES.get(r.get("loss_kind", ""), "cross-entropy")
+                l = loss or loss_of(truth)
                 want_mode, extra = "train", ["--train", "--optimizer", opt, "--loss", l, *extra]
                 meas = [r["step1"]["peak"], r["step2"]["peak"]]
                 labels = [mode + "/step1", mode + "/step2"]

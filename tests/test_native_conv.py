@@ -67,7 +67,7 @@ fails = 0
 for name, sub in CASES:
     t = json.load(open(os.path.join(ROOT, "golden", "truth", DIR, sub, name + ".json")))
     threads = ["--cpu-threads", str(t["threads"])]
-    loss = ["--loss", "mean"] if "pow(2)" in t.get("loss", "") or "pow2" in t.get("loss", "") else ["--loss", "cross-entropy"]
+    loss = ["--loss", "pow2-mean"] if "pow(2)" in t.get("loss", "") or "pow2" in t.get("loss", "") else ["--loss", "cross-entropy"]
     for b, e in sorted(t["batches"].items()):
         for mode, extra in MODES.items():
             if mode not in e:

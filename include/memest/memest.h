@@ -304,10 +304,11 @@ typedef enum MemestLoss {
     MEMEST_LOSS_MEAN,              /* out.mean() */
     MEMEST_LOSS_SUM,               /* out.sum() */
     MEMEST_LOSS_NONE,              /* out.backward(grad), grad = ones_like(out) made by the user */
+    MEMEST_LOSS_POW2_MEAN,         /* out.float().pow(2).mean() (also (out ** 2).mean() on a float32 output) */
     MEMEST_LOSS_COUNT
 } MemestLoss;
 
-/* "cross-entropy", "mse", "mean", "sum", "none"; -1 for an unknown name. */
+/* "cross-entropy", "mse", "mean", "sum", "none", "pow2-mean"; -1 for an unknown name. */
 MEMEST_API const char *memest_loss_name(MemestLoss l);
 MEMEST_API int memest_loss_from_name(const char *name);
 

@@ -25,7 +25,7 @@ OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "adagrad", "rmsprop", "none",
               "adafactor", "adamw8bit", "paged_adamw", "paged_adamw8bit")  # MemestOptimizer order
 RUNTIMES = ("cuda", "cpu")
 TORCH = ("1.13", "2")  # MemestTorch order
-LOSSES = ("cross-entropy", "mse", "mean", "sum", "none")  # MemestLoss order
+LOSSES = ("cross-entropy", "mse", "mean", "sum", "none", "pow2-mean")  # MemestLoss order
 SHARDS = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 FORMATS = {"table": 0, "json": 1, "csv": 2, "markdown": 3}
 ERRORS = {-5: "MEMEST_ERR_IO", -12: "MEMEST_ERR_NOMEM", -22: "MEMEST_ERR_INVALID",

@@ -62,8 +62,9 @@
       "1.13 | 2: the PyTorch whose optimizer code the update follows\n"                                         \
       "(default 1.13; 2: foreach by default on CUDA, in-place denominators)")                                    \
     X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN),                                                                 \
-      "cross-entropy | mse | mean | sum | none (default cross-entropy;\n"                                        \
-      "none: out.backward(grad) with a ones-like grad)")                                                        \
+      "cross-entropy | mse | mean | sum | none | pow2-mean (default\n"                                        \
+      "cross-entropy; none: out.backward(grad) with a ones-like grad;\n"                                         \
+      "pow2-mean: out.float().pow(2).mean())")                                                                   \
     X(RUNTIME, "--runtime", "NAME", 0, 0, "cuda | cpu: what PyTorch allocates inside ops (default cuda)")        \
     X(CPU_THREADS, "--cpu-threads", "N", 0, OPT_BIT(RUNTIME),                                                    \
       "--runtime cpu: torch.get_num_threads() of the run (oneDNN's\n"                                         \

@@ -20,7 +20,7 @@ for name in SETS[sys.argv[2] if len(sys.argv) > 2 else "ho"]:
             if mode not in e: continue
             loss = []
             if mode.startswith("train"):
-                loss = ["--loss", "mean"] if "pow2" in t.get("loss", "") or "pow(2)" in t.get("loss", "") else ["--loss", "cross-entropy"]
+                loss = ["--loss", "pow2-mean"] if "pow2" in t.get("loss", "") or "pow(2)" in t.get("loss", "") else ["--loss", "cross-entropy"]
             cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "heldout", name + ".onnx"), "--batch", b, "--runtime", "cpu", "--format", "json"] + extra + loss
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:

@@ -900,6 +900,120 @@ def nanogpt():
     return NanoGPT()
 
 
+class YConv(nn.Module):
+    """ultralytics/yolov5 models/common.py Conv: conv (no bias), BatchNorm, SiLU."""
+    def __init__(self, c1, c2, k=1, s=1, p=None):
+        super().__init__()
+        self.conv = nn.Conv2d(c1, c2, k, s, k // 2 if p is None else p, bias=False)
+        self.bn = nn.BatchNorm2d(c2)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)))
+
+
+class YBottleneck(nn.Module):
+    def __init__(self, c1, c2, shortcut=True):
+        super().__init__()
+        self.cv1 = YConv(c1, c2, 1, 1)
+        self.cv2 = YConv(c2, c2, 3, 1)
+        self.add = shortcut and c1 == c2
+
+    def forward(self, x):
+        return x + self.cv2(self.cv1(x)) if self.add else self.cv2(self.cv1(x))
+
+
+class YC3(nn.Module):
+    def __init__(self, c1, c2, n=1, shortcut=True):
+        super().__init__()
+        c_ = c2 // 2
+        self.cv1 = YConv(c1, c_, 1, 1)
+        self.cv2 = YConv(c1, c_, 1, 1)
+        self.cv3 = YConv(2 * c_, c2, 1)
+        self.m = nn.Sequential(*(YBottleneck(c_, c_, shortcut) for _ in range(n)))
+
+    def forward(self, x):
+        return self.cv3(torch.cat((self.m(self.cv1(x)), self.cv2(x)), 1))
+
+
+class YSPPF(nn.Module):
+    def __init__(self, c1, c2, k=5):
+        super().__init__()
+        c_ = c1 // 2
+        self.cv1 = YConv(c1, c_, 1, 1)
+        self.cv2 = YConv(c_ * 4, c2, 1, 1)
+        self.m = nn.MaxPool2d(kernel_size=k, stride=1, padding=k // 2)
+
+    def forward(self, x):
+        x = self.cv1(x)
+        y1 = self.m(x)
+        y2 = self.m(y1)
+        return self.cv2(torch.cat((x, y1, y2, self.m(y2)), 1))
+
+
+class YConcat(nn.Module):
+    def forward(self, x):
+        return torch.cat(x, 1)
+
+
+class YDetect(nn.Module):
+    """Detect's convolutions per level; the inference path's reshape of each to
+    [bs, 3 * ny * nx, 85] and their concatenation (no grid decoding)."""
+    def __init__(self, ch, nc=80, na=3):
+        super().__init__()
+        self.no, self.na = nc + 5, na
+        self.m = nn.ModuleList(nn.Conv2d(c, self.no * na, 1) for c in ch)
+
+    def forward(self, x):
+        z = []
+        for i in range(len(self.m)):
+            xi = self.m[i](x[i])
+            bs, _, ny, nx = xi.shape
+            xi = xi.view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+            z.append(xi.view(bs, -1, self.no))
+        return torch.cat(z, 1)
+
+
+class YoloV5s(nn.Module):
+    """yolov5s.yaml (v6.0, width 0.5, depth 0.33) as models/yolo.py's
+    DetectionModel runs it: one nn.Sequential iterated by _forward_once,
+    whose list y keeps the outputs later layers read (self.save) until the
+    forward returns. Input 3x320x320, 80 classes."""
+    def __init__(self):
+        super().__init__()
+        L = [(-1, YConv(3, 32, 6, 2, 2)), (-1, YConv(32, 64, 3, 2)), (-1, YC3(64, 64, 1)),
+             (-1, YConv(64, 128, 3, 2)), (-1, YC3(128, 128, 2)), (-1, YConv(128, 256, 3, 2)),
+             (-1, YC3(256, 256, 3)), (-1, YConv(256, 512, 3, 2)), (-1, YC3(512, 512, 1)),
+             (-1, YSPPF(512, 512, 5)),
+             (-1, YConv(512, 256, 1, 1)), (-1, nn.Upsample(None, 2, "nearest")), ([-1, 6], YConcat()),
+             (-1, YC3(512, 256, 1, False)),
+             (-1, YConv(256, 128, 1, 1)), (-1, nn.Upsample(None, 2, "nearest")), ([-1, 4], YConcat()),
+             (-1, YC3(256, 128, 1, False)),
+             (-1, YConv(128, 128, 3, 2)), ([-1, 14], YConcat()), (-1, YC3(256, 256, 1, False)),
+             (-1, YConv(256, 256, 3, 2)), ([-1, 10], YConcat()), (-1, YC3(512, 512, 1, False)),
+             ([17, 20, 23], YDetect((128, 256, 512)))]
+        self.f = [f for f, _ in L]
+        self.model = nn.Sequential(*[m for _, m in L])
+        self.save = sorted({j for f in self.f if not isinstance(f, int) for j in f if j != -1})
+
+    def forward(self, x):
+        y = []
+        for i, m in enumerate(self.model):
+            f = self.f[i]
+            if f != -1:
+                x = y[f] if isinstance(f, int) else [x if j == -1 else y[j] for j in f]
+            x = m(x)
+            y.append(x if i in self.save else None)
+        return x
+
+
+def yolov5s():
+    return YoloV5s()
+
+
+IMG320 = [("input", (3, 320, 320), torch.float32)]
+
+
 class SegOut(nn.Module):
     """torchvision segmentation models return a dict; this keeps ["out"]."""
     def __init__(self, m):
@@ -971,6 +1085,7 @@ MODELS = {
     "whisper_encoder": (whisper_encoder, MEL1000),
     "vit_timm_p8": (vit_timm_p8, IMG224),
     "nanogpt": (nanogpt, TOK128),
+    "yolov5s": (yolov5s, IMG320),
 }
 
 # the models issue 10 added (the old sixteen come first in MODELS)
