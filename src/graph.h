@@ -165,6 +165,9 @@ enum {
     /* a view the forward makes with .contiguous().view(): a copy when its
      * input is strided (nn.MultiheadAttention's reshapes, canon/mha.c) */
     ME_N_CONTIGUOUS = 1 << 5,
+    /* torch.addmm in a module's own forward on its own [in, out] weight
+     * (HF's Conv1D), not an nn.Linear call: ME_N_FUNCTIONAL too (canon/linear.c) */
+    ME_N_ADDMM      = 1 << 6,
 };
 
 struct MeOpDesc;

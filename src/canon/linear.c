@@ -54,6 +54,27 @@ static bool stored_float(const MeGraph *g, int v, int rank)
     return x->kind == ME_V_INIT && me_dtype_is_float(x->dtype) && x->shape.rank == rank && !x->sparse;
 }
 
+/* Gemm n reads its module's own ".weight" as B untransposed (transB 0): the
+ * module keeps its weight [in, out] and calls torch.addmm(bias, x, weight)
+ * itself (transformers' Conv1D, GPT-2's layers). nn.Linear keeps [out, in]
+ * and torch.onnx writes its F.linear as Gemm with transB 1 (or MatMul of a
+ * Transpose), so this is no nn.Linear call: hook tools see no module they
+ * know, and ptflops' patched torch.addmm counts it. An eval export's
+ * folded copy has a name of its own and says nothing. */
+static bool own_in_out(const MeGraph *g, const MeNode *n)
+{
+    int b = n->in[1];
+    if (me_attr_i(n, "transB", 0) || me_attr_i(n, "transA", 0) || !stored_float(g, b, 2) || !n->module || !g->v[b].name)
+        return false;
+    /* the module's path, or its tail where a container the forward did not
+     * call left no scope of its own (`self.transformer.h` iterated from the
+     * outer forward: "transformer.h.0.attn.c_attn.weight" in "h.0.attn.c_attn") */
+    const char *name = g->v[b].name;
+    size_t lm = strlen(n->module), ln = strlen(name), lw = strlen(".weight");
+    if (ln < lm + lw || strcmp(name + ln - lw, ".weight") || strncmp(name + ln - lw - lm, n->module, lm)) return false;
+    return ln == lm + lw || name[ln - lw - lm - 1] == '.';
+}
+
 /* The parameter behind MatMul's B: B itself (*in_out = 1) or the input of
  * a plain 2-d Transpose (*in_out = 0, *tr = that node); -1 if neither. */
 static int weight_of(const MeGraph *g, int b, int *in_out, int *tr)
@@ -92,6 +113,7 @@ int me_canon_linear(MeGraph *g, MeDiag *d)
         if (mm->n_in >= 2 && me_canon_is(g, mm, "Gemm") && stored_float(g, mm->in[1], 2) &&
             functional_use(g, mm, mm->in[1], mm->n_in > 2 ? mm->in[2] : -1))
             mm->flags |= ME_N_FUNCTIONAL;
+        if (mm->n_in >= 2 && me_canon_is(g, mm, "Gemm") && own_in_out(g, mm)) mm->flags |= ME_N_FUNCTIONAL | ME_N_ADDMM;
         if (gone[i] || mm->n_in != 2 || mm->n_out != 1 || mm->n_attr || !me_canon_is(g, mm, "MatMul")) continue;
         int x = mm->in[0], y = mm->out[0], bt = mm->in[1], in_out, tr;
         if (x < 0 || y < 0 || g->v[x].kind == ME_V_INIT) continue;

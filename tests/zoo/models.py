@@ -1014,6 +1014,147 @@ def yolov5s():
 IMG320 = [("input", (3, 320, 320), torch.float32)]
 
 
+class HFConv1D(nn.Module):
+    """transformers' pytorch_utils.Conv1D: torch.addmm with an [in, out] weight."""
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class HFNewGELU(nn.Module):
+    """transformers' NewGELUActivation (gelu_new): the tanh form as Python ops."""
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class HFGPT2Attention(nn.Module):
+    """transformers v4.30 modeling_gpt2.GPT2Attention, eager, no cache."""
+    def __init__(self, d, heads, ctx):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones((ctx, ctx), dtype=torch.bool)).view(1, 1, ctx, ctx),
+                             persistent=False)
+        self.register_buffer("masked_bias", torch.tensor(-1e4), persistent=False)
+        self.embed_dim, self.num_heads, self.head_dim, self.split_size = d, heads, d // heads, d
+        self.c_attn = HFConv1D(3 * d, d)
+        self.c_proj = HFConv1D(d, d)
+        self.attn_dropout = nn.Dropout(0.1)
+        self.resid_dropout = nn.Dropout(0.1)
+
+    def _attn(self, query, key, value):
+        attn_weights = torch.matmul(query, key.transpose(-1, -2))
+        attn_weights = attn_weights / torch.full([], value.size(-1) ** 0.5, dtype=attn_weights.dtype,
+                                                 device=attn_weights.device)
+        query_length, key_length = query.size(-2), key.size(-2)
+        causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
+        mask_value = torch.finfo(attn_weights.dtype).min
+        mask_value = torch.full([], mask_value, dtype=attn_weights.dtype).to(attn_weights.device)
+        attn_weights = torch.where(causal_mask, attn_weights.to(attn_weights.dtype), mask_value)
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_weights = attn_weights.type(value.dtype)
+        attn_weights = self.attn_dropout(attn_weights)
+        attn_output = torch.matmul(attn_weights, value)
+        return attn_output, attn_weights
+
+    def _split_heads(self, tensor):
+        new_shape = tensor.size()[:-1] + (self.num_heads, self.head_dim)
+        return tensor.view(new_shape).permute(0, 2, 1, 3)
+
+    def _merge_heads(self, tensor):
+        tensor = tensor.permute(0, 2, 1, 3).contiguous()
+        new_shape = tensor.size()[:-2] + (self.num_heads * self.head_dim,)
+        return tensor.view(new_shape)
+
+    def forward(self, hidden_states):
+        query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
+        query = self._split_heads(query)
+        key = self._split_heads(key)
+        value = self._split_heads(value)
+        attn_output, attn_weights = self._attn(query, key, value)
+        attn_output = self._merge_heads(attn_output)
+        attn_output = self.c_proj(attn_output)
+        attn_output = self.resid_dropout(attn_output)
+        return (attn_output, None)
+
+
+class HFGPT2MLP(nn.Module):
+    def __init__(self, inner, d):
+        super().__init__()
+        self.c_fc = HFConv1D(inner, d)
+        self.c_proj = HFConv1D(d, inner)
+        self.act = HFNewGELU()
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states):
+        hidden_states = self.c_fc(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.c_proj(hidden_states)
+        return self.dropout(hidden_states)
+
+
+class HFGPT2Block(nn.Module):
+    def __init__(self, d, heads, ctx):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d, eps=1e-5)
+        self.attn = HFGPT2Attention(d, heads, ctx)
+        self.ln_2 = nn.LayerNorm(d, eps=1e-5)
+        self.mlp = HFGPT2MLP(4 * d, d)
+
+    def forward(self, hidden_states):
+        residual = hidden_states
+        hidden_states = self.ln_1(hidden_states)
+        attn_outputs = self.attn(hidden_states)
+        attn_output = attn_outputs[0]
+        outputs = attn_outputs[1:]
+        hidden_states = attn_output + residual
+        residual = hidden_states
+        hidden_states = self.ln_2(hidden_states)
+        feed_forward_hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + feed_forward_hidden_states
+        return (hidden_states,) + outputs
+
+
+class HFGPT2LMHead(nn.Module):
+    """transformers v4.30 GPT2LMHeadModel as written (eager attention, no
+    cache, Conv1D layers, gelu_new), n_embd 256, 4 layers of 4 heads, 256
+    positions, vocab 8000; lm_head tied to wte; returns the logits."""
+    def __init__(self, vocab=8000, d=256, layers=4, heads=4, ctx=256):
+        super().__init__()
+        self.transformer = nn.Module()
+        self.transformer.wte = nn.Embedding(vocab, d)
+        self.transformer.wpe = nn.Embedding(ctx, d)
+        self.transformer.drop = nn.Dropout(0.1)
+        self.transformer.h = nn.ModuleList([HFGPT2Block(d, heads, ctx) for _ in range(layers)])
+        self.transformer.ln_f = nn.LayerNorm(d, eps=1e-5)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, input_ids):
+        t = self.transformer
+        input_shape = input_ids.size()
+        position_ids = torch.arange(0, input_shape[-1], dtype=torch.long, device=input_ids.device).unsqueeze(0)
+        inputs_embeds = t.wte(input_ids)
+        position_embeds = t.wpe(position_ids)
+        hidden_states = inputs_embeds + position_embeds
+        hidden_states = t.drop(hidden_states)
+        for block in t.h:
+            outputs = block(hidden_states)
+            hidden_states = outputs[0]
+        hidden_states = t.ln_f(hidden_states)
+        return self.lm_head(hidden_states)
+
+
+def gpt2_hf():
+    return HFGPT2LMHead()
+
+
 class SegOut(nn.Module):
     """torchvision segmentation models return a dict; this keeps ["out"]."""
     def __init__(self, m):
@@ -1086,6 +1227,7 @@ MODELS = {
     "vit_timm_p8": (vit_timm_p8, IMG224),
     "nanogpt": (nanogpt, TOK128),
     "yolov5s": (yolov5s, IMG320),
+    "gpt2_hf": (gpt2_hf, TOK128),
 }
 
 # the models issue 10 added (the old sixteen come first in MODELS)
@@ -1096,4 +1238,5 @@ NEW10 = ["swin_t", "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0",
 # Vocabulary size per token-input model, for making valid random input_ids.
 VOCAB = {"bert_like": 30522, "gpt_like": 50257, "lstm_model": 10000,
          "gru_model": 10000, "llama_like": 8000, "llama_tied": 8000,
-         "gpt2_tanh": 8000, "t5_like": 8000, "nanogpt": 8000}
+         "gpt2_tanh": 8000, "t5_like": 8000, "nanogpt": 8000,
+         "gpt2_hf": 8000}

@@ -83,7 +83,7 @@ COMMITTED_MANIFEST = os.path.join(ROOT, "golden", "truth", "variants.json")
 # 13 (Softmax over a non-last axis is 2-D coerced below 13, Split/Squeeze/
 # ReduceSum axes are attributes below 13): committed at opset 11 as well
 OPSET11_TOO = ("vit_b_16", "bert_like", "gpt2_tanh", "llama_like", "t5_like",
-               "mobilenet_v3_large", "whisper_encoder", "diffusion_unet", "vit_timm_p8", "nanogpt", "yolov5s")
+               "mobilenet_v3_large", "whisper_encoder", "diffusion_unet", "vit_timm_p8", "nanogpt", "yolov5s", "gpt2_hf")
 
 
 def committed_set(name):
