@@ -12,11 +12,16 @@ Runs with Debian's python3-torch 1.13 / python3-torchvision 0.14; call it as
 /usr/bin/python3.
 """
 import math
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llm"))
+import families  # noqa: E402  HF modeling code as tests/llm writes it
 
 
 # --------------------------------------------------------------------------
@@ -1014,25 +1019,10 @@ def yolov5s():
 IMG320 = [("input", (3, 320, 320), torch.float32)]
 
 
-class HFConv1D(nn.Module):
-    """transformers' pytorch_utils.Conv1D: torch.addmm with an [in, out] weight."""
-    def __init__(self, nf, nx):
-        super().__init__()
-        self.nf = nf
-        self.weight = nn.Parameter(torch.empty(nx, nf))
-        self.bias = nn.Parameter(torch.zeros(nf))
-        nn.init.normal_(self.weight, std=0.02)
-
-    def forward(self, x):
-        size_out = x.size()[:-1] + (self.nf,)
-        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
-        return x.view(size_out)
-
-
-class HFNewGELU(nn.Module):
-    """transformers' NewGELUActivation (gelu_new): the tanh form as Python ops."""
-    def forward(self, input):
-        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+# transformers' Conv1D (torch.addmm on an [in, out] weight) and gelu_new as
+# Python ops, as tests/llm/families.py writes them for the LLM truth
+HFConv1D = families.Conv1D
+HFNewGELU = families.NewGELU
 
 
 class HFGPT2Attention(nn.Module):
@@ -1072,7 +1062,7 @@ class HFGPT2Attention(nn.Module):
         new_shape = tensor.size()[:-2] + (self.num_heads * self.head_dim,)
         return tensor.view(new_shape)
 
-    def forward(self, hidden_states):
+    def forward(self, hidden_states, layer_past=None, attention_mask=None):  # no cache, no mask
         query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
         query = self._split_heads(query)
         key = self._split_heads(key)
@@ -1099,26 +1089,14 @@ class HFGPT2MLP(nn.Module):
         return self.dropout(hidden_states)
 
 
-class HFGPT2Block(nn.Module):
+class HFGPT2Block(families.GPT2Block):
+    """GPT2Block's forward (tests/llm/families.py) over the layers above."""
     def __init__(self, d, heads, ctx):
-        super().__init__()
+        nn.Module.__init__(self)
         self.ln_1 = nn.LayerNorm(d, eps=1e-5)
         self.attn = HFGPT2Attention(d, heads, ctx)
         self.ln_2 = nn.LayerNorm(d, eps=1e-5)
         self.mlp = HFGPT2MLP(4 * d, d)
-
-    def forward(self, hidden_states):
-        residual = hidden_states
-        hidden_states = self.ln_1(hidden_states)
-        attn_outputs = self.attn(hidden_states)
-        attn_output = attn_outputs[0]
-        outputs = attn_outputs[1:]
-        hidden_states = attn_output + residual
-        residual = hidden_states
-        hidden_states = self.ln_2(hidden_states)
-        feed_forward_hidden_states = self.mlp(hidden_states)
-        hidden_states = residual + feed_forward_hidden_states
-        return (hidden_states,) + outputs
 
 
 class HFGPT2LMHead(nn.Module):
