@@ -576,6 +576,53 @@ def case_gradless():
         check(st == 2 * 8 * 4 + 4, f"Adam's state {st} B, want {2 * 8 * 4 + 4} (the mask keeps none): {err!r}")
 
 
+def frozen_bn_model(frozen):
+    """Conv(3 -> 8) then torchvision's FrozenBatchNorm2d as torch.onnx writes
+    it (w * (rv + eps).rsqrt() as Sqrt and Div, b - rm * scale, x * scale +
+    bias over [1, 8, 1, 1] reshapes of its four initializers), or, frozen
+    False, nn.BatchNorm2d's BatchNormalization node over the same names."""
+    names = ["bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"]
+    inits = [craft.tensor("conv.weight", [8, 3, 3, 3], raw=bytes(8 * 27 * 4))]
+    inits += [craft.tensor(n, [8], raw=bytes(32)) for n in names]
+    inits += [craft.tensor("shape", [4], dtype=craft.INT64, raw=craft.int64_raw([1, -1, 1, 1]))]
+    nodes = [craft.node("Conv", ["x", "conv.weight"], ["c"], name="/conv/Conv")]
+    for n in ("eps", "one"):  # Python scalars: Constant nodes
+        nodes.append(craft.node("Constant", [], [n], name="/bn/Constant_" + n,
+                                attrs=[craft.attr_tensor("value", craft.tensor("", [], raw=bytes(4)))]))
+    if frozen:
+        for n in names:
+            nodes.append(craft.node("Reshape", [n, "shape"], [n + ".r"], name="/bn/Reshape_" + n))
+        nodes += [craft.node("Add", ["bn.running_var.r", "eps"], ["ve"], name="/bn/Add"),
+                  craft.node("Sqrt", ["ve"], ["sq"], name="/bn/Sqrt"),
+                  craft.node("Div", ["one", "sq"], ["rs"], name="/bn/Div"),
+                  craft.node("Mul", ["bn.weight.r", "rs"], ["scale"], name="/bn/Mul"),
+                  craft.node("Mul", ["bn.running_mean.r", "scale"], ["ms"], name="/bn/Mul_1"),
+                  craft.node("Sub", ["bn.bias.r", "ms"], ["bias"], name="/bn/Sub"),
+                  craft.node("Mul", ["c", "scale"], ["xs"], name="/bn/Mul_2"),
+                  craft.node("Add", ["xs", "bias"], ["y"], name="/bn/Add_1")]
+    else:
+        nodes.append(craft.node("BatchNormalization", ["c"] + names, ["y"], name="/bn/BatchNormalization"))
+    return craft.model(craft.graph(nodes, [craft.value_info("x", ["batch", 3, 16, 16])], [craft.value_info("y", [])], inits))
+
+
+def case_frozen_bn():
+    """torchvision's FrozenBatchNorm2d registers weight, bias and running
+    statistics as buffers (canon/frozen_bn.c): parameters are the conv's
+    216, with no optimizer state for the four; nn.BatchNorm2d's keeps 16"""
+    with tempfile.TemporaryDirectory() as tmp:
+        for frozen, params, buffers in ((True, 216, 32), (False, 216 + 16, 16)):
+            p = os.path.join(tmp, "f.onnx")
+            with open(p, "wb") as fh:
+                fh.write(frozen_bn_model(frozen))
+            doc, err = report(p, "--runtime", "cpu", "--train", "--optimizer", "adam", "--loss", "mean")
+            got = (int(doc["totals"]["params"]), int(doc["totals"]["buffers"])) if doc else None
+            check(got == (params, buffers), f"frozen {frozen}: params, buffers {got}, want {params}, {buffers}: {err!r}")
+            st = doc["memory"]["steps"][1]["at_peak"]["optimizer"] if doc else None
+            # Adam: exp_avg and exp_avg_sq of each parameter, and a 0-dim step each
+            want = 2 * params * 4 + (1 if frozen else 3) * 4
+            check(st == want, f"frozen {frozen}: Adam's state {st} B, want {want}")
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 if CASE not in CASES:
     sys.exit(f"unknown case {CASE}; one of {sorted(CASES)}")

@@ -29,6 +29,7 @@
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
     X(dedup)       /* equal initializers stored once, read through Identity: a note (dedup.c) */ \
     X(bn)          /* BatchNorm folded into Conv by an eval export: notes (bn.c) */ \
+    X(frozen_bn)   /* torchvision's FrozenBatchNorm2d: four buffers applied by elementwise ops (frozen_bn.c) */ \
     X(dropout)     /* an eval export without Dropout: a note for --train (dropout.c) */ \
     X(folded)      /* buffers folded into constants the forward reads: a note (folded.c) */ \
     X(addend)      /* a table only added to activations: parameter or buffer? a note (addend.c) */

@@ -1133,6 +1133,24 @@ def gpt2_hf():
     return HFGPT2LMHead()
 
 
+class FpnFlat(nn.Module):
+    """torchvision's detection backbone (backbone_utils.resnet_fpn_backbone:
+    IntermediateLayerGetter over a ResNet with FrozenBatchNorm2d, then
+    FeaturePyramidNetwork with LastLevelMaxPool), its five maps flattened
+    and concatenated into one [B, N] output for the loss."""
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+        self.m = resnet_fpn_backbone(backbone_name="resnet18", weights=None, trainable_layers=5)
+
+    def forward(self, x):
+        return torch.cat([v.flatten(1) for v in self.m(x).values()], 1)
+
+
+def fpn_resnet18():
+    return FpnFlat()
+
+
 class SegOut(nn.Module):
     """torchvision segmentation models return a dict; this keeps ["out"]."""
     def __init__(self, m):
@@ -1206,6 +1224,7 @@ MODELS = {
     "nanogpt": (nanogpt, TOK128),
     "yolov5s": (yolov5s, IMG320),
     "gpt2_hf": (gpt2_hf, TOK128),
+    "fpn_resnet18": (fpn_resnet18, IMG224),
 }
 
 # the models issue 10 added (the old sixteen come first in MODELS)
