@@ -1268,6 +1268,7 @@ static void skipped_reads(Sim *m, const MeNode *n)
  * one result, a softmax and a linear1) runs as its ops. */
 typedef struct LayerScan {
     int x, y, soft, hid; /* input, result, the softmax's and linear1's outputs */
+    int64_t head_dim;    /* the last dim of self_attn's [T, B * H, head_dim] views, 0 unseen */
     bool norm_first, bad;
 } LayerScan;
 
@@ -1276,6 +1277,10 @@ static int64_t fused_transient(const Sim *m, const LayerScan *l)
     const MeGraph *g = m->g;
     if (l->bad || l->x < 0 || l->y < 0 || l->soft < 0 || l->hid < 0 || g->v[l->x].shape.rank != 3 || g->v[l->x].shape.d[2] <= 0)
         return -1;
+    /* the fast path wants an even head count (transformer.py, v1.13: "num_head
+     * is odd" disables it); F.multi_head_attention_forward's views
+     * [T, B * H, E / H] show E / H, so the heads too */
+    if (l->head_dim > 0 && (g->v[l->x].shape.d[2] % l->head_dim || (g->v[l->x].shape.d[2] / l->head_dim) % 2)) return -1;
     int64_t X = vb(m, &g->v[l->x]), S = vb(m, &g->v[l->soft]), F = vb(m, &g->v[l->hid]);
     int64_t st = sat_mul(2 * 4, numel0(&g->v[l->x].shape) / g->v[l->x].shape.d[2]);
     int64_t t[6] = { sat_mul(6, X), sat_add(sat_mul(3, X), S), sat_mul(5, X), /* post-norm */
@@ -1343,6 +1348,11 @@ static int plan_fused(Sim *m)
                 ls[l].y = n->out[k];
             }
         if (n->desc && n->desc->cls == ME_C_SOFTMAX) ls[l].soft = n->out[0];
+        /* q, k and v's [T, B * H, E / H]: the narrowest of the layer's
+         * three-dim views (its output's [T, B, E] is one too) */
+        if ((n->flags & ME_N_CONTIGUOUS) && n->n_out && n->out[0] >= 0 && g->v[n->out[0]].shape.rank == 3 &&
+            g->v[n->out[0]].shape.d[2] > 0 && (!ls[l].head_dim || g->v[n->out[0]].shape.d[2] < ls[l].head_dim))
+            ls[l].head_dim = g->v[n->out[0]].shape.d[2];
         if (n->desc && n->desc->cls == ME_C_LINEAR && module_is(n, ".linear1")) ls[l].hid = n->out[0];
     }
     for (int k = 0; rc == 0 && k < nl; k++)

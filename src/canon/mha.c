@@ -18,8 +18,8 @@
  * torch._transformer_encoder_layer_fwd (torch/nn/modules/transformer.py,
  * v1.13), when batch_first, the activation is ReLU or GELU and the heads
  * are even. Its scope is marked fused_encoder for memory.c, which
- * simulates that op on the CPU runtime as measured; a note says which
- * condition the file cannot show. Other packed batch_first
+ * simulates that op on the CPU runtime as measured (the heads read from the
+ * attention's views once shapes are known); a note says so. Other packed batch_first
  * self-attention may run as torch._native_multi_head_attention, whose
  * conditions an export shows even less of: a note only.
  *
@@ -190,10 +190,10 @@ static int encoder_layers(MeGraph *g, char **names, int nn, char **mods, int m, 
     if (layers && rc == 0)
         rc = add_note(g, "fused_encoder_layer", layers, first,
                       "under no_grad in eval PyTorch runs each as one fused op (torch._transformer_encoder_layer_fwd) when "
-                      "its heads are even (the file does not show them), which holds fewer tensors than the ops the file "
-                      "shows: --runtime cpu simulates that op's allocations as measured (odd heads would make the peak "
-                      "higher); --runtime cuda simulates the ops (a peak up to 9 % too high, measured on a CPU); with "
-                      "autograd on (--grad, --train) PyTorch runs the ops");
+                      "its heads are even (read from the attention's [T, B * H, E / H] views), which holds fewer tensors "
+                      "than the ops the file shows: --runtime cpu simulates that op's allocations as measured (a layer of "
+                      "odd heads as its ops); --runtime cuda simulates the ops (a peak up to 9 % too high, measured on a "
+                      "CPU); with autograd on (--grad, --train) PyTorch runs the ops");
     return rc;
 }
 
