@@ -311,10 +311,7 @@ static const char *const cat_names[MEMEST_MEM_COUNT] = {
     "autocast_cache", "optimizer_paged",
 };
 
-const char *memest_mem_category_name(MemestMemCategory c)
-{
-    return (int)c >= 0 && c < MEMEST_MEM_COUNT ? cat_names[c] : "?";
-}
+const char *memest_mem_category_name(MemestMemCategory c) { return me_name_of(cat_names, MEMEST_MEM_COUNT, (int)c); }
 
 /* a scalar output is the loss itself: backward() on it, no loss op */
 enum { LOSS_IS_OUTPUT = MEMEST_LOSS_COUNT };
@@ -324,17 +321,8 @@ static const char *const loss_names[MEMEST_LOSS_COUNT] = {
     [MEMEST_LOSS_SUM] = "sum", [MEMEST_LOSS_NONE] = "none", [MEMEST_LOSS_POW2_MEAN] = "pow2-mean",
 };
 
-const char *memest_loss_name(MemestLoss l)
-{
-    return (int)l >= 0 && l < MEMEST_LOSS_COUNT ? loss_names[l] : "?";
-}
-
-int memest_loss_from_name(const char *name)
-{
-    for (int k = 0; name && k < MEMEST_LOSS_COUNT; k++)
-        if (!strcmp(loss_names[k], name)) return k;
-    return -1;
-}
+const char *memest_loss_name(MemestLoss l) { return me_name_of(loss_names, MEMEST_LOSS_COUNT, (int)l); }
+int memest_loss_from_name(const char *name) { return me_name_index(loss_names, MEMEST_LOSS_COUNT, name); }
 
 /* --- the event stream (timeline.h) --- */
 

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "util.h"
+
 /* int64 byte counts saturate at INT64_MAX (memory.c's check reports them) */
 static int64_t sadd(int64_t a, int64_t b) { int64_t r; return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r; }
 static int64_t smul(int64_t a, int64_t b) { int64_t r; return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r; }
@@ -167,17 +169,8 @@ int memest_optimizer_from_name(const char *name)
 static const char *const impl_names[MEMEST_OPT_IMPL_COUNT] = { "single", "foreach", "fused", "default" };
 static const char *const torch_names[MEMEST_TORCH_COUNT] = { "1.13", "2" };
 
-const char *memest_torch_name(MemestTorch t)
-{
-    return (int)t >= 0 && t < MEMEST_TORCH_COUNT ? torch_names[t] : "?";
-}
-
-int memest_torch_from_name(const char *name)
-{
-    for (int i = 0; name && i < MEMEST_TORCH_COUNT; i++)
-        if (!strcmp(torch_names[i], name)) return i;
-    return -1;
-}
+const char *memest_torch_name(MemestTorch t) { return me_name_of(torch_names, MEMEST_TORCH_COUNT, (int)t); }
+int memest_torch_from_name(const char *name) { return me_name_index(torch_names, MEMEST_TORCH_COUNT, name); }
 
 bool me_deepspeed_update(const MemestMemorySettings *s)
 {
@@ -199,11 +192,11 @@ MemestOptimizerImpl memest_optimizer_impl_of(const MemestMemorySettings *s)
 
 int memest_torch_changes(const MemestMemorySettings *s)
 {
+    const MeOptimizer *od = me_optimizer(s->optimizer);
+    if (s->mode != MEMEST_RUN_TRAIN || !od) return 0;
     MemestMemorySettings o = *s;
     o.torch = s->torch == MEMEST_TORCH_2 ? MEMEST_TORCH_1_13 : MEMEST_TORCH_2;
     MemestOptimizerImpl a = memest_optimizer_impl_of(s), b = memest_optimizer_impl_of(&o);
-    const MeOptimizer *od = me_optimizer(s->optimizer);
-    if (s->mode != MEMEST_RUN_TRAIN || !od) return 0;
     if (a != b) return 1;
     if (a == MEMEST_OPT_IMPL_FOREACH) return me_optimizer_foreach_lists(od, s->torch) != me_optimizer_foreach_lists(od, o.torch);
     if (a == MEMEST_OPT_IMPL_FUSED) return me_optimizer_fused(od, s->torch) != me_optimizer_fused(od, o.torch);
@@ -220,17 +213,8 @@ bool me_optimizer_fused(const MeOptimizer *od, int torch)
     return od->fused[torch == MEMEST_TORCH_2 ? MEMEST_TORCH_2 : MEMEST_TORCH_1_13];
 }
 
-const char *memest_optimizer_impl_name(MemestOptimizerImpl i)
-{
-    return (int)i >= 0 && i < MEMEST_OPT_IMPL_COUNT ? impl_names[i] : "?";
-}
-
-int memest_optimizer_impl_from_name(const char *name)
-{
-    for (int i = 0; name && i < MEMEST_OPT_IMPL_COUNT; i++)
-        if (!strcmp(impl_names[i], name)) return i;
-    return -1;
-}
+const char *memest_optimizer_impl_name(MemestOptimizerImpl i) { return me_name_of(impl_names, MEMEST_OPT_IMPL_COUNT, (int)i); }
+int memest_optimizer_impl_from_name(const char *name) { return me_name_index(impl_names, MEMEST_OPT_IMPL_COUNT, name); }
 
 int me_optimizer_check(void)
 {

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "memest/memest.h"
 
@@ -51,6 +52,16 @@ static inline bool me_umul64(uint64_t a, uint64_t b, uint64_t *r) { return !__bu
  * is reported as UINT64_MAX rather than wrapping. */
 static inline uint64_t me_sadd(uint64_t a, uint64_t b) { uint64_t r; return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r; }
 static inline uint64_t me_smul(uint64_t a, uint64_t b) { uint64_t r; return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r; }
+
+/* A name table indexed by an enum (the public *_name / *_from_name pairs):
+ * names[i], "?" out of range; the index of name, -1 if absent. */
+static inline const char *me_name_of(const char *const *names, int n, int i) { return i >= 0 && i < n ? names[i] : "?"; }
+static inline int me_name_index(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; name && i < n; i++)
+        if (names[i] && !strcmp(names[i], name)) return i;
+    return -1;
+}
 
 /* Decimal text of v into buf (21 / 22 bytes suffice); returns its length. */
 size_t me_u64_str(uint64_t v, char *buf);
