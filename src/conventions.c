@@ -276,15 +276,16 @@ static void pt_conv(const Peer *p, PeerOut *o)
  * a bias it is F.linear (MultiheadAttention's projections), counted 0 */
 static void pt_linear(const Peer *p, PeerOut *o)
 {
+    if (p->c->n->flags & ME_N_ADDMM) {
+        /* torch.addmm (HF's Conv1D), patched: _addmm_tensor_flops_hook's
+         * |mat1| · mat2[-1] + |input| (the bias) */
+        const MeShape *b = p->bias ? me_in_shape(p->c, 2) : NULL;
+        o->flops = me_sadd(p->d.macs, b ? (uint64_t)me_shape_numel(b) : 0);
+        return;
+    }
     o->macs = p->mod ? me_sadd(p->d.macs, p->bias ? p->out : 0) / p->nb : 0;
     if (!p->mod && !p->bias) o->flops = p->d.macs;
     o->counted = p->mod || !p->bias;
-    if (p->c->n->flags & ME_N_ADDMM) {
-        /* _addmm_tensor_flops_hook: |mat1| · mat2[-1] + |input| (the bias) */
-        const MeShape *b = me_in_shape(p->c, 2);
-        o->flops = me_sadd(p->d.macs, p->bias && b ? (uint64_t)me_shape_numel(b) : 0);
-        o->counted = true;
-    }
 }
 static void pt_matmul(const Peer *p, PeerOut *o) { o->flops = p->d.macs; }
 static void pt_norm(const Peer *p, PeerOut *o)
