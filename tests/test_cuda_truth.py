@@ -51,11 +51,12 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from truth_loss import memest_loss  # noqa: E402
+
 MEMEST, ROOT, CASE = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
 MIB = 1 << 20
 failures = []
-# the truth script's loss -> memest's --loss
-LOSS = {"cross_entropy": "cross-entropy", "cross_entropy (tokens)": "cross-entropy", "out.float().pow(2).mean()": "pow2-mean"}
 
 
 def check(cond, msg):
@@ -86,7 +87,7 @@ def report(d, batch, mode, r, resolved=True):
     if mode == "infer_grad":
         cmd += ["--grad"]
     if mode.startswith("train"):
-        cmd += ["--train", "--optimizer", mode.split("_")[1], "--loss", LOSS[r["loss"]]]
+        cmd += ["--train", "--optimizer", mode.split("_")[1], "--loss", memest_loss(r["loss"])]
         if resolved:
             cmd += ["--torch", "2"]
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -15,6 +15,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from truth_loss import memest_loss  # noqa: E402
+
 MEMEST, ROOT, MODEL = sys.argv[1], sys.argv[2], sys.argv[3]
 TABLE = "--table" in sys.argv
 TOL, FLOOR = 0.03, 1 << 20
@@ -40,9 +43,6 @@ TRAIN_MODES = {
 INFER_MODES = {"infer_nograd": ("infer", []), "infer_grad": ("infer_grad", ["--grad"])}
 # entries of a batch that are facts about the model, not a measured mode
 NOT_MODES = {"saved_for_backward"}
-# the truth's loss (tests/oracle/measure_memory.py LOSS_TEXT) -> memest's --loss
-def loss_of(truth):
-    return "pow2-mean" if "pow(2).mean()" in truth.get("loss", "") else "cross-entropy"
 # train_*_freeze: the oracle's FREEZE (tests/oracle/measure_memory.py) as
 # memest --freeze patterns over module names
 FREEZE = {
@@ -92,7 +92,7 @@ def main():
                 continue
             if mode in TRAIN_MODES:
                 opt, extra = TRAIN_MODES[mode]
-                l = loss or loss_of(truth)
+                l = loss or memest_loss(truth.get("loss"))
                 want_mode, extra = "train", ["--train", "--optimizer", opt, "--loss", l, *extra]
                 meas = [r["step1"]["peak"], r["step2"]["peak"]]
                 labels = [mode + "/step1", mode + "/step2"]

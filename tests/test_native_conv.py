@@ -49,6 +49,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from truth_loss import memest_loss  # noqa: E402
+
 MEMEST, ROOT = sys.argv[1], sys.argv[2]
 MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"],
          "train_sgd_amp_bf16": ["--train", "--optimizer", "sgd", "--amp", "bf16"]}
@@ -67,7 +70,7 @@ fails = 0
 for name, sub in CASES:
     t = json.load(open(os.path.join(ROOT, "golden", "truth", DIR, sub, name + ".json")))
     threads = ["--cpu-threads", str(t["threads"])]
-    loss = ["--loss", "pow2-mean"] if "pow(2)" in t.get("loss", "") or "pow2" in t.get("loss", "") else ["--loss", "cross-entropy"]
+    loss = ["--loss", memest_loss(t.get("loss"))]
     for b, e in sorted(t["batches"].items()):
         for mode, extra in MODES.items():
             if mode not in e:

@@ -3,6 +3,8 @@ mode with the signed error of each step and the notes memest printed.
 Usage: python3 tests/heldout/check.py build/memest [ho|ho2|ho3|ho4|ho5|ho6]  (repo root;
 the set, default ho)"""
 import json, os, subprocess, sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from truth_loss import memest_loss  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEMEST = sys.argv[1]
 MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"], "train_adam": ["--train", "--optimizer", "adam"]}
@@ -20,7 +22,7 @@ for name in SETS[sys.argv[2] if len(sys.argv) > 2 else "ho"]:
             if mode not in e: continue
             loss = []
             if mode.startswith("train"):
-                loss = ["--loss", "pow2-mean"] if "pow2" in t.get("loss", "") or "pow(2)" in t.get("loss", "") else ["--loss", "cross-entropy"]
+                loss = ["--loss", memest_loss(t.get("loss"))]
             cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "heldout", name + ".onnx"), "--batch", b, "--runtime", "cpu", "--format", "json"] + extra + loss
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:

@@ -34,8 +34,7 @@ the note's code; it is still a failure.
 A static export asked for batch 8 may instead stop with an error naming the
 node that bakes the batch into a constant (issue 10, done means 4): listed
 as REFUSED, not a failure; any other refusal is a failure.
-Loss as tests/test_memory.py: the oracle's out.float().pow(2).mean() -> --loss pow2-mean,
-cross-entropy otherwise.
+Loss as tests/test_memory.py: the truth's own (tests/truth_loss.py).
 
 Prints a table model x variant x mode (the signed % error of the worst
 batch/step, "note" for a folded-BN file that printed the note, "-" where
@@ -47,6 +46,9 @@ import json
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from truth_loss import memest_loss  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL_PEAK = 0.02
@@ -150,7 +152,7 @@ def main():
             tp = os.path.join(ROOT, "golden", "truth", "memory", model + ".json")
             mem_truth[model] = load(tp) if os.path.exists(tp) else None
         truth = mem_truth[model]
-        loss = "pow2-mean" if truth and "pow(2).mean" in truth.get("loss", "") else "cross-entropy"
+        loss = memest_loss(truth.get("loss")) if truth else "cross-entropy"
         cells = {}
         worst = (0.0, "")
         # params and MACs (inference runs, one per batch)
