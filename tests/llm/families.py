@@ -541,6 +541,8 @@ class GPT2Attention(nn.Module):
         self.head_dim, self.split_size = D // self.num_heads, D
         self.c_attn = Conv1D(3 * D, D, device, dtype)
         self.c_proj = Conv1D(D, D, device, dtype)
+        self.attn_dropout = nn.Dropout(c.get("attn_pdrop", 0.1))  # identity in eval
+        self.resid_dropout = nn.Dropout(c.get("resid_pdrop", 0.1))
 
     def _attn(self, query, key, value, attention_mask=None):
         attn_weights = torch.matmul(query, key.transpose(-1, -2))
@@ -555,7 +557,8 @@ class GPT2Attention(nn.Module):
             attn_weights = attn_weights + attention_mask
         attn_weights = nn.functional.softmax(attn_weights, dim=-1)
         attn_weights = attn_weights.type(value.dtype)
-        attn_output = torch.matmul(attn_weights, value)  # attn_dropout: identity in eval
+        attn_weights = self.attn_dropout(attn_weights)
+        attn_output = torch.matmul(attn_weights, value)
         return attn_output, attn_weights
 
     def _split_heads(self, tensor, num_heads, attn_head_size):
@@ -578,7 +581,8 @@ class GPT2Attention(nn.Module):
         present = (key, value)
         attn_output, attn_weights = self._attn(query, key, value, attention_mask)
         attn_output = self._merge_heads(attn_output, self.num_heads, self.head_dim)
-        attn_output = self.c_proj(attn_output)  # resid_dropout: identity in eval
+        attn_output = self.c_proj(attn_output)
+        attn_output = self.resid_dropout(attn_output)
         return (attn_output, present)
 
 
@@ -589,12 +593,13 @@ class GPT2MLP(nn.Module):
         self.c_fc = Conv1D(I, D, device, dtype)
         self.c_proj = Conv1D(D, I, device, dtype)
         self.act = ACT_GPT[c["hidden_act"]]()
+        self.dropout = nn.Dropout(c.get("resid_pdrop", 0.1))  # identity in eval
 
     def forward(self, hidden_states):
         hidden_states = self.c_fc(hidden_states)
         hidden_states = self.act(hidden_states)
         hidden_states = self.c_proj(hidden_states)
-        return hidden_states
+        return self.dropout(hidden_states)
 
 
 class GPT2Block(nn.Module):

@@ -1019,84 +1019,37 @@ def yolov5s():
 IMG320 = [("input", (3, 320, 320), torch.float32)]
 
 
-# transformers' Conv1D (torch.addmm on an [in, out] weight) and gelu_new as
-# Python ops, as tests/llm/families.py writes them for the LLM truth
-HFConv1D = families.Conv1D
-HFNewGELU = families.NewGELU
+def _gpt2_config(d, heads, ctx):
+    """GPT2Config's fields tests/llm/families.py's GPT-2 layers read."""
+    return {"max_position_embeddings": ctx, "hidden_size": d, "num_attention_heads": heads,
+            "intermediate_size": 4 * d, "hidden_act": "gelu_new", "eps": 1e-5}
 
 
-class HFGPT2Attention(nn.Module):
-    """transformers v4.30 modeling_gpt2.GPT2Attention, eager, no cache."""
-    def __init__(self, d, heads, ctx):
-        super().__init__()
-        self.register_buffer("bias", torch.tril(torch.ones((ctx, ctx), dtype=torch.bool)).view(1, 1, ctx, ctx),
-                             persistent=False)
-        self.register_buffer("masked_bias", torch.tensor(-1e4), persistent=False)
-        self.embed_dim, self.num_heads, self.head_dim, self.split_size = d, heads, d // heads, d
-        self.c_attn = HFConv1D(3 * d, d)
-        self.c_proj = HFConv1D(d, d)
-        self.attn_dropout = nn.Dropout(0.1)
-        self.resid_dropout = nn.Dropout(0.1)
-
-    def _attn(self, query, key, value):
-        attn_weights = torch.matmul(query, key.transpose(-1, -2))
-        attn_weights = attn_weights / torch.full([], value.size(-1) ** 0.5, dtype=attn_weights.dtype,
-                                                 device=attn_weights.device)
-        query_length, key_length = query.size(-2), key.size(-2)
-        causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
-        mask_value = torch.finfo(attn_weights.dtype).min
-        mask_value = torch.full([], mask_value, dtype=attn_weights.dtype).to(attn_weights.device)
-        attn_weights = torch.where(causal_mask, attn_weights.to(attn_weights.dtype), mask_value)
-        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
-        attn_weights = attn_weights.type(value.dtype)
-        attn_weights = self.attn_dropout(attn_weights)
-        attn_output = torch.matmul(attn_weights, value)
-        return attn_output, attn_weights
-
-    def _split_heads(self, tensor):
-        new_shape = tensor.size()[:-1] + (self.num_heads, self.head_dim)
-        return tensor.view(new_shape).permute(0, 2, 1, 3)
-
-    def _merge_heads(self, tensor):
-        tensor = tensor.permute(0, 2, 1, 3).contiguous()
-        new_shape = tensor.size()[:-2] + (self.num_heads * self.head_dim,)
-        return tensor.view(new_shape)
-
+class HFGPT2Attention(families.GPT2Attention):
+    """transformers' GPT2Attention (eager) with use_cache=False: no present."""
     def forward(self, hidden_states, layer_past=None, attention_mask=None):  # no cache, no mask
         query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
-        query = self._split_heads(query)
-        key = self._split_heads(key)
-        value = self._split_heads(value)
+        query = self._split_heads(query, self.num_heads, self.head_dim)
+        key = self._split_heads(key, self.num_heads, self.head_dim)
+        value = self._split_heads(value, self.num_heads, self.head_dim)
         attn_output, attn_weights = self._attn(query, key, value)
-        attn_output = self._merge_heads(attn_output)
+        attn_output = self._merge_heads(attn_output, self.num_heads, self.head_dim)
         attn_output = self.c_proj(attn_output)
         attn_output = self.resid_dropout(attn_output)
         return (attn_output, None)
 
 
-class HFGPT2MLP(nn.Module):
-    def __init__(self, inner, d):
-        super().__init__()
-        self.c_fc = HFConv1D(inner, d)
-        self.c_proj = HFConv1D(d, inner)
-        self.act = HFNewGELU()
-        self.dropout = nn.Dropout(0.1)
-
-    def forward(self, hidden_states):
-        hidden_states = self.c_fc(hidden_states)
-        hidden_states = self.act(hidden_states)
-        hidden_states = self.c_proj(hidden_states)
-        return self.dropout(hidden_states)
-
-
 class HFGPT2Block(families.GPT2Block):
-    """GPT2Block's forward (tests/llm/families.py) over the layers above."""
+    """GPT2Block as tests/llm/families.py writes transformers' code for the
+    LLM truth (its Conv1D: torch.addmm on an [in, out] weight; gelu_new as
+    Python ops), over the attention above."""
     def __init__(self, d, heads, ctx):
         nn.Module.__init__(self)
+        c = _gpt2_config(d, heads, ctx)
         self.ln_1 = nn.LayerNorm(d, eps=1e-5)
-        self.attn = HFGPT2Attention(d, heads, ctx)
+        self.attn = HFGPT2Attention(c)
         self.ln_2 = nn.LayerNorm(d, eps=1e-5)
-        self.mlp = HFGPT2MLP(4 * d, d)
+        self.mlp = families.GPT2MLP(c)
 
 
 class HFGPT2LMHead(nn.Module):
