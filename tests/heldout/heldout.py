@@ -63,6 +63,19 @@ memest simulate the fused encoder op PyTorch does not take (-2.95 % at
 batch 1 no_grad): fixed (memory.c reads the heads from the attention's
 views), so ho6_tenc_post is a regression test now (issue10-whisper-odd_heads).
 
+The seventh set (ho7_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once at the
+end): mc3_18 (torchvision.models.video, 4 frames of 56 px like ho6's
+r2plus1d_18) at opset 13 (training export, dynamic batch), fcn_resnet50
+(no aux head; the zoo's SegOut keeps ["out"]) at opset 17 (training
+export, fixed batch 1), regnet_y_1_6gf at opset 11 (eval export: BatchNorm
+folded, fixed batch 1) and a cross-attention block (a Linear projection of
+the input as query, nn.MultiheadAttention with kdim = vdim = 64 unlike its
+embed_dim 128, so separate, unpacked q/k/v projection weights, over the raw
+input as key and value; LayerNorm, a GELU MLP with a residual add) at
+opset 14 (training export, dynamic batch). Every first choice exported
+with torch 1.13.
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -134,6 +147,28 @@ class TEncPost(nn.Module):
         return self.head(self.enc(x).mean(1))
 
 
+class XAttn(nn.Module):
+    """A Linear projection of the input as query, cross-attending with nn.MultiheadAttention
+    (kdim = vdim = 64 != embed_dim = 128: separate q/k/v projection weights, "unpacked") to the
+    raw input as key and value; LayerNorm, a GELU MLP with a residual add, mean, head."""
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(64, 128)
+        self.attn = nn.MultiheadAttention(embed_dim=128, num_heads=8, kdim=64, vdim=64,
+                                          dropout=0.1, batch_first=True)
+        self.norm = nn.LayerNorm(128)
+        self.fc1 = nn.Linear(128, 512)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(512, 128)
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x):
+        h, _ = self.attn(self.q(x), x, x, need_weights=False)
+        h = self.norm(h)
+        h = h + self.fc2(self.act(self.fc1(h)))
+        return self.head(h.mean(1))
+
+
 def r2plus1d_18():
     return torchvision.models.video.r2plus1d_18(weights=None)
 
@@ -141,6 +176,15 @@ def r2plus1d_18():
 def lraspp_mbv3():
     return SegOut(torchvision.models.segmentation.lraspp_mobilenet_v3_large(
         weights=None, weights_backbone=None))
+
+
+def mc3_18():
+    return torchvision.models.video.mc3_18(weights=None)
+
+
+def fcn_resnet50():
+    return SegOut(torchvision.models.segmentation.fcn_resnet50(
+        weights=None, weights_backbone=None, aux_loss=False))
 
 
 MODELS = {
@@ -166,6 +210,10 @@ MODELS = {
     "ho6_lraspp_mbv3": (lraspp_mbv3, IMG224),
     "ho6_efficientnet_b2": (_tv("efficientnet_b2"), IMG224),
     "ho6_tenc_post": (TEncPost, [("input", (64, 160), F32)]),
+    "ho7_mc3_18": (mc3_18, [("input", (3, 4, 56, 56), F32)]),  # the zoo's VID4
+    "ho7_fcn_resnet50": (fcn_resnet50, IMG224),
+    "ho7_regnet_y_1_6gf": (_tv("regnet_y_1_6gf"), IMG224),
+    "ho7_xattn": (XAttn, [("input", (96, 64), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -191,6 +239,10 @@ EXPORTS = {
     "ho6_lraspp_mbv3": (13, False, False),
     "ho6_efficientnet_b2": (11, False, False),
     "ho6_tenc_post": (11, True, False),
+    "ho7_mc3_18": (13, True, True),
+    "ho7_fcn_resnet50": (17, True, False),
+    "ho7_regnet_y_1_6gf": (11, False, False),
+    "ho7_xattn": (14, True, True),
 }
 
 
