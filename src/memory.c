@@ -263,7 +263,7 @@ typedef struct Sim {
     int nst, cap;
     int *vst;         /* value → storage, -1 none */
     int *vgrad;       /* value → gradient storage, -1 none */
-    bool *gstrided;   /* value → its gradient is a strided view (grad_strided) */
+    int64_t *grows;   /* value → its gradient is a strided view of this many rows (grad_strided), 0 contiguous */
     bool *rg;         /* value requires grad */
     ScopeHolds hold;
     Checkpointing ckpt;
@@ -562,7 +562,7 @@ static bool run_channels_last(const MeRunCtx *r, const MeValue *v)
 static bool run_grad_strided(const MeRunCtx *r, const MeValue *v)
 {
     const Sim *m = r->sim;
-    return v && m->gstrided[v - m->g->v];
+    return v && m->grows[v - m->g->v] > 0;
 }
 static bool run_needs_grad(const MeRunCtx *r, const MeValue *v)
 {
@@ -1045,6 +1045,38 @@ static bool runs_op(const MeGraph *g, const MeNode *n) { return n->desc && !opaq
 
 /* value → frozen: a weight is frozen when a frozen layer reads it (one
  * pass over the edges); NULL when out of memory */
+/* A parameter of the single-tensor update, by when the forward first reads it */
+struct UpdateOrder {
+    int64_t key;
+    int value;
+    MeOptParam p;
+};
+
+static int cmp_update(const void *a, const void *b)
+{
+    const struct UpdateOrder *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->value > y->value) - (x->value < y->value);
+}
+
+/* value → (position of its first reader in the run order, input slot), as
+ * one key; INT64_MAX for a value nothing reads */
+static int64_t *first_use_keys(const MeGraph *g)
+{
+    int64_t *key = me_malloc(sizeof(int64_t) * (size_t)(g->nv + 1));
+    if (!key) return NULL;
+    for (int v = 0; v < g->nv; v++) key[v] = INT64_MAX;
+    for (int oi = 0; oi < g->nn; oi++) {
+        const MeNode *n = &g->n[g->order[oi]];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            int64_t kk = (int64_t)oi * ((int64_t)INT32_MAX + 1) + k;
+            if (v >= 0 && kk < key[v]) key[v] = kk;
+        }
+    }
+    return key;
+}
+
 static bool *frozen_weights(const MeGraph *g)
 {
     bool *frozen = me_calloc((size_t)g->nv + 1, sizeof(bool));
@@ -1506,11 +1538,59 @@ static void sum_grads(Sim *m, int vi, int new_id, int through)
     note_run(m, 0, &r);
     m->st[sum].holds = 1;
     m->vgrad[vi] = sum;
-    m->gstrided[vi] = false;
+    m->grows[vi] = 0;
     bind(m, vi, sum, true);
     m->st[old].holds--;
     st_release(m, old);
     st_release(m, new_id);
+}
+
+/* A strided output gradient that node n passes on unchanged stays the
+ * same view: a view op's backward is a view of it (ViewBackward0's
+ * grad.reshape(), squeeze/unsqueeze), AddBackward0 and an identity
+ * Dropout return it as it is. A permute's is strided another way, which
+ * nothing here reads: 0. */
+static int64_t passed_rows(const Sim *m, const MeNode *n)
+{
+    if (n->n_out < 1 || n->out[0] < 0 || n->desc->view == ME_VIEW_PERMUTE) return 0;
+    return m->grows[n->out[0]];
+}
+
+/* Reshape's backward, grad.reshape(input sizes), on a strided [P, rest]
+ * gradient is a view only when the input's leading dims make P rows
+ * (TensorShape.cpp reshape: computeStride); otherwise it copies, and the
+ * input's gradient is a contiguous tensor of its own (measured: a
+ * Linear's 3-d output, a slice of a Concat past dim 0, copied in
+ * ViewBackward0). */
+static bool reshape_grad_copies(const Sim *m, const MeNode *n, int i)
+{
+    if (n->desc->view != ME_VIEW_RESHAPE || n->out[0] < 0 || m->grows[n->out[0]] <= 0) return false;
+    const MeShape *x = &m->g->v[n->in[i]].shape;
+    int64_t p = 1, rows = m->grows[n->out[0]];
+    for (int k = 0; k < x->rank && p < rows; k++)
+        if (x->d[k] < 0 || !me_mul64(p, x->d[k], &p)) return false;
+    return p != rows;
+}
+
+/* The copy a backward kernel makes of a strided output gradient
+ * (ME_OPF_GRAD_CONTIG), alive while it runs. conv.c's CPU phases place
+ * the convolution's own. */
+static int64_t grad_contig_copy(const Sim *m, const MeNode *n)
+{
+    if (n->n_out < 1 || n->out[0] < 0 || m->grows[n->out[0]] <= 0) return 0;
+    const MeValue *o = &m->g->v[n->out[0]];
+    if (n->desc->flags & ME_OPF_FOLD_INPUT && o->shape.rank >= 3) {
+        /* at::linear's result.view() of its 2-d product: ViewBackward0
+         * reshapes the gradient to those rows, a copy unless they are the
+         * strided rows (measured, tests/oracle/measure_strided_grad.py) */
+        int64_t rows = 1;
+        for (int k = 0; k + 1 < o->shape.rank; k++)
+            if (o->shape.d[k] < 0 || !me_mul64(rows, o->shape.d[k], &rows)) return 0;
+        return rows != m->grows[n->out[0]] ? vb(m, o) : 0;
+    }
+    if (!(n->desc->flags & ME_OPF_GRAD_CONTIG)) return 0;
+    if (n->desc->cls == ME_C_CONV && m->s->runtime == MEMEST_RUNTIME_CPU) return 0;
+    return vb(m, o);
 }
 
 /* Links value vi's gradient to storage id, made by the running node for
@@ -1535,7 +1615,7 @@ static void give_grad(Sim *m, int vi, int id, int i, bool through)
     }
     if (!through) {
         m->vgrad[vi] = id;
-        m->gstrided[vi] = false;
+        m->grows[vi] = 0;
         m->st[id].holds = 1;
         bind(m, vi, id, true);
         return;
@@ -1543,7 +1623,7 @@ static void give_grad(Sim *m, int vi, int id, int i, bool through)
     const MeNode *n = &m->g->n[m->node];
     MeCtx c = { .g = m->g, .n = (MeNode *)n };
     m->vgrad[vi] = id;
-    m->gstrided[vi] = n->desc && n->desc->grad_strided && n->desc->grad_strided(&c, i);
+    m->grows[vi] = n->desc && n->desc->grad_strided ? n->desc->grad_strided(&c, i) : passed_rows(m, n);
     m->st[id].holds++;
     if (!heard(m, ME_TL_BIND)) return; /* as bind(): the statistics do not hear it */
     MeTlEvent e = me_tl_event(ME_TL_BIND);
@@ -1608,7 +1688,7 @@ static void backward(Sim *m, int *param_grad_st)
                 m->bwd_workspace = true;
             }
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
-            int64_t tmp_node = sat_add(gathered(m, n), quant_temp_backward(m, n));
+            int64_t tmp_node = sat_add(sat_add(gathered(m, n), quant_temp_backward(m, n)), grad_contig_copy(m, n));
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
                 bool dup = false;
@@ -1645,7 +1725,7 @@ static void backward(Sim *m, int *param_grad_st)
                     }
                     continue;
                 }
-                if (gout >= 0 && me_passes_grad_through(g, n, i, train_mode(m))) {
+                if (gout >= 0 && me_passes_grad_through(g, n, i, train_mode(m)) && !reshape_grad_copies(m, n, i)) {
                     give_grad(m, v, gout, i, true);
                     continue;
                 }
@@ -1950,6 +2030,9 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     MeGraph *g = (MeGraph *)&model->g; /* only read here; Sim keeps a plain pointer */
     Sim m = { .g = g, .s = s, .out = out };
     bool *frozen_w = NULL;
+    int64_t *use_key = NULL;
+    struct UpdateOrder *upd = NULL;
+    int n_upd = 0;
     uint8_t *es = NULL;
     MeAllocator *alloc = NULL;
     MeTlStats stats = { .out = out };
@@ -1982,7 +2065,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     }
     m.vst = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
     m.vgrad = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
-    m.gstrided = me_calloc((size_t)g->nv + 1, sizeof(bool));
+    m.grows = me_calloc((size_t)g->nv + 1, sizeof(int64_t));
     m.rg = me_calloc((size_t)g->nv + 1, sizeof(bool));
     m.saved.saved_head = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
     m.saved.saved_tail = me_malloc(sizeof(int) * (size_t)(g->nn + 1));
@@ -2010,7 +2093,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         rc = ME_ENOMEM;
         goto end;
     }
-    if (!m.vst || !m.vgrad || !m.gstrided || !m.rg || !m.saved.saved_head || !m.saved.saved_tail || !pgrad || !m.hold.hold_next || !m.hold.hold_head) {
+    if (!m.vst || !m.vgrad || !m.grows || !m.rg || !m.saved.saved_head || !m.saved.saved_tail || !pgrad || !m.hold.hold_next || !m.hold.hold_head) {
         rc = ME_ENOMEM;
         goto end;
     }
@@ -2048,8 +2131,11 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
      * foreach, lists over all of them */
     const MeOptimizer *od = me_optimizer(s->optimizer);
     MeOptState ost = { 0 };
-    MeOptParam prev_p = { 0 };
     int64_t param_bytes = 0, n_params = 0, opt_temps = 0;
+    /* the single-tensor update's order: parameters as the forward first
+     * reads them (module order, whatever order an exporter listed the
+     * initializers in), for the previous parameter's result it holds */
+    if (!(use_key = first_use_keys(g)) || !(upd = me_malloc(sizeof(*upd) * (size_t)(g->nv + 1)))) { rc = ME_ENOMEM; goto end; }
     int ranks = m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? m.dp.ranks : 1;
     int64_t host = 0; /* offload: bytes on this rank's host */
     OffloadGrads off = { 0 };
@@ -2085,9 +2171,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
                 /* the update runs on this rank's shard of the state */
                 MeOptParam sp = p;
                 if (ranks > 1) sp.numel = (p.numel + ranks - 1) / ranks, sp.bytes = sat_add(p.bytes, ranks - 1) / ranks;
-                int64_t t = od->temps(&sp, n_params > 1 ? &prev_p : NULL);
-                if (t > opt_temps) opt_temps = t;
-                prev_p = sp;
+                upd[n_upd++] = (struct UpdateOrder){ .key = use_key[i], .value = i, .p = sp };
             }
         } else if (v->kind == ME_V_INPUT) {
             int id = st_make(&m, vb(&m, v), MEMEST_MEM_INPUTS, i, false);
@@ -2100,6 +2184,11 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             bind(&m, i, id, false);
             m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);
         }
+    }
+    qsort(upd, (size_t)n_upd, sizeof(*upd), cmp_update);
+    for (int k = 0; k < n_upd; k++) {
+        int64_t t = od->temps(&upd[k].p, k ? &upd[k - 1].p : NULL);
+        if (t > opt_temps) opt_temps = t;
     }
     bool train = s->mode == MEMEST_RUN_TRAIN;
     int opt_state = -1;
@@ -2397,7 +2486,7 @@ end:
     me_free(m.st);
     me_free(m.vst);
     me_free(m.vgrad);
-    me_free(m.gstrided);
+    me_free(m.grows);
     me_free(m.rg);
     me_free(pgrad);
     for (int i = 0; m.ckpt.seg_held && i < g->nn; i++) me_free(m.ckpt.seg_held[i]);
@@ -2414,6 +2503,8 @@ end:
     me_free(m.amp.wcache);
     me_free(es);
     me_free(frozen_w);
+    me_free(use_key);
+    me_free(upd);
     me_allocator_free(alloc);
     me_free(m.hold.hold_next);
     me_free(m.hold.hold_head);

@@ -2,7 +2,7 @@
 """Predicted peak memory against PyTorch's measured peak (golden/truth/memory,
 made by tests/oracle/measure_memory.py on this CPU with Debian's torch).
 
-usage: test_memory.py MEMEST SOURCE_ROOT MODEL [--table]
+usage: test_memory.py MEMEST SOURCE_ROOT MODEL [--table] [--modes MODE,...]
 
 Each (batch, mode) must be within 3 % or 1 MiB, whichever is larger; the
 runtime profile is 'cpu' because the truth was measured on a CPU. A mode of
@@ -20,6 +20,8 @@ from truth_loss import memest_loss  # noqa: E402
 
 MEMEST, ROOT, MODEL = sys.argv[1], sys.argv[2], sys.argv[3]
 TABLE = "--table" in sys.argv
+# --modes: only these oracle modes (a model whose other modes are open)
+ONLY = set(sys.argv[sys.argv.index("--modes") + 1].split(",")) if "--modes" in sys.argv else None
 TOL, FLOOR = 0.03, 1 << 20
 
 # model -> (graph file, loss); graph files keep BatchNorm (training export)
@@ -58,6 +60,8 @@ def graph_for(model, truth):
         return GRAPHS[model]
     if model.startswith("ho"):  # a held-out export, checked since it was seen (tests/heldout)
         return os.path.join("models", "onnx", "heldout", model + ".onnx"), None
+    if model.startswith("sg_"):  # tests/oracle/measure_strided_grad.py
+        return os.path.join("models", "onnx", "strided", model + ".onnx"), None
     f = os.path.join("models", "onnx", "zoo", model + ".onnx")
     return f, None
 
@@ -74,8 +78,8 @@ def run(f, spec, batch, extra):
 
 def main():
     global TOL, FLOOR
-    where = "heldout" if MODEL.startswith("ho") else "memory"
-    if where == "heldout":  # small models, checked since they were seen: 0.5 %, no 1 MiB floor
+    where = "heldout" if MODEL.startswith("ho") else "strided" if MODEL.startswith("sg_") else "memory"
+    if where != "memory":  # small models: 0.5 %, no 1 MiB floor
         TOL, FLOOR = 0.005, 1 << 12
     truth = json.load(open(os.path.join(ROOT, "golden", "truth", where, MODEL + ".json")))
     f, loss = graph_for(MODEL, truth)
@@ -88,7 +92,7 @@ def main():
     n_modes = 0
     for b, modes in sorted(truth["batches"].items(), key=lambda kv: int(kv[0])):
         for mode, r in modes.items():
-            if not isinstance(r, dict) or mode in NOT_MODES:
+            if not isinstance(r, dict) or mode in NOT_MODES or (ONLY and mode not in ONLY):
                 continue
             if mode in TRAIN_MODES:
                 opt, extra = TRAIN_MODES[mode]

@@ -878,15 +878,19 @@ static int64_t conv_cpu_temp_bwd(const MeRunCtx *r)
     return gemm > a ? gemm : a;
 }
 
+/* convolution_backward makes the output gradient contiguous first
+ * (mkldnn_convolution_backward, cudnn's too: grad_output.contiguous());
+ * on the CPU runtime conv_cpu_temp_bwd places the copy in its phases */
 const MeOpDesc me_op_conv = {
     .name = "Conv", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_CONV, .infer = infer_conv, .cost = cost_conv,
     .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
-    .cpu_temp_fwd = conv_cpu_temp_fwd, .cpu_temp_bwd = conv_cpu_temp_bwd,
+    .cpu_temp_fwd = conv_cpu_temp_fwd, .cpu_temp_bwd = conv_cpu_temp_bwd, .flags = ME_OPF_GRAD_CONTIG,
 };
 
 const MeOpDesc me_op_conv_transpose = {
     .name = "ConvTranspose", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_CONVT, .infer = infer_convt, .cost = cost_convt,
     .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_FP32, /* CPU: on the fp32 list */
+    .flags = ME_OPF_GRAD_CONTIG,
 };

@@ -144,12 +144,15 @@ const MeOpDesc me_op_batch_norm = {
     .autograd = ME_AG_INPUT, .saved_extra = bn_saved_extra, .autocast = ME_AC_INPUT, .autocast_cpu = ME_AC_INPUT,
     .cpu_temp_bwd = bn_cpu_temp_bwd, .peer = { PT_AFFINE },
 };
-/* thop hooks nn.LayerNorm, not InstanceNorm or GroupNorm */
+/* thop hooks nn.LayerNorm, not InstanceNorm or GroupNorm. The backward
+ * kernels of layer_norm, group_norm, softmax and log_softmax make the
+ * output gradient contiguous first (ME_OPF_GRAD_CONTIG; measured,
+ * tests/oracle/measure_strided_grad.py; softmax_backward_cpu: grad_.contiguous()) */
 const MeOpDesc me_op_layer_norm = {
     .name = "LayerNormalization", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 3,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_ln, .cost = cost_ln,
     .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
-    .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE },
+    .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE }, .flags = ME_OPF_GRAD_CONTIG,
 };
 const MeOpDesc me_op_instance_norm = {
     .name = "InstanceNormalization", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
@@ -181,18 +184,18 @@ const MeOpDesc me_op_group_norm = {
     .name = "GroupNormalization", .since = 18, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_group_norm, .cost = cost_ln,
     .autograd = ME_AG_INPUT, .saved_extra = group_norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
-    .peer = { PT_AFFINE },
+    .peer = { PT_AFFINE }, .flags = ME_OPF_GRAD_CONTIG,
 };
 const MeOpDesc me_op_softmax = {
     .name = "Softmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
     .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
-    .cpu_temp_fwd = softmax_cpu_temp_fwd, .cpu_temp_bwd = softmax_cpu_temp_bwd,
+    .cpu_temp_fwd = softmax_cpu_temp_fwd, .cpu_temp_bwd = softmax_cpu_temp_bwd, .flags = ME_OPF_GRAD_CONTIG,
 };
 const MeOpDesc me_op_log_softmax = {
     .name = "LogSoftmax", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_SOFTMAX, .infer = infer_softmax, .cost = cost_softmax,
-    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .autograd = ME_AG_OUTPUT, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW, .flags = ME_OPF_GRAD_CONTIG,
 };
 
 /* LpNormalization (F.normalize(x, p, dim)): x divided by its p-norm along

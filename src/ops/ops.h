@@ -127,6 +127,8 @@ enum {
                                       * change (ATen's to_will_alias) */
     ME_OPF_REGATHER = 1 << 5, /* AllGather: with attribute regather, what a consumer saves of the
                                * result is the input shard (comm.c) */
+    ME_OPF_GRAD_CONTIG = 1 << 6, /* backward's kernel makes a strided output gradient contiguous
+                                  * first (grad_output.contiguous()): a copy alive while it runs */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by
@@ -186,8 +188,9 @@ typedef struct MeOpDesc {
     MeViewKind view;
     MeGradThrough grad_through;
     /* Whether the output gradient passed through to input i is a strided
-     * view of it (not contiguous); NULL: never. */
-    bool (*grad_strided)(const MeCtx *c, int i);
+     * view of it: the rows P of a [P, rest] view whose rows lie apart (a
+     * narrow() past the first dim), 0 when contiguous; NULL: never. */
+    int64_t (*grad_strided)(const MeCtx *c, int i);
     uint32_t flags;        /* ME_OPF_* */
     uint8_t peer[MEMEST_CONVENTION_COUNT]; /* ME_PEER_* per convention */
     /* CPU runtime (oneDNN): bytes the op allocates and frees inside itself

@@ -122,17 +122,20 @@ static MeAutograd adaptive_saved_rule(const MeNode *n)
 }
 
 /* Pooling follows its input under autocast, except CPU autocast's fp32 list
- * names the 3-d kernels (max_pool3d, avg_pool3d, adaptive_*_pool3d). */
+ * names the 3-d kernels (max_pool3d, avg_pool3d, adaptive_*_pool3d).
+ * max_pool2d_with_indices_backward and avg_pool2d_backward make the output
+ * gradient contiguous first (ME_OPF_GRAD_CONTIG; measured,
+ * tests/oracle/measure_strided_grad.py). */
 const MeOpDesc me_op_max_pool = {
     .name = "MaxPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 2,
     .roles = "x", .cls = ME_C_MAXPOOL, .infer = infer_pool, .cost = cost_maxpool,
     .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
-    .cpu_temp_fwd = maxpool_cpu_temp_fwd,
+    .cpu_temp_fwd = maxpool_cpu_temp_fwd, .flags = ME_OPF_GRAD_CONTIG,
 };
 const MeOpDesc me_op_average_pool = {
     .name = "AveragePool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .roles = "x", .cls = ME_C_AVGPOOL, .infer = infer_pool, .cost = cost_avgpool,
-    .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
+    .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D, .flags = ME_OPF_GRAD_CONTIG,
 };
 /* runs as mean() */
 const MeOpDesc me_op_global_average_pool = {

@@ -886,20 +886,20 @@ TENSOR_OP(me_op_flatten, "Flatten", 1, 1, 1, 1, 1, "x", ME_C_VIEW, ME_VIEW_RESHA
 TENSOR_OP(me_op_squeeze, "Squeeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_SQUEEZE, GT_ALL, infer_squeeze);
 TENSOR_OP(me_op_unsqueeze, "Unsqueeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_SQUEEZE, GT_ALL, infer_unsqueeze);
 TENSOR_OP(me_op_identity, "Identity", 1, 1, 1, 1, 1, "x", ME_C_VIEW, ME_VIEW_SAME, GT_ALL, infer_identity);
-/* the input gradients are narrow() views of the output's */
 /* CatBackward0 hands each input grad.narrow(axis, ...) (derivatives.yaml
- * cat: cat_tensors_backward): a view, strided unless every dim before the
- * axis is 1 */
-static bool concat_grad_strided(const MeCtx *c, int i)
+ * cat: cat_tensors_backward): a view of [P, rest] rows, P the dims before
+ * the axis, strided unless P is 1 */
+static int64_t concat_grad_strided(const MeCtx *c, int i)
 {
     (void)i;
     const MeValue *o = me_out(c, 0);
     int64_t axis = me_attr_i(c->n, "axis", 1); /* checked by shape inference */
-    if (!o || c->n->n_in < 2 || !o->known) return false;
+    if (!o || c->n->n_in < 2 || !o->known) return 0;
     if (axis < 0) axis += o->shape.rank;
     int64_t outer = 1;
-    for (int k = 0; k < axis; k++) outer *= o->shape.d[k];
-    return outer > 1;
+    for (int k = 0; k < axis; k++)
+        if (o->shape.d[k] < 0 || !me_mul64(outer, o->shape.d[k], &outer)) return 0;
+    return outer > 1 ? outer : 0;
 }
 
 const MeOpDesc me_op_concat = { TENSOR_FIELDS("Concat", 1, 1, ME_VARIADIC, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_ALL, infer_concat),
@@ -934,15 +934,16 @@ const MeOpDesc me_op_gather = {
     .roles = "xc", .cls = ME_C_MOVE, .infer = infer_gather, .cost = cost_gather,
     .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
+/* upsample_*_backward make the output gradient contiguous first */
 const MeOpDesc me_op_resize = {
     .name = "Resize", .since = 10, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 1,
     .roles = "xccc", .cls = ME_C_UPSAMPLE, .infer = infer_resize, .cost = cost_resize,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .flags = ME_OPF_GRAD_CONTIG,
 };
 const MeOpDesc me_op_upsample = {
     .name = "Upsample", .since = 7, .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_upsample, .cost = cost_resize,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .flags = ME_OPF_GRAD_CONTIG,
 };
 const MeOpDesc me_op_topk = {
     .name = "TopK", .since = 1, .min_in = 1, .max_in = 2, .min_out = 2, .max_out = 2,
