@@ -1043,8 +1043,6 @@ static bool opaque(const MeGraph *g, const MeNode *n);
 /* The node runs its op: known, with known shapes, not folded away */
 static bool runs_op(const MeGraph *g, const MeNode *n) { return n->desc && !opaque(g, n) && !me_node_skipped(g, n); }
 
-/* value → frozen: a weight is frozen when a frozen layer reads it (one
- * pass over the edges); NULL when out of memory */
 /* A parameter of the single-tensor update, by when the forward first reads it */
 struct UpdateOrder {
     int64_t key;
@@ -1077,6 +1075,8 @@ static int64_t *first_use_keys(const MeGraph *g)
     return key;
 }
 
+/* value → frozen: a weight is frozen when a frozen layer reads it (one
+ * pass over the edges); NULL when out of memory */
 static bool *frozen_weights(const MeGraph *g)
 {
     bool *frozen = me_calloc((size_t)g->nv + 1, sizeof(bool));
@@ -1579,7 +1579,7 @@ static int64_t grad_contig_copy(const Sim *m, const MeNode *n)
 {
     if (n->n_out < 1 || n->out[0] < 0 || m->grows[n->out[0]] <= 0) return 0;
     const MeValue *o = &m->g->v[n->out[0]];
-    if (n->desc->flags & ME_OPF_FOLD_INPUT && o->shape.rank >= 3) {
+    if ((n->desc->flags & ME_OPF_FOLD_INPUT) && o->shape.rank >= 3) {
         /* at::linear's result.view() of its 2-d product: ViewBackward0
          * reshapes the gradient to those rows, a copy unless they are the
          * strided rows (measured, tests/oracle/measure_strided_grad.py) */
