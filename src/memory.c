@@ -1043,38 +1043,6 @@ static bool opaque(const MeGraph *g, const MeNode *n);
 /* The node runs its op: known, with known shapes, not folded away */
 static bool runs_op(const MeGraph *g, const MeNode *n) { return n->desc && !opaque(g, n) && !me_node_skipped(g, n); }
 
-/* A parameter of the single-tensor update, by when the forward first reads it */
-struct UpdateOrder {
-    int64_t key;
-    int value;
-    MeOptParam p;
-};
-
-static int cmp_update(const void *a, const void *b)
-{
-    const struct UpdateOrder *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return (x->value > y->value) - (x->value < y->value);
-}
-
-/* value → (position of its first reader in the run order, input slot), as
- * one key; INT64_MAX for a value nothing reads */
-static int64_t *first_use_keys(const MeGraph *g)
-{
-    int64_t *key = me_malloc(sizeof(int64_t) * (size_t)(g->nv + 1));
-    if (!key) return NULL;
-    for (int v = 0; v < g->nv; v++) key[v] = INT64_MAX;
-    for (int oi = 0; oi < g->nn; oi++) {
-        const MeNode *n = &g->n[g->order[oi]];
-        for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k];
-            int64_t kk = (int64_t)oi * ((int64_t)INT32_MAX + 1) + k;
-            if (v >= 0 && kk < key[v]) key[v] = kk;
-        }
-    }
-    return key;
-}
-
 /* value → frozen: a weight is frozen when a frozen layer reads it (one
  * pass over the edges); NULL when out of memory */
 static bool *frozen_weights(const MeGraph *g)
@@ -1888,6 +1856,37 @@ static MeOptParam opt_param(const Sim *m, const MeValue *v)
     return p;
 }
 
+/* The single-tensor update's largest temporaries (MeOptimizer.temps), its
+ * parameters taken as the forward first reads them: module order, whatever
+ * order an exporter listed the initializers in; each update holds the
+ * previous parameter's result. Each runs on this rank's shard. -1: out of
+ * memory. */
+static int64_t update_temps(const Sim *m, const MeOptimizer *od, int ranks)
+{
+    const MeGraph *g = m->g;
+    bool *done = me_calloc((size_t)g->nv + 1, sizeof(bool));
+    if (!done) return -1;
+    int64_t most = 0;
+    MeOptParam prev = { 0 };
+    bool any = false;
+    /* in run order, each node's inputs in slot order; then any parameter no node reads */
+    for (int oi = 0; oi <= g->nn; oi++) {
+        const MeNode *n = oi < g->nn ? &g->n[g->order[oi]] : NULL;
+        for (int k = 0; k < (n ? n->n_in : g->nv); k++) {
+            int v = n ? n->in[k] : k;
+            if (v < 0 || done[v] || g->v[v].kind != ME_V_INIT || !g->v[v].n_uses || !m->rg[v]) continue;
+            done[v] = true;
+            MeOptParam p = opt_param(m, &g->v[v]);
+            if (ranks > 1) p.numel = (p.numel + ranks - 1) / ranks, p.bytes = sat_add(p.bytes, ranks - 1) / ranks;
+            int64_t t = od->temps(&p, any ? &prev : NULL);
+            if (t > most) most = t;
+            prev = p, any = true;
+        }
+    }
+    me_free(done);
+    return most;
+}
+
 static int run_step_events(const MemestModel *model, const MemestMemorySettings *s, MemestMemory *out, char *err, size_t errlen,
                            MeMemResult *rec, int slot, const MeTlSink *extra, const MemestMemory *prev, const int *holds);
 
@@ -2030,9 +2029,6 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     MeGraph *g = (MeGraph *)&model->g; /* only read here; Sim keeps a plain pointer */
     Sim m = { .g = g, .s = s, .out = out };
     bool *frozen_w = NULL;
-    int64_t *use_key = NULL;
-    struct UpdateOrder *upd = NULL;
-    int n_upd = 0;
     uint8_t *es = NULL;
     MeAllocator *alloc = NULL;
     MeTlStats stats = { .out = out };
@@ -2131,11 +2127,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
      * foreach, lists over all of them */
     const MeOptimizer *od = me_optimizer(s->optimizer);
     MeOptState ost = { 0 };
-    int64_t param_bytes = 0, n_params = 0, opt_temps = 0;
-    /* the single-tensor update's order: parameters as the forward first
-     * reads them (module order, whatever order an exporter listed the
-     * initializers in), for the previous parameter's result it holds */
-    if (!(use_key = first_use_keys(g)) || !(upd = me_malloc(sizeof(*upd) * (size_t)(g->nv + 1)))) { rc = ME_ENOMEM; goto end; }
+    int64_t param_bytes = 0, opt_temps = 0;
     int ranks = m.dp.ranks > 1 && m.dp.shard >= MEMEST_SHARD_ZERO1 ? m.dp.ranks : 1;
     int64_t host = 0; /* offload: bytes on this rank's host */
     OffloadGrads off = { 0 };
@@ -2160,7 +2152,6 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             if (m.rg[i] && od) {
                 MeOptParam p = opt_param(&m, v);
                 param_bytes = sat_add(param_bytes, p.bytes);
-                n_params++;
                 if (m.dp.offload) {
                     if (p.bytes > off.largest) off.largest = p.bytes;
                     off.numel = sat_add(off.numel, p.numel);
@@ -2169,9 +2160,6 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
                     od->state(&p, &ost);
                 }
                 /* the update runs on this rank's shard of the state */
-                MeOptParam sp = p;
-                if (ranks > 1) sp.numel = (p.numel + ranks - 1) / ranks, sp.bytes = sat_add(p.bytes, ranks - 1) / ranks;
-                upd[n_upd++] = (struct UpdateOrder){ .key = use_key[i], .value = i, .p = sp };
             }
         } else if (v->kind == ME_V_INPUT) {
             int id = st_make(&m, vb(&m, v), MEMEST_MEM_INPUTS, i, false);
@@ -2185,11 +2173,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);
         }
     }
-    qsort(upd, (size_t)n_upd, sizeof(*upd), cmp_update);
-    for (int k = 0; k < n_upd; k++) {
-        int64_t t = od->temps(&upd[k].p, k ? &upd[k - 1].p : NULL);
-        if (t > opt_temps) opt_temps = t;
-    }
+    if (od && (opt_temps = update_temps(&m, od, ranks)) < 0) { rc = ME_ENOMEM; goto end; }
     bool train = s->mode == MEMEST_RUN_TRAIN;
     int opt_state = -1;
     int64_t opt_bytes = train ? ost.bytes : 0, paged_bytes = train ? ost.paged : 0;
@@ -2503,8 +2487,6 @@ end:
     me_free(m.amp.wcache);
     me_free(es);
     me_free(frozen_w);
-    me_free(use_key);
-    me_free(upd);
     me_allocator_free(alloc);
     me_free(m.hold.hold_next);
     me_free(m.hold.hold_head);
