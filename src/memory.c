@@ -2577,11 +2577,6 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
              od->name, lists, lists > 1 ? "s" : "", (double)sat_mul(lists, bytes) / 1048576.0);
 }
 
-/* cuDNN's workspaces on CUDA: with cudnn.benchmark False (PyTorch's
- * default) cuDNN's heuristics pick each convolution's algorithm and PyTorch
- * takes the workspace it asks for from the caching allocator for that call
- * (Conv_v8.cpp); a cuDNN RNN also keeps a reserve for backward. Their sizes
- * are cuDNN's own, so they are said, not guessed. */
 /* The library kernels a graph runs on CUDA: cuBLAS GEMMs, cuDNN
  * convolutions and recurrent layers (one scan, for the step count and the
  * cuDNN note) */
@@ -2602,6 +2597,11 @@ static Kernels kernels_of(const MeGraph *g)
     return k;
 }
 
+/* cuDNN's workspaces on CUDA: with cudnn.benchmark False (PyTorch's
+ * default) cuDNN's heuristics pick each convolution's algorithm and PyTorch
+ * takes the workspace it asks for from the caching allocator for that call
+ * (Conv_v8.cpp); a cuDNN RNN also keeps a reserve for backward. Their sizes
+ * are cuDNN's own, so they are said, not guessed. */
 static void lib_note(const Kernels *kn, const MemestMemorySettings *s, MeMemResult *r)
 {
     r->lib_note[0] = 0;
