@@ -2173,8 +2173,8 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
             m.rg[i] = m.grad && (v->requires_grad || s->input_grad) && me_dtype_is_float(v->dtype);
         }
     }
-    if (od && (opt_temps = update_temps(&m, od, ranks)) < 0) { rc = ME_ENOMEM; goto end; }
     bool train = s->mode == MEMEST_RUN_TRAIN;
+    if (train && od && (opt_temps = update_temps(&m, od, ranks)) < 0) { rc = ME_ENOMEM; goto end; } /* only a step updates */
     int opt_state = -1;
     int64_t opt_bytes = train ? ost.bytes : 0, paged_bytes = train ? ost.paged : 0;
     if (ost.shared) opt_bytes = sat_add(opt_bytes, od->shared_bytes);
