@@ -63,6 +63,14 @@ static inline int me_name_index(const char *const *names, int n, const char *nam
     return -1;
 }
 
+/* The length of name before suffix when name ends in it and is longer,
+ * else 0 (a module's path from a tensor's "<module>.weight") */
+static inline size_t me_prefix_len(const char *name, const char *suffix)
+{
+    size_t ln = name ? strlen(name) : 0, ls = strlen(suffix);
+    return ln > ls && !strcmp(name + ln - ls, suffix) ? ln - ls : 0;
+}
+
 /* Decimal text of v into buf (21 / 22 bytes suffice); returns its length. */
 size_t me_u64_str(uint64_t v, char *buf);
 size_t me_i64_str(int64_t v, char *buf);

@@ -18,16 +18,10 @@
 #include <string.h>
 
 #include "canon/canon.h"
+#include "util.h"
 
 static const char *const stats[] = { ".running_mean", ".running_var" };
 static const char *const state[] = { ".weight", ".bias", ".running_mean", ".running_var" };
-
-/* the length of name's module prefix when it ends in suffix, else 0 */
-static size_t prefix_of(const char *name, const char *suffix)
-{
-    size_t ln = name ? strlen(name) : 0, ls = strlen(suffix);
-    return ln > ls && !strcmp(name + ln - ls, suffix) ? ln - ls : 0;
-}
 
 typedef struct Prefix {
     const char *s;
@@ -57,7 +51,7 @@ int me_canon_frozen_bn(MeGraph *g, MeDiag *d)
         const MeValue *x = &g->v[v];
         if (x->kind != ME_V_INIT || !x->n_uses || bn_read[v] || !me_dtype_is_float(x->dtype)) continue;
         for (size_t k = 0; k < sizeof(stats) / sizeof(stats[0]); k++) {
-            size_t lp = prefix_of(x->name, stats[k]);
+            size_t lp = me_prefix_len(x->name, stats[k]);
             if (lp) mods[n++] = (Prefix){ x->name, lp };
         }
     }
@@ -68,7 +62,7 @@ int me_canon_frozen_bn(MeGraph *g, MeDiag *d)
             MeValue *y = &g->v[u];
             if (y->kind != ME_V_INIT || bn_read[u]) continue;
             for (size_t k = 0; k < sizeof(state) / sizeof(state[0]); k++) {
-                Prefix key = { y->name, prefix_of(y->name, state[k]) };
+                Prefix key = { y->name, me_prefix_len(y->name, state[k]) };
                 if (key.n && bsearch(&key, mods, (size_t)n, sizeof(Prefix), cmp_prefix)) {
                     y->role = ME_R_BUFFER;
                     y->buffer_known = true;

@@ -86,8 +86,8 @@ static void node_facts(MeGraph *g, char **mods, int m, MhaFacts *f)
             f[k].packed |= w->rank == 2 && (w->d[0] == 3 * w->d[1] || w->d[1] == 3 * w->d[0]);
         }
         if (me_canon_is(g, x, "Relu") || me_canon_is(g, x, "Gelu")) {
-            size_t len = strlen(x->module), la = strlen(".activation");
-            if (len > la && !strcmp(x->module + len - la, ".activation")) len -= la; /* an activation module */
+            size_t len = me_prefix_len(x->module, ".activation"); /* an activation module */
+            if (!len) len = strlen(x->module);
             int l = find(mods, m, x->module, len, ".self_attn");
             if (l >= 0) f[l].act = true;
         }
@@ -157,14 +157,12 @@ static int encoder_layers(MeGraph *g, char **names, int nn, char **mods, int m, 
      * weight.t() into a tensor with a name of its own */
     static const char *const need[][2] = { { ".linear1.weight", ".linear1.bias" }, { ".linear2.weight", ".linear2.bias" },
                                             { ".norm1.weight", ".norm1.bias" }, { ".norm2.weight", ".norm2.bias" } };
-    const size_t ls = strlen(".self_attn");
     int layers = 0, attn = 0, rc = 0;
     char first[256] = "", afirst[256] = "";
     for (int k = 0; k < m; k++) {
-        size_t lm = strlen(mods[k]);
         bool fused = false;
-        if (lm > ls && !strcmp(mods[k] + lm - ls, ".self_attn")) {
-            size_t lp = lm - ls; /* the layer's own name */
+        size_t lp = me_prefix_len(mods[k], ".self_attn"); /* the layer's own name */
+        if (lp) {
             bool cross = find(names, nn, mods[k], lp, ".multihead_attn.in_proj_weight") >= 0, layer = !cross;
             for (size_t j = 0; layer && j < sizeof(need) / sizeof(need[0]); j++)
                 layer = find(names, nn, mods[k], lp, need[j][0]) >= 0 || find(names, nn, mods[k], lp, need[j][1]) >= 0;
@@ -211,12 +209,11 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
         if (g->v[v].name && g->v[me_canon_identity_root(g, v)].kind == ME_V_INIT) names[nn++] = g->v[v].name;
     qsort(names, (size_t)nn, sizeof(char *), cmp);
     for (int i = 0; i < nn && rc == 0; i++) {
-        size_t len = strlen(names[i]);
         for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
-            size_t ls = strlen(own[k]);
-            if (len <= ls || strcmp(names[i] + len - ls, own[k])) continue;
+            size_t lp = me_prefix_len(names[i], own[k]);
+            if (!lp) continue;
             if (!mods && !(mods = me_malloc(sizeof(char *) * (size_t)nn))) { rc = ME_ENOMEM; break; }
-            if (!(mods[m] = me_graph_strndup(g, names[i], len - ls))) rc = ME_ENOMEM;
+            if (!(mods[m] = me_graph_strndup(g, names[i], lp))) rc = ME_ENOMEM;
             else m++;
             break;
         }
