@@ -80,6 +80,23 @@ regnet_y_1_6gf's eval export within 0.8 % under no_grad, its folded
 BatchNorm noted for grad and training (-41 % at batch 8 with autograd on:
 the file has no norms to save).
 
+The eighth set (ho8_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once at the
+end): densenet169 at opset 13 (training export, dynamic batch), a
+Conformer-style block (a half-step SiLU FFN with Dropout, pre-norm packed
+nn.MultiheadAttention with dropout and need_weights=False, a conv module:
+pointwise Conv1d, GLU over channels, depthwise Conv1d k=15, BatchNorm1d,
+SiLU, pointwise Conv1d, each with a residual add, and a final LayerNorm; the
+[B, 64, 96] sequence is the output, so the loss is pow2_mean; LayerNorm is
+decomposed below opset 17) at opset 14 (training export, dynamic batch), a
+small MLP-Mixer (a 16 px patch-embedding Conv2d on a 128 px image, 64 tokens
+of 128 channels, 4 blocks of a token-mixing and a channel GELU MLP with
+residual adds, a final LayerNorm, the mean over tokens, a Linear head) at
+opset 11 (training export, fixed batch 1: LayerNorm decomposed, GELU as
+Erf, no Dropout in the model) and vgg13 (no BatchNorm) at opset 17 (eval
+export, fixed batch 1: Dropout is not in the file). Every first choice
+exported with torch 1.13.
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -173,6 +190,69 @@ class XAttn(nn.Module):
         return self.head(h.mean(1))
 
 
+class Conformer(nn.Module):
+    """A Conformer-style block from torch.nn primitives: a half-step FFN (LayerNorm, Linear,
+    SiLU, Dropout, Linear; x + 0.5 * FFN(x)), pre-norm nn.MultiheadAttention (packed, dropout,
+    need_weights=False) with a residual add, a conv module (LayerNorm, pointwise Conv1d to
+    2D, GLU over channels, depthwise Conv1d k=15, BatchNorm1d, SiLU, pointwise Conv1d) with a
+    residual add, and a final LayerNorm; the output is the [B, T, D] sequence."""
+    def __init__(self, d=96, heads=4, k=15):
+        super().__init__()
+        self.ff = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(), nn.Dropout(0.1),
+                                nn.Linear(4 * d, d))
+        self.attn_norm = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, dropout=0.1, batch_first=True)
+        self.conv_norm = nn.LayerNorm(d)
+        self.pw1 = nn.Conv1d(d, 2 * d, 1)
+        self.glu = nn.GLU(dim=1)
+        self.dw = nn.Conv1d(d, d, k, padding=k // 2, groups=d)
+        self.bn = nn.BatchNorm1d(d)
+        self.act = nn.SiLU()
+        self.pw2 = nn.Conv1d(d, d, 1)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        x = x + 0.5 * self.ff(x)
+        h = self.attn_norm(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        h = self.conv_norm(x).transpose(1, 2)
+        h = self.pw2(self.act(self.bn(self.dw(self.glu(self.pw1(h))))))
+        x = x + h.transpose(1, 2)
+        return self.norm(x)
+
+
+class MixerBlock(nn.Module):
+    def __init__(self, tokens, dim, tok_hidden, ch_hidden):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.tok = nn.Sequential(nn.Linear(tokens, tok_hidden), nn.GELU(), nn.Linear(tok_hidden, tokens))
+        self.norm2 = nn.LayerNorm(dim)
+        self.ch = nn.Sequential(nn.Linear(dim, ch_hidden), nn.GELU(), nn.Linear(ch_hidden, dim))
+
+    def forward(self, x):
+        x = x + self.tok(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        return x + self.ch(self.norm2(x))
+
+
+class Mixer(nn.Module):
+    """A small MLP-Mixer from torch.nn primitives: a 16 px patch-embedding Conv2d (3 -> 128) on
+    a 128 px image, flattened to [B, 64, 128] tokens; 4 blocks of a token-mixing MLP (LayerNorm,
+    transpose, Linear 64 -> 128, GELU, Linear 128 -> 64, transpose back) and a channel MLP
+    (LayerNorm, Linear 128 -> 512, GELU, Linear 512 -> 128), each with a residual add; a final
+    LayerNorm, the mean over tokens, and a Linear head to 10 classes."""
+    def __init__(self, dim=128, patch=16, tokens=64, blocks=4):
+        super().__init__()
+        self.embed = nn.Conv2d(3, dim, patch, stride=patch)
+        self.blocks = nn.Sequential(*[MixerBlock(tokens, dim, 128, 4 * dim) for _ in range(blocks)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = self.norm(self.blocks(x))
+        return self.head(x.mean(1))
+
+
 def r2plus1d_18():
     return torchvision.models.video.r2plus1d_18(weights=None)
 
@@ -218,6 +298,10 @@ MODELS = {
     "ho7_fcn_resnet50": (fcn_resnet50, IMG224),
     "ho7_regnet_y_1_6gf": (_tv("regnet_y_1_6gf"), IMG224),
     "ho7_xattn": (XAttn, [("input", (96, 64), F32)]),
+    "ho8_densenet169": (_tv("densenet169"), IMG224),
+    "ho8_conformer": (Conformer, [("input", (64, 96), F32)]),
+    "ho8_mixer": (Mixer, [("input", (3, 128, 128), F32)]),
+    "ho8_vgg13": (_tv("vgg13"), IMG224),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -247,6 +331,10 @@ EXPORTS = {
     "ho7_fcn_resnet50": (17, True, False),
     "ho7_regnet_y_1_6gf": (11, False, False),
     "ho7_xattn": (14, True, True),
+    "ho8_densenet169": (13, True, True),
+    "ho8_conformer": (14, True, True),
+    "ho8_mixer": (11, True, False),
+    "ho8_vgg13": (17, False, False),
 }
 
 
