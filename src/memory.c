@@ -699,7 +699,7 @@ static void keep_for_backward(Sim *m, int ni, int vi)
 static void record_saved(Sim *m, int ni, const MeNode *n)
 {
     MeCtx c = { .g = m->g, .n = (MeNode *)n };
-    switch (me_autograd_rule(n)) {
+    switch (me_autograd_rule(n, (MemestTorch)m->s->torch)) {
     case ME_AG_OPERANDS:
         for (int i = 0; i < n->n_in; i++) {
             if (n->in[i] < 0) continue;
@@ -2701,6 +2701,14 @@ void me_memory_result_free(MeMemResult *r)
         r->series[k] = NULL;
         r->n_series[k] = r->cap_series[k] = 0;
     }
+}
+
+/* What a version changes: with autograd on, the tensors an op saves
+ * (me_autograd_rule); in a training step, the update's path. */
+int memest_torch_changes(const MemestAnalysis *an, const MemestMemorySettings *s)
+{
+    if (s->mode != MEMEST_RUN_INFER && an && me_autograd_torch_differs(an->g)) return 1;
+    return me_optimizer_torch_changes(s);
 }
 
 int memest_set_memory(MemestAnalysis *a, const MemestMemorySettings *s, char *err, size_t errlen)

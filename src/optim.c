@@ -193,17 +193,17 @@ MemestOptimizerImpl memest_optimizer_impl_of(const MemestMemorySettings *s)
                : MEMEST_OPT_IMPL_SINGLE;
 }
 
-int memest_torch_changes(const MemestMemorySettings *s)
+bool me_optimizer_torch_changes(const MemestMemorySettings *s)
 {
     const MeOptimizer *od = me_optimizer(s->optimizer);
-    if (s->mode != MEMEST_RUN_TRAIN || !od) return 0;
+    if (s->mode != MEMEST_RUN_TRAIN || !od) return false;
     MemestMemorySettings o = *s;
     o.torch = s->torch == MEMEST_TORCH_2 ? MEMEST_TORCH_1_13 : MEMEST_TORCH_2;
     MemestOptimizerImpl a = memest_optimizer_impl_of(s), b = memest_optimizer_impl_of(&o);
-    if (a != b) return 1;
+    if (a != b) return true;
     if (a == MEMEST_OPT_IMPL_FOREACH) return me_optimizer_foreach_lists(od, s->torch) != me_optimizer_foreach_lists(od, o.torch);
     if (a == MEMEST_OPT_IMPL_FUSED) return me_optimizer_fused(od, s->torch) != me_optimizer_fused(od, o.torch);
-    return 0;
+    return false;
 }
 
 int me_optimizer_foreach_lists(const MeOptimizer *od, int torch)

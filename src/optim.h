@@ -44,6 +44,9 @@ typedef struct MeOptimizer {
 const MeOptimizer *me_optimizer(MemestOptimizer o); /* NULL when out of range */
 int me_optimizer_foreach_lists(const MeOptimizer *od, int torch); /* od's foreach lists in that MemestTorch */
 bool me_optimizer_fused(const MeOptimizer *od, int torch);        /* od has a fused kernel in that MemestTorch */
+/* s's training step takes another update path, foreach lists or fused
+ * kernel under the other torch version (memest_torch_changes' optimizer part) */
+bool me_optimizer_torch_changes(const MemestMemorySettings *s);
 /* ZeRO's ranks and ZeRO-Offload update with DeepSpeed's own optimizer,
  * not torch.optim's paths */
 bool me_deepspeed_update(const MemestMemorySettings *s);

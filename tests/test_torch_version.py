@@ -14,9 +14,15 @@ usage: test_torch_version.py MEMEST SOURCE_ROOT CASE
   paths    what each version has: adagrad's and rmsprop's foreach paths and
            fused SGD and AdamW from 2.x only (an error under 1.13 names
            the version)
-  errors   --torch binds nothing without --train, on the CPU's default
+  errors   --torch binds nothing without autograd, with --grad on a model
+           whose ops save the same in both versions, on the CPU's default
            path, with an explicit single path, or as an unknown version:
            exit 2 naming the option
+  saved    with autograd on, a mean over dims keeps its input in 1.13 and
+           only its numel in 2.x (MeanBackward1, golden/truth/saved/): on
+           llama_like (RMSNorm) --torch 2 keeps less by exactly the means'
+           inputs, under --grad and --train on the CPU too, and the option
+           binds there
 """
 import sys
 import os
@@ -78,7 +84,8 @@ def case_paths():
 
 
 def case_errors():
-    for extra, why in ((["--torch", "2"], "needs --train"),
+    for extra, why in ((["--torch", "2"], "binds nothing for inference"),
+                       (["--grad", "--torch", "2"], "binds nothing for --grad"),
                        (["--train", "--torch", "3"], "not one of"),
                        (["--train", "--optimizer", "adam", "--runtime", "cpu", "--torch", "2"], "binds nothing"),
                        (["--train", "--optimizer", "adam", "--optimizer-impl", "single", "--torch", "2"], "binds nothing")):
@@ -86,7 +93,28 @@ def case_errors():
         check(rc == 2 and "--torch" in err and why in err, "%s: exit %d, stderr %r; want 2 and '%s'" % (" ".join(extra), rc, err.strip()[-160:], why))
 
 
-CASES = {"default": case_default, "lists": case_lists, "paths": case_paths, "errors": case_errors}
+LLAMA = path("models", "onnx", "zoo", "llama_like.onnx")
+
+
+def case_saved():
+    # --grad peaks at the forward's end, every saved tensor alive
+    for mode in (["--grad"], ["--train", "--runtime", "cpu", "--optimizer", "sgd"]):
+        a = run_json(LLAMA, "--batch", "8", *mode)
+        b = run_json(LLAMA, "--batch", "8", *mode, "--torch", "2")
+        if not a or not b:
+            continue
+        check(b["memory"].get("torch") == "2", "%s: report's torch is %r" % (" ".join(mode), b["memory"].get("torch")))
+        sa, sb = a["memory"]["steps"][0], b["memory"]["steps"][0]
+        if mode[0] == "--grad":
+            want = sum(int(r["mem_read"]) for r in a["layers"] if r["op"] == "ReduceMean")  # each RMSNorm's pow result
+            got = sa["at_peak"]["saved"] - sb["at_peak"]["saved"]
+            check(want > 0 and got == want, "--grad: --torch 2 keeps %d bytes less for backward, the means' inputs are %d"
+                  % (got, want))
+        else:
+            check(sb["peak"] < sa["peak"], "--train: --torch 2's peak %d is not below 1.13's %d" % (sb["peak"], sa["peak"]))
+
+
+CASES = {"default": case_default, "lists": case_lists, "paths": case_paths, "errors": case_errors, "saved": case_saved}
 
 if __name__ == "__main__":
     CASES[sys.argv[3]]()

@@ -381,10 +381,12 @@ MEMEST_API void memest_memory_default_settings(MemestMemorySettings *s);
 /* The update path a run takes: s->optimizer_impl, DEFAULT resolved for its
  * torch, runtime and optimizer. */
 MEMEST_API MemestOptimizerImpl memest_optimizer_impl_of(const MemestMemorySettings *s);
-/* 1 when s's torch version makes the step differ from the other version's
- * (a training step whose update path, foreach lists or fused kernel
- * differ), else 0: the CLI's --torch binds nothing then. */
-MEMEST_API int memest_torch_changes(const MemestMemorySettings *s);
+/* 1 when s's torch version makes the run differ from the other version's
+ * (with autograd on, an op of the analysed model that saves other tensors
+ * for backward; a training step whose update path, foreach lists or fused
+ * kernel differ), else 0: the CLI's --torch binds nothing then. analysis
+ * NULL: the settings alone. */
+MEMEST_API int memest_torch_changes(const MemestAnalysis *analysis, const MemestMemorySettings *s);
 
 typedef enum MemestShard {
     MEMEST_SHARD_DDP = 0,  /* every rank keeps everything */

@@ -105,13 +105,14 @@ def _dtype_name(v):
 def memory_settings(mode="infer", optimizer=None, loss=None, runtime="cuda", checkpoint=None, input_grad=False,
                     amp=None, gpu=None, gpus=1, shard=None, series=True, torch=None):
     """MemestMemorySettings as the memest command fills them; torch: '1.13'
-    (the default) or '2', whose optimizer code a training step follows."""
+    (the default) or '2', whose code the timeline follows where they differ
+    (what a mean over dims saves, a training step's optimizer path)."""
     s = L.MemorySettings()
     L.lib().memest_memory_default_settings(ctypes.byref(s))
     mode = {"infer_grad": "grad"}.get(mode, mode)
     s.mode = _choice("mode", mode, L.RUN_MODES)
     if mode != "train":
-        for what, v in (("optimizer", optimizer), ("loss", loss), ("checkpoint", checkpoint), ("torch", torch)):
+        for what, v in (("optimizer", optimizer), ("loss", loss), ("checkpoint", checkpoint)):
             if v is not None:
                 raise ValueError("%s=%r needs mode='train' (mode is %r)" % (what, v, mode))
     s.optimizer = _choice("optimizer", optimizer or "sgd", L.OPTIMIZERS)
@@ -228,6 +229,9 @@ class Model:
         h, err = ctypes.c_void_p(), _err()
         _check(L.lib().memest_analyze(self._h, ctypes.byref(a), ctypes.byref(h), err, L.ERRLEN), err)
         r = Report(self, h, ms, g)
+        if memory.get("torch") is not None and not L.lib().memest_torch_changes(h, ctypes.byref(ms)):
+            raise ValueError("torch=%r binds nothing for this model and mode: the versions differ in what a mean over "
+                             "dims saves with autograd on and in a training step's optimizer path" % (memory["torch"],))
         _check(L.lib().memest_set_memory(h, ctypes.byref(ms), err, L.ERRLEN), err)
         if g is not None:
             low = ms.amp or (self.dtype not in (None, "float32", "float64"))

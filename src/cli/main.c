@@ -402,6 +402,27 @@ static int check_rules(const Cli *c)
     return 0;
 }
 
+/* --torch binds something only where the versions differ for this model
+ * and run, which needs the analysed graph (what its ops save). */
+static int check_torch(const Cli *c, const MemestAnalysis *an)
+{
+    const MemestMemorySettings *ms = &c->ms;
+    if (!(c->given & OPT_BIT(TORCH)) || memest_torch_changes(an, ms)) return 0;
+    char run[160];
+    if (ms->mode == MEMEST_RUN_TRAIN)
+        snprintf(run, sizeof(run), "--train with --optimizer %s, --optimizer-impl %s and --runtime %s",
+                 memest_optimizer_name(ms->optimizer), memest_optimizer_impl_name(ms->optimizer_impl),
+                 ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
+    else
+        snprintf(run, sizeof(run), "%s", ms->mode == MEMEST_RUN_INFER_GRAD ? "--grad" : "inference under no_grad");
+    fprintf(stderr, "memest: --torch %s binds nothing for %s: the versions differ in what an op saves with autograd on "
+                    "(a mean over dims: %s) and in a training step's update (the optimizer's default path on CUDA, its "
+                    "foreach lists and fused kernels: %s)\n",
+            c->val[OPT_TORCH], run, ms->mode == MEMEST_RUN_INFER ? "autograd is off" : "this model has none",
+            ms->mode == MEMEST_RUN_TRAIN ? "this update takes none of them" : "this run does not train");
+    return -1;
+}
+
 /* The same rule where a value decides whether an option binds anything. */
 static int check_values(const Cli *c)
 {
@@ -413,14 +434,6 @@ static int check_values(const Cli *c)
     if ((c->given & OPT_BIT(CPU_THREADS)) && ms->runtime != MEMEST_RUNTIME_CPU) {
         fprintf(stderr, "memest: --cpu-threads %s with --runtime %s binds nothing: CPU threads size oneDNN's scratch; "
                         "give --runtime cpu\n", c->val[OPT_CPU_THREADS], c->val[OPT_RUNTIME]);
-        return -1;
-    }
-    if ((c->given & OPT_BIT(TORCH)) && !memest_torch_changes(ms)) {
-        fprintf(stderr, "memest: --torch %s with --optimizer %s, --optimizer-impl %s and --runtime %s binds nothing: "
-                        "the versions differ in the optimizer's default path on CUDA and in its foreach lists and fused "
-                        "kernels, none of which this update takes\n",
-                c->val[OPT_TORCH], memest_optimizer_name(ms->optimizer), memest_optimizer_impl_name(ms->optimizer_impl),
-                ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
         return -1;
     }
     if ((c->given & OPT_BIT(MICRO_BATCHES)) && c->ls.pp_stages < 2 && !(c->given & OPT_BIT(PLAN))) {
@@ -581,6 +594,7 @@ int main(int argc, char **argv)
         rc = r == MEMEST_ERR_UNSUPPORTED ? EXIT_UNSUPPORTED : EXIT_BAD;
         goto end;
     }
+    if (check_torch(&c, an) < 0) goto end;
     if (c.outfile && !(out = fopen(c.outfile, "w"))) {
         fprintf(stderr, "memest: -o %s: %s\n", c.outfile, strerror(errno));
         out = stdout;

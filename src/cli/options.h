@@ -58,9 +58,10 @@
       "as foreach=None picks, single in torch 1.13, foreach on CUDA in 2;\n"                                    \
       "foreach: sgd, momentum, adam, adamw, and adagrad, rmsprop in 2;\n"                                       \
       "fused: adam, and sgd, momentum, adamw in 2; CUDA)")                                                       \
-    X(TORCH, "--torch", "VERSION", 0, OPT_BIT(TRAIN),                                                           \
-      "1.13 | 2: the PyTorch whose optimizer code the update follows\n"                                         \
-      "(default 1.13; 2: foreach by default on CUDA, in-place denominators)")                                    \
+    X(TORCH, "--torch", "VERSION", 0, 0,                                                                        \
+      "1.13 | 2: the PyTorch whose code the timeline follows where they\n"                                      \
+      "differ (default 1.13; 2: mean over dims saves no input, optimizers\n"                                    \
+      "foreach by default on CUDA, in-place denominators)")                                                      \
     X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN),                                                                 \
       "cross-entropy | mse | mean | sum | none | pow2-mean (default\n"                                        \
       "cross-entropy; none: out.backward(grad) with a ones-like grad;\n"                                         \

@@ -181,7 +181,7 @@ typedef struct MeOpDesc {
      * (max-pool indices, dropout mask, norm statistics, RNN gates) when it
      * runs with gradients; NULL: none. */
     MeAutograd autograd;
-    MeAutograd (*saved_rule)(const MeNode *n);
+    MeAutograd (*saved_rule)(const MeNode *n, MemestTorch torch);
     uint64_t (*saved_extra)(const MeCtx *c, bool training);
     MeAutocast autocast;       /* CUDA autocast's class */
     MeAutocast autocast_cpu;   /* CPU autocast's class */
@@ -199,10 +199,13 @@ typedef struct MeOpDesc {
     int64_t (*cpu_temp_bwd)(const MeRunCtx *r);
 } MeOpDesc;
 
-/* The autograd rule of a node (its op's, the attributes resolved), and the
- * bytes of extra tensors its forward keeps for backward when it runs with
- * gradients. */
-MeAutograd me_autograd_rule(const MeNode *n);
+/* The autograd rule of a node (its op's, the attributes and the torch
+ * version resolved), and the bytes of extra tensors its forward keeps for
+ * backward when it runs with gradients. */
+MeAutograd me_autograd_rule(const MeNode *n, MemestTorch torch);
+/* Whether some node of g saves other tensors under one torch version than
+ * under the other (what --torch changes with autograd on). */
+bool me_autograd_torch_differs(const MeGraph *g);
 uint64_t me_autograd_extra(const MeCtx *c, bool training);
 
 /* The version of op that a model of this opset uses: the highest since not

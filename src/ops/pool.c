@@ -113,8 +113,9 @@ static uint64_t maxpool_saved_extra(const MeCtx *c, bool training)
 static int64_t maxpool_cpu_temp_fwd(const MeRunCtx *r) { return r->grad ? 0 : me_numel_out(&r->c, 0) * 8; }
 
 /* adaptive pooling to 1x1 runs as mean(), which keeps only sizes */
-static MeAutograd adaptive_saved_rule(const MeNode *n)
+static MeAutograd adaptive_saved_rule(const MeNode *n, MemestTorch torch)
 {
+    (void)torch; /* the same in 1.13 and 2.x */
     const MeAttr *a = me_node_attr(n, "output_size");
     bool ones = a && a->type == ME_A_INTS;
     for (int i = 0; a && i < a->n; i++) ones &= a->ints[i] == 1;

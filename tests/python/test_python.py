@@ -143,6 +143,11 @@ def case_api():
         check(False, "optimizer without mode='train' was accepted")
     except ValueError as e:
         check("mode='train'" in str(e), "optimizer without train: %s" % e)
+    try:  # resnet18 has no mean over dims: torch 2 changes nothing with autograd on
+        memest.estimate(ex, mode="grad", torch="2")
+        check(False, "torch='2' with mode='grad' on resnet18 was accepted")
+    except ValueError as e:
+        check("binds nothing" in str(e), "torch='2' that binds nothing: %s" % e)
 
 
 def case_transformer():

@@ -142,9 +142,18 @@ static void test_rules(void)
     MeAttr a = { .name = (char *)"output_size", .type = ME_A_INTS, .ints = ones, .n = 2 };
     n.attr = &a;
     n.n_attr = 1;
-    CHECK(me_autograd_rule(&n) == ME_AG_NONE, "AdaptiveAvgPool to 1x1 keeps nothing");
+    CHECK(me_autograd_rule(&n, MEMEST_TORCH_1_13) == ME_AG_NONE, "AdaptiveAvgPool to 1x1 keeps nothing");
     a.ints = sevens;
-    CHECK(me_autograd_rule(&n) == ME_AG_INPUT, "AdaptiveAvgPool to 7x7 keeps its input");
+    CHECK(me_autograd_rule(&n, MEMEST_TORCH_1_13) == ME_AG_INPUT, "AdaptiveAvgPool to 7x7 keeps its input");
+    CHECK(me_autograd_rule(&n, MEMEST_TORCH_2) == ME_AG_INPUT, "AdaptiveAvgPool to 7x7 keeps its input in torch 2 too");
+    /* mean over dims (MeanBackward1) keeps its input in 1.13, only its numel in 2.x */
+    int64_t last[1] = { -1 };
+    MeAttr ax = { .name = (char *)"axes", .type = ME_A_INTS, .ints = last, .n = 1 };
+    MeNode mean = { .op = (char *)"ReduceMean", .desc = me_op_find("ReduceMean", "", 17), .attr = &ax, .n_attr = 1 };
+    CHECK(me_autograd_rule(&mean, MEMEST_TORCH_1_13) == ME_AG_INPUT, "mean.dim keeps its input in torch 1.13");
+    CHECK(me_autograd_rule(&mean, MEMEST_TORCH_2) == ME_AG_NONE, "mean.dim keeps sizes only in torch 2");
+    mean.n_attr = 0;
+    CHECK(me_autograd_rule(&mean, MEMEST_TORCH_1_13) == ME_AG_NONE, "mean over every element keeps sizes only");
     const MeOpDesc *c = me_op_find("Constant", "", 17);
     CHECK(c && (c->flags & ME_OPF_CONSTANT), "Constant is flagged");
 }
