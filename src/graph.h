@@ -168,6 +168,11 @@ enum {
     /* torch.addmm in a module's own forward on its own [in, out] weight
      * (HF's Conv1D), not an nn.Linear call: ME_N_FUNCTIONAL too (canon/linear.c) */
     ME_N_ADDMM      = 1 << 6,
+    /* nn.MultiheadAttention's attention written out (canon/mha.c): the
+     * scale, scores, mask, softmax and dropout (CORE) and the context bmm
+     * (CTX), which torch 2 runs as one scaled_dot_product_attention call */
+    ME_N_ATTN_CORE  = 1 << 7,
+    ME_N_ATTN_CTX   = 1 << 8,
 };
 
 struct MeOpDesc;

@@ -282,6 +282,7 @@ typedef struct Sim {
     int node;
     MemestPhase phase;
     bool grad;        /* autograd records the forward */
+    bool sdpa;        /* --torch 2: nn.MultiheadAttention's attention is one SDPA call (attn_core, attn_ctx) */
     bool cuda;        /* the CUDA runtime: caching allocator, cuBLAS workspace */
     MeTlSink sinks[3]; /* who hears the events (timeline.h) */
     int nsinks;
@@ -696,9 +697,87 @@ static void keep_for_backward(Sim *m, int ni, int vi)
     keep_storage(m, ni, id);
 }
 
+/* torch 2's F.multi_head_attention_forward (torch/nn/functional.py, v2.0
+ * on; need_weights=False) calls scaled_dot_product_attention(q, k, v, mask,
+ * dropout_p) where v1.13's wrote out the ops canon/mha.c marks: the
+ * scale, scores, mask, softmax and dropout (ME_N_ATTN_CORE) make no tensor
+ * (the kernel scales inside and keeps no [B*H, T, S] matrix; dropout draws
+ * from a Philox seed), and the context bmm (ME_N_ATTN_CTX) stands for the
+ * call, its result the output. Measured on torch 2.11
+ * (golden/truth/saved/, tests/measure/saved_tensors.py --trace): the
+ * forward makes only the output and a logsumexp; autograd keeps q, k, v,
+ * the output and the logsumexp (ScaledDotProduct*AttentionBackward0), and
+ * the backward makes q's, k's and v's gradients at once. */
+static bool attn_core(const Sim *m, const MeNode *n) { return m->sdpa && (n->flags & ME_N_ATTN_CORE); }
+static bool attn_ctx(const Sim *m, const MeNode *n) { return m->sdpa && (n->flags & ME_N_ATTN_CTX); }
+
+/* The call's q and k.transpose(-2, -1): the scores bmm's operands, the
+ * scale undone, found back from the context bmm through the core */
+static void attn_operands(const MeGraph *g, const MeNode *ctx, int *q, int *kt)
+{
+    *q = *kt = -1;
+    int v = ctx->in[0];
+    for (int guard = 0; v >= 0 && guard < 32; guard++) {
+        int p = g->v[v].producer;
+        if (p < 0 || !(g->n[p].flags & ME_N_ATTN_CORE)) return;
+        const MeNode *x = &g->n[p];
+        if (x->desc && x->desc->cls == ME_C_MATMUL && x->n_in == 2) {
+            *kt = x->in[1];
+            *q = x->in[0];
+            int sp = *q >= 0 ? g->v[*q].producer : -1; /* q / sqrt(E) */
+            if (sp >= 0 && (g->n[sp].flags & ME_N_ATTN_CORE)) *q = g->n[sp].in[0];
+            return;
+        }
+        /* the link the chain came through: an input a core op made */
+        int next = x->n_in ? x->in[0] : -1;
+        for (int i = 0; i < x->n_in; i++) {
+            int pi = x->in[i] >= 0 ? g->v[x->in[i]].producer : -1;
+            if (pi >= 0 && (g->n[pi].flags & ME_N_ATTN_CORE)) { next = x->in[i]; break; }
+        }
+        v = next;
+    }
+}
+
+/* The logsumexp the kernel returns, fp32, [B*H, T] rows from q's
+ * [B*H, T, head_dim]: the memory-efficient kernel (fp32 on CUDA) pads T to
+ * a multiple of 32 (_efficient_attention_forward, kAlignLSE; measured
+ * [8, 12, 224] for T = 197), flash and cuDNN (fp16/bf16 on CUDA) and the
+ * CPU's flash kernel keep T. */
+static int64_t attn_lse_bytes(const Sim *m, const MeNode *ctx, int q)
+{
+    if (q < 0 || ctx->out[0] < 0) return 0;
+    const MeShape *qs = &m->g->v[q].shape;
+    if (qs->rank < 2) return 0;
+    int64_t rows = numel0(qs) / (qs->d[qs->rank - 1] > 0 ? qs->d[qs->rank - 1] : 1), t = qs->d[qs->rank - 2];
+    bool efficient = m->cuda && vb(m, &m->g->v[ctx->out[0]]) >= sat_mul(numel0(&m->g->v[ctx->out[0]].shape), 4);
+    if (efficient && t > 0) rows = sat_mul(rows / t, (t + 31) / 32 * 32);
+    return sat_mul(rows, 4);
+}
+
+/* What the SDPA call saves: q, k, v, its output, the logsumexp */
+static void attn_saved(Sim *m, int ni, const MeNode *n)
+{
+    int q, kt;
+    attn_operands(m->g, n, &q, &kt);
+    keep_for_backward(m, ni, q);
+    keep_for_backward(m, ni, kt);
+    keep_for_backward(m, ni, n->in[1]);
+    keep_for_backward(m, ni, n->out[0]);
+    int64_t lse = attn_lse_bytes(m, n, q);
+    if (lse > 0) {
+        int id = st_new(m, lse, MEMEST_MEM_SAVED);
+        if (id < 0 || !save_link(m, ni, id)) return;
+        m->st[id].holds = 1;
+    }
+}
+
 static void record_saved(Sim *m, int ni, const MeNode *n)
 {
     MeCtx c = { .g = m->g, .n = (MeNode *)n };
+    if (attn_ctx(m, n)) {
+        attn_saved(m, ni, n);
+        return;
+    }
     switch (me_autograd_rule(n, (MemestTorch)m->s->torch)) {
     case ME_AG_OPERANDS:
         for (int i = 0; i < n->n_in; i++) {
@@ -1086,6 +1165,62 @@ static int gemm_handles(const Sim *m, bool *fwd, bool *bwd)
     return 0;
 }
 
+/* The SDPA call's output [B*H, T, hd] (F.multi_head_attention_forward's
+ * [B, H, T, hd] view): the flash and cuDNN kernels (fp16/bf16 on CUDA)
+ * allocate it with q's strides (mha_fwd's empty_like(q); measured on
+ * cuDNN's), and q is a view of a [T, B, H, hd] tensor, so the function's
+ * permute(2, 0, 1, 3).contiguous() copies nothing (measured: no clone
+ * before out_proj under bf16, torch 2.11). The memory-efficient kernel
+ * (fp32) and the CPU's allocate [B, T, H, hd], which the permute copies
+ * unless B is 1 (q's [T, B * H, hd] view, read back from the function's
+ * q.view(), says B). */
+static void attn_out_layout(Sim *m, const MeNode *ctx)
+{
+    const MeGraph *g = m->g;
+    int out = ctx->out[0], q, kt;
+    const MeShape *s = &g->v[out].shape;
+    if (s->rank != 3) return;
+    bool half = m->cuda && vb(m, &g->v[out]) < sat_mul(numel0(s), 4);
+    attn_operands(g, ctx, &q, &kt);
+    int p = q >= 0 ? g->v[q].producer : -1; /* q.view(T, B * H, hd).transpose(0, 1) */
+    int r = p >= 0 && g->n[p].desc && g->n[p].desc->view == ME_VIEW_PERMUTE && g->n[p].in[0] >= 0 ? g->v[g->n[p].in[0]].producer : -1;
+    const MeShape *x = r >= 0 && g->n[r].desc && g->n[r].desc->view == ME_VIEW_RESHAPE && g->n[r].in[0] >= 0 ? &g->v[g->n[r].in[0]].shape : NULL;
+    bool one = x && x->rank == 3 && x->d[1] == 1; /* [T, B, E] */
+    if (!half && !one) return;
+    int64_t st[3] = { s->d[2], sat_mul(s->d[0], s->d[2]), 1 };
+    set_strides(m, out, st);
+}
+
+/* Node n's reads end (a recompute's of segment s: only those made in it),
+ * and outputs nobody reads go */
+static void end_reads(Sim *m, const MeNode *n, bool redo, int s)
+{
+    const MeGraph *g = m->g;
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0 || m->vst[v] < 0) continue;
+        if (redo && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s)) continue; /* held by the segment */
+        m->st[m->vst[v]].refs--;
+        st_release(m, m->vst[v]);
+    }
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
+}
+
+/* An op inside the SDPA call (attn_core) makes nothing: its result stands
+ * on q's storage (the scale's and the scores' left operand) or on the
+ * core link it reads, which the call reads in the end */
+static int attn_core_storage(Sim *m, const MeNode *n)
+{
+    const MeGraph *g = m->g;
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i], p = v >= 0 ? g->v[v].producer : -1;
+        if (p >= 0 && (g->n[p].flags & ME_N_ATTN_CORE) && m->vst[v] >= 0) return m->vst[v];
+    }
+    if (n->n_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0) return m->vst[n->in[0]];
+    return st_new(m, 0, MEMEST_MEM_ACTIVATIONS);
+}
+
 static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
 {
     MeGraph *g = m->g;
@@ -1095,8 +1230,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
     int s = m->ckpt.seg[ni];
-    if (m->s->amp) autocast_node(m, n);
+    bool core = attn_core(m, n);
+    if (m->s->amp && !core) autocast_node(m, n);
     else for (int i = 0; i < 8; i++) m->amp.cast[i] = -1;
+    if (attn_ctx(m, n) && m->amp.cast[0] >= 0) {
+        st_release(m, m->amp.cast[0]); /* the probabilities it stands on were never made */
+        m->amp.cast[0] = -1;
+    }
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
@@ -1109,11 +1249,12 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         /* extra outputs nobody reads (BatchNorm's running statistics are
          * updated in place; Dropout's mask is kept by autograd) */
         if (k > 0 && !g->v[v].n_uses) continue;
-        bool alias = (k == 0 || me_node_is_view(n)) && aliases_input(m, n);
-        if (alias && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
+        bool alias = core || ((k == 0 || me_node_is_view(n)) && aliases_input(m, n));
+        if (alias && !core && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
         if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
         if (!alias && g->v[v].shape.rank == 4) new_layout(m, n, v);
-        int id = alias ? m->vst[n->in[0]]
+        int id = core ? attn_core_storage(m, n)
+               : alias ? m->vst[n->in[0]]
                : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
         if (id < 0) return;
         m->vst[v] = id;
@@ -1133,7 +1274,14 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         }
         keep_output(m, v, id, oi);
     }
-    if (m->cuda && !m->workspace && gemm_class(n->desc->cls)) {
+    if (core) {
+        /* k.transpose(-2, -1) is the call's operand: kept for it */
+        if (n->desc->cls == ME_C_MATMUL && n->n_in == 2 && n->in[1] >= 0 && m->vst[n->in[1]] >= 0) m->st[m->vst[n->in[1]]].holds++;
+        end_reads(m, n, redo, s);
+        return;
+    }
+    if (attn_ctx(m, n) && n->out[0] >= 0) attn_out_layout(m, n);
+    if (m->cuda && !m->workspace && gemm_class(n->desc->cls) && !attn_ctx(m, n)) {
         if (cublas_workspace(m) < 0) return;
         m->workspace = true;
     }
@@ -1168,25 +1316,22 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             (m->layout.mm_copy[0] = st_new(m, fold_copy_bytes(m, n, 0), MEMEST_MEM_ACTIVATIONS)) < 0)
             return;
     }
-    note(m, sat_add(sat_add(temp_forward(m, n), gathered(m, n)), quant_temp(m, n)));
+    note(m, attn_ctx(m, n) ? 0 : sat_add(sat_add(temp_forward(m, n), gathered(m, n)), quant_temp(m, n)));
     if (grad && rg) record_saved(m, ni, n);
     run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
+    if (attn_ctx(m, n)) {
+        int q, kt;
+        attn_operands(g, n, &q, &kt);
+        if (kt >= 0 && m->vst[kt] >= 0) {
+            m->st[m->vst[kt]].holds--; /* the call has read k */
+            st_release(m, m->vst[kt]);
+        }
+    }
     for (int i = 0; i < 2; i++)
         if (m->layout.mm_copy[i] >= 0) st_release(m, m->layout.mm_copy[i]);
     for (int i = 0; i < 8; i++)
         if (m->amp.cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->amp.wcache[n->in[i]] != m->amp.cast[i])) st_release(m, m->amp.cast[i]);
-    /* this node's reads */
-    {
-        for (int i = 0; i < n->n_in; i++) {
-            int v = n->in[i];
-            if (v < 0 || m->vst[v] < 0) continue;
-            if (redo && (g->v[v].producer < 0 || m->ckpt.seg[g->v[v].producer] != s)) continue; /* held by the segment */
-            m->st[m->vst[v]].refs--;
-            st_release(m, m->vst[v]);
-        }
-    }
-    for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0) st_release(m, m->vst[n->out[k]]);
+    end_reads(m, n, redo, s);
 }
 
 static void drop_autocast_cache(Sim *m)
@@ -1633,6 +1778,33 @@ bool me_passes_grad_through(const MeGraph *g, const MeNode *n, int i, bool train
     return n->desc->cls == ME_C_DROPOUT && me_dropout_identity(g, n, train);
 }
 
+/* The SDPA call's backward (attn_ctx) makes q's and k's gradients beside
+ * v's (the loop's), with a [B*H, T] fp32 delta (grad_out * out summed over
+ * head_dim: _efficient_attention_backward, the flash kernels' softmax_d)
+ * while it runs; k's lands on k.transpose(-2, -1), whose backward passes
+ * it on. The core ops after it get no gradient, so they never run. */
+static int attn_grads(Sim *m, const MeNode *n, int gout)
+{
+    int ops[2];
+    attn_operands(m->g, n, &ops[0], &ops[1]);
+    int64_t delta = attn_lse_bytes(m, n, ops[0]);
+    for (int k = 0; k < 2; k++) {
+        int v = ops[k];
+        if (v < 0 || !m->rg[v] || m->vst[v] < 0) continue;
+        int id = st_make(m, vb(m, &m->g->v[v]), MEMEST_MEM_ACT_GRADS, v, true);
+        if (id < 0) return -1;
+        MeTlEvent r = me_tl_event(ME_TL_RUN);
+        r.run = ME_TL_RUN_BACKWARD;
+        r.input = 0;
+        r.value = v;
+        r.gout = gout;
+        r.storage = id;
+        note_run(m, delta, &r);
+        give_grad(m, v, id, 0, false);
+    }
+    return 0;
+}
+
 static void backward(Sim *m, int *param_grad_st)
 {
     MeGraph *g = m->g;
@@ -1657,12 +1829,13 @@ static void backward(Sim *m, int *param_grad_st)
             }
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
             int64_t tmp_node = sat_add(sat_add(gathered(m, n), quant_temp_backward(m, n)), grad_contig_copy(m, n));
+            if (attn_ctx(m, n) && attn_grads(m, n, gout) < 0) return;
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
                 bool dup = false;
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
-                if (v < 0 || dup || !m->rg[v]) continue;
-                int64_t tmp = sat_add(tmp_node, temp_backward(m, n, i));
+                if (v < 0 || dup || !m->rg[v] || (i == 0 && attn_ctx(m, n))) continue;
+                int64_t tmp = attn_ctx(m, n) ? 0 : sat_add(tmp_node, temp_backward(m, n, i));
                 const MeValue *val = &g->v[v];
                 /* input i's gradient computed */
                 MeTlEvent r = me_tl_event(ME_TL_RUN);
@@ -2046,6 +2219,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
     }
     if (s->mode == MEMEST_RUN_TRAIN && (err_optimizer_impl(s, err, errlen) < 0)) return ME_EINVAL;
     m.grad = s->mode != MEMEST_RUN_INFER;
+    m.sdpa = s->torch == MEMEST_TORCH_2;
     m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
     m.dp.shard = s->shard;
     m.dp.offload = s->mode == MEMEST_RUN_TRAIN ? s->offload : 0;
@@ -2577,6 +2751,37 @@ static void impl_note(const MemestModel *model, const MemestMemorySettings *s, M
              od->name, lists, lists > 1 ? "s" : "", (double)sat_mul(lists, bytes) / 1048576.0);
 }
 
+/* nn.MultiheadAttention's attention (attn_core, attn_ctx) is where torch 1.13 and 2
+ * differ most, and which one the user runs the file cannot say; nor can it
+ * show need_weights, which decides it in 2.x. Said either way. */
+static void attn_note(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r)
+{
+    r->attn_note[0] = 0;
+    const MeGraph *g = &model->g;
+    int calls = 0;
+    const char *first = NULL;
+    for (int i = 0; i < g->nn; i++)
+        if (g->n[i].flags & ME_N_ATTN_CTX) {
+            if (!calls++) first = g->n[i].module;
+        }
+    if (!calls || !r->n_mem) return;
+    char e[256];
+    me_escape(first ? first : "", e, sizeof(e));
+    if (s->torch == MEMEST_TORCH_2)
+        snprintf(r->attn_note, sizeof(r->attn_note),
+                 "%d nn.MultiheadAttention call(s) ('%s'%s) run as scaled_dot_product_attention, as torch 2 does when "
+                 "need_weights=False (nn.TransformerEncoderLayer and torchvision's ViT pass it): no [B*H, T, S] scores or "
+                 "softmax are made or kept. The file cannot show need_weights; with True, nn.MultiheadAttention's default, "
+                 "torch 2 runs the ops as 1.13 does (--torch 1.13 gives that timeline)",
+                 calls, e, calls > 1 ? ", ..." : "");
+    else
+        snprintf(r->attn_note, sizeof(r->attn_note),
+                 "%d nn.MultiheadAttention call(s) ('%s'%s) are modelled as torch 1.13 runs them, the [B*H, T, S] scores and "
+                 "softmax made (and kept with autograd on); torch >= 2.0 runs scaled_dot_product_attention when "
+                 "need_weights=False, which makes neither (--torch 2 models it)",
+                 calls, e, calls > 1 ? ", ..." : "");
+}
+
 /* The library kernels a graph runs on CUDA: cuBLAS GEMMs, cuDNN
  * convolutions and recurrent layers (one scan, for the step count and the
  * cuDNN note) */
@@ -2691,6 +2896,7 @@ int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMem
                  100.0 * up);
     impl_note(model, s, r);
     lib_note(&kn, s, r);
+    attn_note(model, s, r);
     return 0;
 }
 
@@ -2703,10 +2909,13 @@ void me_memory_result_free(MeMemResult *r)
     }
 }
 
-/* What a version changes: with autograd on, the tensors an op saves
+/* What a version changes: nn.MultiheadAttention's attention (attn_ctx),
+ * in every mode; with autograd on, the tensors an op saves
  * (me_autograd_rule); in a training step, the update's path. */
 int memest_torch_changes(const MemestAnalysis *an, const MemestMemorySettings *s)
 {
+    for (int i = 0; an && i < an->g->nn; i++)
+        if (an->g->n[i].flags & ME_N_ATTN_CTX) return 1;
     if (s->mode != MEMEST_RUN_INFER && an && me_autograd_torch_differs(an->g)) return 1;
     return me_optimizer_torch_changes(s);
 }

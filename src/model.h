@@ -104,6 +104,8 @@ typedef struct MeMemResult {
     char names_note[320]; /* the note on MemestMemory.peak_frames (memest_note_text "python_names"); "" none */
     char impl_note[512];  /* the note on torch >= 2.0's foreach default (memest_note_text "optimizer_impl"); "" none */
     char lib_note[640];   /* the note on cuDNN's workspaces (memest_note_text "cudnn_workspace"); "" none */
+    char attn_note[1024]; /* the note on nn.MultiheadAttention's attention per torch version (memest_note_text
+                           * "attention_sdpa"); "" none */
     MemestSeriesPoint *series[2];
     int n_series[2], cap_series[2];
 } MeMemResult;

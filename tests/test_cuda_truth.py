@@ -21,8 +21,9 @@ Checked (each fails on a memest that breaks the rule):
           on CUDA), and every Adam cell whose update sets memest's peak is
           within 3.5 % of 2.11's (95 % of them within 2 %): 2.x's
           _multi_tensor_adam holds one parameter-sized list, 1.13's two.
-          With --grad, every cell where --torch 2 binds (a mean over dims
-          saves no input in 2.x: the RMSNorms) within 1 % of 2.11's.
+          Every other cell that --torch 2 moves (a mean over dims saves no
+          input in 2.x: the RMSNorms; nn.MultiheadAttention's attention is
+          one scaled_dot_product_attention call: vit_b_16) within 1.5 %.
   impl    torch >= 2.0 runs Adam's foreach path on CUDA by default, which
           memest (torch 1.13's single-tensor default) says in the
           optimizer_impl note with the bytes of its one parameter-sized
@@ -39,9 +40,8 @@ Checked (each fails on a memest that breaks the rule):
           2 %, 5 % and 10 %; checks nothing.
 
 The truth is torch 2.11's; memest models torch 1.13's ops, and with
---torch 2 what 2.x's mean over dims saves and torch 2's optimizer paths.
-Where 2.x changed what an op allocates otherwise
-(nn.MultiheadAttention's scaled_dot_product_attention) or where
+--torch 2 nn.MultiheadAttention's scaled_dot_product_attention, what
+2.x's mean over dims saves and torch 2's optimizer paths. Where
 cuDNN picks a workspace (benchmark=False, its heuristics), the table
 shows it; doc/memory.md ("On a GPU") says which cells and why.
 
@@ -210,13 +210,16 @@ def case_torch2():
             check(abs(e) <= 3.5, f"{label(d)} b{b} {key}: Adam's update under --torch 2 {e:+.2f} % of PyTorch 2.11's peak")
     print(f"{n} Adam cells peak in the update, {near} within 2 %")
     check(n >= 60 and near >= 0.95 * n, f"{near} of {n} update-peak cells within 2 %")
-    # with autograd on, --torch 2 binds where a mean over dims saves no input
-    # in 2.x; where that moves memest's figure (the RMSNorms of llama_like,
-    # llama_tied, t5_like: elsewhere another op keeps the same input), the
-    # forward is within 1 % of 2.11's
+    # --torch 2 binds where a mean over dims saves no input in 2.x (with
+    # autograd on) and where nn.MultiheadAttention's attention is one
+    # scaled_dot_product_attention call (every mode); where that moves
+    # memest's figure (the RMSNorms of llama_like, llama_tied, t5_like;
+    # vit_b_16's attention, fp32 and under autocast: elsewhere another op
+    # keeps the mean's input), within 1.5 % of 2.11's. Adam's cells move
+    # with the update's path too: checked above.
     n = 0
     for d, b, mode, r in cells():
-        if mode != "infer_grad":
+        if mode == "train_adam":
             continue
         j, old = report(d, b, mode, r), report(d, b, mode, r, resolved=False)
         if not j or not old or j["memory"].get("torch") != "2":
@@ -227,9 +230,9 @@ def case_torch2():
                 continue
             n += 1
             e = pct(s["peak"], r[key]["max_memory_allocated"])
-            check(abs(e) <= 1.0, f"{label(d)} b{b} {key}: --grad under --torch 2 {e:+.2f} % of PyTorch 2.11's peak")
-    print(f"{n} --grad cells that --torch 2 moves")
-    check(n >= 12, f"only {n} --grad cells that --torch 2 moves")
+            check(abs(e) <= 1.5, f"{label(d)} b{b} {mode} {key}: under --torch 2 {e:+.2f} % of PyTorch 2.11's peak")
+    print(f"{n} cells that --torch 2 moves (Adam aside)")
+    check(n >= 40, f"only {n} cells that --torch 2 moves")
 
 
 EXPLAINS = ("cudnn_workspace", "optimizer_impl", "python_names")

@@ -18,6 +18,16 @@ usage: test_torch_version.py MEMEST SOURCE_ROOT CASE
            whose ops save the same in both versions, on the CPU's default
            path, with an explicit single path, or as an unknown version:
            exit 2 naming the option
+  attention  nn.MultiheadAttention's attention (vit_b_16): 1.13 makes and
+           keeps the [B*H, T, T] scores and softmax; --torch 2 runs one
+           scaled_dot_product_attention call, binds under no_grad too, and
+           drops those bytes in every layer; the attention_sdpa note says
+           which version the figure follows and what the file cannot show
+  weights  an nn.MultiheadAttention whose averaged weights the model
+           returns (need_weights=True, torch 2 computes them with the ops)
+           is left as it is: --torch 2 binds nothing under no_grad; the
+           same module called with need_weights=False binds (exported here
+           with Debian's torch 1.13)
   saved    with autograd on, a mean over dims keeps its input in 1.13 and
            only its numel in 2.x (MeanBackward1, golden/truth/saved/): on
            llama_like (RMSNorm) --torch 2 keeps less by exactly the means'
@@ -114,7 +124,65 @@ def case_saved():
             check(sb["peak"] < sa["peak"], "--train: --torch 2's peak %d is not below 1.13's %d" % (sb["peak"], sa["peak"]))
 
 
-CASES = {"default": case_default, "lists": case_lists, "paths": case_paths, "errors": case_errors, "saved": case_saved}
+VIT = path("models", "onnx", "zoo", "vit_b_16.onnx")
+
+
+def attn_note(d):
+    return " ".join(n["text"] for n in d.get("notes", []) if n["code"] == "attention_sdpa")
+
+
+XATTN = path("models", "onnx", "heldout", "ho7_xattn.onnx")  # a cross-attention block, its attention the no_grad peak
+
+
+def case_attention():
+    # --grad on vit_b_16: every layer's scores and softmax kept in 1.13, q
+    # and the output in 2; no_grad on the cross-attention block: one
+    # call's scores and softmax alive at once in 1.13
+    for model, mode, calls in ((VIT, ["--grad"], 12), (XATTN, [], 1)):
+        a = run_json(model, "--batch", "8", "--runtime", "cpu", *mode)
+        b = run_json(model, "--batch", "8", "--runtime", "cpu", *mode, "--torch", "2")
+        if not a or not b:
+            continue
+        what = os.path.basename(model) + " " + (" ".join(mode) or "no_grad")
+        check("--torch 2 models it" in attn_note(a), "%s, 1.13: attention_sdpa note %r" % (what, attn_note(a)[:120]))
+        check("need_weights" in attn_note(b) and "%d nn.MultiheadAttention" % calls in attn_note(b),
+              "%s, --torch 2: attention_sdpa note %r" % (what, attn_note(b)[:120]))
+        s = max(int(r["output_bytes"]) for r in a["layers"] if r["op"] == "Softmax")  # [B*H, T, S]
+        e = max(int(r["output_bytes"]) for r in a["layers"] if r["op"] == "MatMul" and r["output_bytes"] < s)  # the context
+        pa, pb = a["memory"]["steps"][0]["peak"], b["memory"]["steps"][0]["peak"]
+        lo, hi = ((calls - 1) * (s - e), (calls + 1) * s) if mode else (s, 2 * s + e)
+        check(lo <= pa - pb <= hi, "%s: --torch 2 is %d bytes below 1.13, want %d..%d (S %d, E %d)" % (what, pa - pb, lo, hi, s, e))
+
+
+def case_weights():
+    import tempfile
+    import torch
+
+    class Attn(torch.nn.Module):
+        def __init__(self, weights):
+            super().__init__()
+            self.weights = weights
+            self.attn = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, x):
+            y, w = self.attn(x, x, x, need_weights=self.weights)
+            return (y, w) if self.weights else y
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for weights in (True, False):
+            f = os.path.join(tmp, "attn_%d.onnx" % weights)
+            torch.manual_seed(0)
+            torch.onnx.export(Attn(weights).eval(), torch.randn(2, 16, 32), f, opset_version=17, input_names=["x"],
+                              dynamic_axes={"x": {0: "batch"}})
+            rc, _, err = run(f, "--batch", "8", "--runtime", "cpu", "--torch", "2")
+            if weights:
+                check(rc == 2 and "binds nothing" in err, "need_weights=True: --torch 2 exit %d, stderr %r" % (rc, err[-200:]))
+            else:
+                check(rc == 0 and "attention_sdpa" in err, "need_weights=False: --torch 2 exit %d, stderr %r" % (rc, err[-200:]))
+
+
+CASES = {"default": case_default, "lists": case_lists, "paths": case_paths, "errors": case_errors, "saved": case_saved,
+         "attention": case_attention, "weights": case_weights}
 
 if __name__ == "__main__":
     CASES[sys.argv[3]]()

@@ -47,8 +47,9 @@ def estimate(model, input_size=None, example_inputs=None, batch=None, mode="infe
         fits, headroom, roofline time; gpus/shard: data parallelism.
     progress: a progress line on stderr (default: when it is a terminal).
     torch: '1.13' (default) or '2', whose code the timeline follows where
-        they differ (2: a mean over dims saves no input; foreach on CUDA by
-        default, one list in Adam's update); an error where it changes nothing.
+        they differ (2: nn.MultiheadAttention runs scaled_dot_product_attention,
+        a mean over dims saves no input; foreach on CUDA by default, one list
+        in Adam's update); an error where it changes nothing.
     """
     ex = model if isinstance(model, Exported) else export(model, input_size, example_inputs, opset, progress)
     if batch is None:

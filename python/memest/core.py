@@ -106,7 +106,8 @@ def memory_settings(mode="infer", optimizer=None, loss=None, runtime="cuda", che
                     amp=None, gpu=None, gpus=1, shard=None, series=True, torch=None):
     """MemestMemorySettings as the memest command fills them; torch: '1.13'
     (the default) or '2', whose code the timeline follows where they differ
-    (what a mean over dims saves, a training step's optimizer path)."""
+    (nn.MultiheadAttention's attention, what a mean over dims saves, a
+    training step's optimizer path)."""
     s = L.MemorySettings()
     L.lib().memest_memory_default_settings(ctypes.byref(s))
     mode = {"infer_grad": "grad"}.get(mode, mode)
@@ -230,8 +231,9 @@ class Model:
         _check(L.lib().memest_analyze(self._h, ctypes.byref(a), ctypes.byref(h), err, L.ERRLEN), err)
         r = Report(self, h, ms, g)
         if memory.get("torch") is not None and not L.lib().memest_torch_changes(h, ctypes.byref(ms)):
-            raise ValueError("torch=%r binds nothing for this model and mode: the versions differ in what a mean over "
-                             "dims saves with autograd on and in a training step's optimizer path" % (memory["torch"],))
+            raise ValueError("torch=%r binds nothing for this model and mode: the versions differ in "
+                             "nn.MultiheadAttention's attention, in what a mean over dims saves with autograd on and "
+                             "in a training step's optimizer path" % (memory["torch"],))
         _check(L.lib().memest_set_memory(h, ctypes.byref(ms), err, L.ERRLEN), err)
         if g is not None:
             low = ms.amp or (self.dtype not in (None, "float32", "float64"))

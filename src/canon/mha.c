@@ -26,7 +26,17 @@
  * The layer's forward (_sa_block, _ff_block) also passes its functional
  * results (the activation's, a residual sum into norm1) to its children
  * without binding them to names: its scope says so (unnamed_temps), and
- * memory.c's Python holds then keep them only as long as their readers. */
+ * memory.c's Python holds then keep them only as long as their readers.
+ *
+ * The attention itself, as the v1.13 function writes it and the file
+ * shows it (_scaled_dot_product_attention: q / sqrt(E), bmm with
+ * k.transpose(-2, -1) or baddbmm with the mask, softmax, dropout, bmm with
+ * v), is one scaled_dot_product_attention call in torch 2's function when
+ * need_weights is False: the scale, scores, mask, softmax and dropout are
+ * marked ME_N_ATTN_CORE and the context bmm ME_N_ATTN_CTX, which memory.c
+ * runs that way under --torch 2. Weights that anything else reads
+ * (need_weights=True: averaged over heads and returned) leave it unmarked;
+ * 2.x computes them with the same ops. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +151,55 @@ static int cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
     return 0;
 }
 
+/* The producer of v when it is an op of module mod whose result only the
+ * next op of the chain reads, else -1 */
+static int chain_op(const MeGraph *g, int v, const char *mod)
+{
+    int p = v >= 0 ? g->v[v].producer : -1;
+    if (p < 0 || !g->n[p].module || strcmp(g->n[p].module, mod) || g->v[v].n_uses != 1 || g->v[v].is_output) return -1;
+    return p;
+}
+
+/* The attention cores of the MHA modules mods (see the top): from each
+ * context bmm back through dropout and casts to the softmax, through the
+ * mask's add and casts to the scores' bmm, whose left operand may be the
+ * scaled q; each link read by the next alone. */
+static void attn_cores(MeGraph *g, char **mods, int m)
+{
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *x = &g->n[i];
+        if (!x->module || x->n_in != 2 || x->n_out != 1 || !me_canon_is(g, x, "MatMul")) continue;
+        if (find(mods, m, x->module, strlen(x->module), "") < 0) continue;
+        int chain[16], nc = 0, p = chain_op(g, x->in[0], x->module);
+        while (p >= 0 && nc < 14 && (me_canon_is(g, &g->n[p], "Dropout") || me_canon_is(g, &g->n[p], "Cast"))) {
+            chain[nc++] = p;
+            p = chain_op(g, g->n[p].in[0], x->module);
+        }
+        if (p < 0 || !me_canon_is(g, &g->n[p], "Softmax")) continue;
+        chain[nc++] = p;
+        p = chain_op(g, g->n[p].in[0], x->module);
+        while (p >= 0 && nc < 14 && (me_canon_is(g, &g->n[p], "Add") || me_canon_is(g, &g->n[p], "Cast"))) {
+            chain[nc++] = p;
+            const MeNode *a = &g->n[p];
+            int next = -1; /* the add's operand that the scores' chain made */
+            for (int k = 0; k < a->n_in && next < 0; k++) {
+                int q = chain_op(g, a->in[k], x->module);
+                if (q >= 0 && (me_canon_is(g, &g->n[q], "MatMul") || me_canon_is(g, &g->n[q], "Cast"))) next = q;
+            }
+            p = me_canon_is(g, a, "Cast") ? chain_op(g, a->in[0], x->module) : next;
+        }
+        if (p < 0 || !me_canon_is(g, &g->n[p], "MatMul") || g->n[p].n_in != 2) continue;
+        const MeNode *s = &g->n[p];
+        int kt = s->in[1] >= 0 ? g->v[s->in[1]].producer : -1;
+        if (kt < 0 || !me_canon_is(g, &g->n[kt], "Transpose")) continue; /* k.transpose(-2, -1) */
+        chain[nc++] = p;
+        int sc = chain_op(g, s->in[0], x->module); /* q / sqrt(E) */
+        if (sc >= 0 && (me_canon_is(g, &g->n[sc], "Div") || me_canon_is(g, &g->n[sc], "Mul"))) chain[nc++] = sc;
+        for (int k = 0; k < nc; k++) g->n[chain[k]].flags |= ME_N_ATTN_CORE;
+        x->flags |= ME_N_ATTN_CTX;
+    }
+}
+
 static int add_note(MeGraph *g, const char *code, int count, const char *first, const char *what)
 {
     char e[256];
@@ -231,6 +290,7 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
         }
         if (rc == 0) node_facts(g, mods, m, f);
         if (rc == 0) rc = cross_locals(g, mods, m, f);
+        if (rc == 0) attn_cores(g, mods, m);
         if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);
     }
     me_free(f);

@@ -415,9 +415,10 @@ static int check_torch(const Cli *c, const MemestAnalysis *an)
                  ms->runtime == MEMEST_RUNTIME_CPU ? "cpu" : "cuda");
     else
         snprintf(run, sizeof(run), "%s", ms->mode == MEMEST_RUN_INFER_GRAD ? "--grad" : "inference under no_grad");
-    fprintf(stderr, "memest: --torch %s binds nothing for %s: the versions differ in what an op saves with autograd on "
-                    "(a mean over dims: %s) and in a training step's update (the optimizer's default path on CUDA, its "
-                    "foreach lists and fused kernels: %s)\n",
+    fprintf(stderr, "memest: --torch %s binds nothing for %s: the versions differ in nn.MultiheadAttention's attention "
+                    "(this model has none whose weights go unread), in what an op saves with autograd on (a mean over "
+                    "dims: %s) and in a training step's update (the optimizer's default path on CUDA, its foreach lists "
+                    "and fused kernels: %s)\n",
             c->val[OPT_TORCH], run, ms->mode == MEMEST_RUN_INFER ? "autograd is off" : "this model has none",
             ms->mode == MEMEST_RUN_TRAIN ? "this update takes none of them" : "this run does not train");
     return -1;

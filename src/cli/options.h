@@ -60,8 +60,9 @@
       "fused: adam, and sgd, momentum, adamw in 2; CUDA)")                                                       \
     X(TORCH, "--torch", "VERSION", 0, 0,                                                                        \
       "1.13 | 2: the PyTorch whose code the timeline follows where they\n"                                      \
-      "differ (default 1.13; 2: mean over dims saves no input, optimizers\n"                                    \
-      "foreach by default on CUDA, in-place denominators)")                                                      \
+      "differ (default 1.13; 2: nn.MultiheadAttention runs\n"                                                   \
+      "scaled_dot_product_attention, mean over dims saves no input,\n"                                          \
+      "optimizers foreach by default on CUDA, in-place denominators)")                                           \
     X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN),                                                                 \
       "cross-entropy | mse | mean | sum | none | pow2-mean (default\n"                                        \
       "cross-entropy; none: out.backward(grad) with a ones-like grad;\n"                                         \

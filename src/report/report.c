@@ -218,6 +218,7 @@ const char *memest_note_text(const MemestAnalysis *a, int i, const char **code)
         { "python_names", a->has_memory ? a->memory.names_note : "" },
         { "optimizer_impl", a->has_memory ? a->memory.impl_note : "" },
         { "cudnn_workspace", a->has_memory ? a->memory.lib_note : "" },
+        { "attention_sdpa", a->has_memory ? a->memory.attn_note : "" },
     };
     for (size_t k = 0; k < sizeof(run) / sizeof(run[0]); k++) {
         if (!run[k].text[0] || i--) continue;
