@@ -100,6 +100,8 @@ typedef struct MeValue {
     bool requires_grad;  /* graph inputs: a leaf that wants .grad; a node's output: made to require grad
                           * when checkpoint units run (HF's enable_input_require_grads hook) */
     bool local;          /* a Python local of its module's forward: alive until that forward returns */
+    int rebound_by;      /* a Python name's value until the name is assigned again: alive until value
+                          * rebound_by - 1, the name's next value, has been made (canon/fpn.c); 0: none */
     bool donated;        /* graph inputs: the caller lets go of it, so it dies after its last reader (a KV cache that torch.cat replaces);
                           * training outputs: the forward's own locals (HF's loss inside forward), dead once the loss ran */
     bool is_output;      /* listed among the graph's outputs */

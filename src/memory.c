@@ -158,6 +158,22 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
      * a child module made it (attention_probs = self.dropout(...)) */
     for (int i = 0; i < g->nv; i++)
         if (g->v[i].local && g->v[i].producer >= 0) hold_end[i] = last[g->n[g->v[i].producer].scope];
+    /* a loop's name (torchvision's FPN: inner_lateral) keeps each value
+     * until the next iteration assigns it again */
+    int *pos = NULL;
+    for (int i = 0; i < g->nv; i++) {
+        int nx = g->v[i].rebound_by - 1, r = nx >= 0 && nx < g->nv ? g->v[nx].producer : -1;
+        if (r < 0) continue;
+        if (!pos) {
+            if (!(pos = me_malloc(sizeof(int) * (size_t)g->nn))) {
+                me_free(last);
+                return ME_ENOMEM;
+            }
+            for (int oi = 0; oi < g->nn; oi++) pos[g->order[oi]] = oi;
+        }
+        if (pos[r] > hold_end[i]) hold_end[i] = pos[r];
+    }
+    me_free(pos);
     for (int oi = 0; oi < g->nn; oi++) {
         const MeNode *n = &g->n[g->order[oi]];
         for (int k = 0; k < n->n_in; k++) {
@@ -187,8 +203,9 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
                 /* made by a functional op in a container's own forward and read
                  * by one of its children: a named local there, alive until the
                  * container returns (densenet's concated_features), unless the
-                 * module's forward is known to pass it on unnamed */
-                if (g->scopes[from].unnamed_temps) continue;
+                 * module's forward is known to pass it on unnamed, or its
+                 * name to be assigned again before (rebound_by) */
+                if (g->scopes[from].unnamed_temps || g->v[v].rebound_by) continue;
                 a = from;
             } else {
                 /* outermost scope of the reader that does not contain the producer */

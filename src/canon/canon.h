@@ -25,6 +25,7 @@
     X(rnn_weights) /* an RNN's weights reordered for ONNX: no tensor PyTorch makes (rnn.c) */ \
     X(mha)         /* nn.MultiheadAttention's .contiguous().view() reshapes (mha.c) */ \
     X(attn)        /* a Python forward's attention: its names hold q, k, v and the weights (attn.c) */ \
+    X(fpn)         /* torchvision's FeaturePyramidNetwork: its loop's names (fpn.c) */ \
     X(forward)     /* a norm or softmax a module's own forward called among other ops: F.*, not nn.* (forward.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \
     X(dedup)       /* equal initializers stored once, read through Identity: a note (dedup.c) */ \
