@@ -97,6 +97,26 @@ Erf, no Dropout in the model) and vgg13 (no BatchNorm) at opset 17 (eval
 export, fixed batch 1: Dropout is not in the file). Every first choice
 exported with torch 1.13.
 
+The ninth set (ho9_*, made after canon/fpn.c, to check that rule on
+FeaturePyramidNetwork backbones it was not made from; the same method,
+measured before memest was run on them, checked once): two torchvision
+detection backbones wrapped like the zoo's fpn_resnet18 (FpnCat: the FPN's
+output maps flattened and concatenated into one [B, N] output, so the
+oracle's loss is cross-entropy over its N columns, as for fpn_resnet18).
+resnet_fpn_backbone over resnet34 (FrozenBatchNorm2d, trainable_layers=5,
+layers 1-4 returned, LastLevelMaxPool: five 256-channel maps of 56, 28, 14,
+7 and 4 px, N = 1070336; three nearest Resize upsamples) at opset 14
+(training export, dynamic batch), and mobilenet_backbone over
+mobilenet_v3_large with fpn=True (FrozenBatchNorm2d, trainable_layers=6 so
+nothing frozen, its default returned_layers: the last two stages, 160 and
+960 channels, both 7 px, so the FPN's one Resize upsamples 7 px to 7 px;
+LastLevelMaxPool: three 256-channel maps, N = 29184; Hardswish as
+HardSigmoid and Mul below opset 14, squeeze-excitation by
+GlobalAveragePool) at opset 13 (training export, fixed batch 1).
+FrozenBatchNorm2d's weights are buffers, not parameters, and it is exported
+as Reshape/Add/Sqrt/Div/Mul/Sub arithmetic, not BatchNormalization. Every
+first choice exported with torch 1.13.
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -271,6 +291,32 @@ def fcn_resnet50():
         weights=None, weights_backbone=None, aux_loss=False))
 
 
+class FpnCat(nn.Module):
+    """A torchvision detection backbone with a FeaturePyramidNetwork (as the zoo's FpnFlat):
+    its output maps flattened and concatenated into one [B, N] output for the loss."""
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return torch.cat([v.flatten(1) for v in self.m(x).values()], 1)
+
+
+def fpn_resnet34():
+    """resnet_fpn_backbone over resnet34 (FrozenBatchNorm2d, every layer trainable,
+    layers 1-4 returned, LastLevelMaxPool): five 256-channel maps."""
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    return FpnCat(resnet_fpn_backbone(backbone_name="resnet34", weights=None, trainable_layers=5))
+
+
+def fpn_mbv3():
+    """mobilenet_backbone over mobilenet_v3_large with fpn=True (FrozenBatchNorm2d, all six
+    stages trainable, the last two stages returned, LastLevelMaxPool): three 256-channel maps."""
+    from torchvision.models.detection.backbone_utils import mobilenet_backbone
+    return FpnCat(mobilenet_backbone(backbone_name="mobilenet_v3_large", weights=None, fpn=True,
+                                     trainable_layers=6))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -302,6 +348,8 @@ MODELS = {
     "ho8_conformer": (Conformer, [("input", (64, 96), F32)]),
     "ho8_mixer": (Mixer, [("input", (3, 128, 128), F32)]),
     "ho8_vgg13": (_tv("vgg13"), IMG224),
+    "ho9_fpn_resnet34": (fpn_resnet34, IMG224),
+    "ho9_fpn_mbv3": (fpn_mbv3, IMG224),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -335,6 +383,8 @@ EXPORTS = {
     "ho8_conformer": (14, True, True),
     "ho8_mixer": (11, True, False),
     "ho8_vgg13": (17, False, False),
+    "ho9_fpn_resnet34": (14, True, True),
+    "ho9_fpn_mbv3": (13, True, False),
 }
 
 
