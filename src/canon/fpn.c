@@ -66,7 +66,7 @@ int me_canon_fpn(MeGraph *g, MeDiag *d)
         bool layers = false; /* a layer block reads the sum: the FPN's shape */
         for (int j = 0; j < g->nn && !layers; j++)
             for (int k = 0; k < g->n[j].n_in && !layers; k++)
-                layers = g->n[j].in[k] == st[i].sum && made_under(g, g->n[j].out[0], mod, ".layer_blocks.") >= 0;
+                layers = g->n[j].in[k] == st[i].sum && g->n[j].n_out > 0 && made_under(g, g->n[j].out[0], mod, ".layer_blocks.") >= 0;
         if (!layers) continue;
         int next = -1;
         for (int j = i + 1; j < n && next < 0; j++)

@@ -170,7 +170,7 @@ static void attn_cores(MeGraph *g, char **mods, int m)
         MeNode *x = &g->n[i];
         if (!x->module || x->n_in != 2 || x->n_out != 1 || !me_canon_is(g, x, "MatMul")) continue;
         if (find(mods, m, x->module, strlen(x->module), "") < 0) continue;
-        int chain[16], nc = 0, p = chain_op(g, x->in[0], x->module);
+        int chain[24], nc = 0, p = chain_op(g, x->in[0], x->module); /* links to 21, the scores, the scale */
         while (p >= 0 && nc < 14 && (me_canon_is(g, &g->n[p], "Dropout") || me_canon_is(g, &g->n[p], "Cast"))) {
             chain[nc++] = p;
             p = chain_op(g, g->n[p].in[0], x->module);
@@ -178,7 +178,7 @@ static void attn_cores(MeGraph *g, char **mods, int m)
         if (p < 0 || !me_canon_is(g, &g->n[p], "Softmax")) continue;
         chain[nc++] = p;
         p = chain_op(g, g->n[p].in[0], x->module);
-        while (p >= 0 && nc < 14 && (me_canon_is(g, &g->n[p], "Add") || me_canon_is(g, &g->n[p], "Cast"))) {
+        while (p >= 0 && nc < 21 && (me_canon_is(g, &g->n[p], "Add") || me_canon_is(g, &g->n[p], "Cast"))) {
             chain[nc++] = p;
             const MeNode *a = &g->n[p];
             int next = -1; /* the add's operand that the scores' chain made */
