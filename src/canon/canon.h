@@ -49,6 +49,11 @@ bool me_canon_is(const MeGraph *g, const MeNode *n, const char *name);
 struct MeOpDesc;
 const struct MeOpDesc *me_canon_desc(const MeGraph *g, const MeNode *n);
 
+/* A scalar constant's value (every element equal: a Constant node's, an
+ * initializer's, loading its contents when the loader deferred them);
+ * false when v is none (canon/fuse.c). */
+bool me_canon_scalar(MeGraph *g, int v, double *out, MeDiag *d);
+
 /* The value an Identity chain passes on to v (v itself when no Identity
  * made it; at most 64 hops): where an eval export's alias of a
  * deduplicated initializer comes from. */

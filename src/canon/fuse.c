@@ -45,9 +45,7 @@ static int inner(const MeGraph *g, int v, int uses, const char *op)
     return is_op(g, p, op) ? p : -1;
 }
 
-/* A scalar constant's value (all elements equal), loading an
- * initializer's contents when the loader deferred them. */
-static bool scalar(MeGraph *g, int v, double *out, MeDiag *d)
+bool me_canon_scalar(MeGraph *g, int v, double *out, MeDiag *d)
 {
     if (v < 0) return false;
     int p = g->v[v].producer;
@@ -83,7 +81,7 @@ static int scalar_slot(MeGraph *g, int ni, double c, MeDiag *d)
 {
     for (int k = 0; k < 2 && k < g->n[ni].n_in; k++) {
         double x;
-        if (scalar(g, g->n[ni].in[k], &x, d) && near(x, c)) return k;
+        if (me_canon_scalar(g, g->n[ni].in[k], &x, d) && near(x, c)) return k;
     }
     return -1;
 }
@@ -331,8 +329,8 @@ static int m_gelu_erf(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
         int dv = er >= 0 ? prod(g, g->n[er].in[0]) : -1;
         if (dv < 0 || x < 0 || g->v[g->n[er].in[0]].n_uses != 1 || g->n[dv].n_in != 2 || g->n[dv].in[0] != x) continue;
         double q;
-        bool ok = is_op(g, dv, "Div") ? scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(2.0))
-                : is_op(g, dv, "Mul") && scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(0.5));
+        bool ok = is_op(g, dv, "Div") ? me_canon_scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(2.0))
+                : is_op(g, dv, "Mul") && me_canon_scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(0.5));
         if (!ok) continue;
         int ch[] = { dv, er, ad, m1, a };
         for (int i = 0; i < 5; i++) c->nodes[c->n++] = ch[i];
@@ -376,7 +374,7 @@ static int m_gelu_tanh(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
             if (sq < 0 || g->n[sq].n_in != 2 || g->n[sq].in[0] != x || g->n[sq].in[1] != x) continue;
         } else {
             double p;
-            if (!is_op(g, cube, "Pow") || g->n[cube].in[0] != x || !scalar(g, g->n[cube].in[1], &p, d) || !near(p, 3)) continue;
+            if (!is_op(g, cube, "Pow") || g->n[cube].in[0] != x || !me_canon_scalar(g, g->n[cube].in[1], &p, d) || !near(p, 3)) continue;
         }
         int ch[] = { sq, cube, mkn, a0, mb, th, ad, m1, a };
         for (int i = 0; i < 9; i++)
@@ -498,10 +496,10 @@ static int m_layer_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     int var = -1;
     double eps = 0;
     for (int s = 0; s < 2 && var < 0; s++)
-        if (scalar(g, g->n[ae].in[1 - s], &eps, d)) var = inner(g, g->n[ae].in[s], 1, "ReduceMean");
+        if (me_canon_scalar(g, g->n[ae].in[1 - s], &eps, d)) var = inner(g, g->n[ae].in[s], 1, "ReduceMean");
     int pw = var >= 0 ? inner(g, g->n[var].in[0], 1, "Pow") : -1;
     double two;
-    if (pw < 0 || g->n[pw].in[0] != num || !scalar(g, g->n[pw].in[1], &two, d) || !near(two, 2)) return 0;
+    if (pw < 0 || g->n[pw].in[0] != num || !me_canon_scalar(g, g->n[pw].in[1], &two, d) || !near(two, 2)) return 0;
     int xx = g->n[sub].in[0], mean = inner(g, g->n[sub].in[1], 1, "ReduceMean");
     if (mean < 0 || g->n[mean].in[0] != xx || xx < 0) return 0;
     int na = suffix_axes(g, mean, d);
@@ -612,7 +610,7 @@ static int m_group_norm(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
         double one, zero;
         if (x < 0 || g->n[shp].in[0] != x || me_node_attr(&g->n[shp], "start") || me_node_attr(&g->n[shp], "end")) continue;
         if (ints(g, g->n[r1].in[1], t, 3, d) != 3 || t[0] != 0 || t[1] < 1 || t[2] != -1) continue;
-        if (!scalar(g, g->n[in].in[1], &one, d) || one != 1 || !scalar(g, g->n[in].in[2], &zero, d) || zero != 0) continue;
+        if (!me_canon_scalar(g, g->n[in].in[1], &one, d) || one != 1 || !me_canon_scalar(g, g->n[in].in[2], &zero, d) || zero != 0) continue;
         if (cb % t[1]) continue;
         int ch[] = { r1, in, shp, r2, wu, mul, bu, a };
         for (int i = 0; i < 8; i++)
@@ -651,7 +649,7 @@ static int m_avgpool_pad(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     int64_t np;
     double value = 0;
     if (pn->n_in >= 2) { /* opset 11: pads and the value are inputs */
-        if (pn->n_in > 3 || (pn->n_in == 3 && pn->in[2] >= 0 && !scalar(g, pn->in[2], &value, d))) return 0;
+        if (pn->n_in > 3 || (pn->n_in == 3 && pn->in[2] >= 0 && !me_canon_scalar(g, pn->in[2], &value, d))) return 0;
         np = ints(g, pn->in[1], pads, 2 * ME_MAX_RANK, d);
     } else {
         const MeAttr *pa = me_node_attr(pn, "pads");

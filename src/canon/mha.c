@@ -75,15 +75,28 @@ static int scope_named(const MeGraph *g, const char *name, size_t len)
  * encoder layer around it (the module's name without ".self_attn") */
 typedef struct MhaFacts {
     bool batch_first, packed, act;
+    bool dropout; /* a dropout of p > 0 in its forward: a training export shows the module's dropout */
 } MhaFacts;
 
-static void node_facts(MeGraph *g, char **mods, int m, MhaFacts *f)
+/* Dropout's p, from its attribute (opset < 12) or its ratio input when
+ * the file holds it (-1: not known) */
+static double dropout_p(MeGraph *g, const MeNode *n, MeDiag *d)
+{
+    const MeAttr *a = me_node_attr(n, "ratio");
+    if (a && a->type == ME_A_FLOAT) return a->f;
+    double p;
+    if (n->n_in > 1 && n->in[1] >= 0) return me_canon_scalar(g, n->in[1], &p, d) ? p : -1;
+    return 0.5; /* ONNX's default */
+}
+
+static void node_facts(MeGraph *g, char **mods, int m, MhaFacts *f, MeDiag *d)
 {
     for (int i = 0; i < g->nn; i++) {
         MeNode *x = &g->n[i];
         if (!x->module) continue;
         int k = find(mods, m, x->module, strlen(x->module), "");
         if (k >= 0 && me_canon_is(g, x, "Reshape")) x->flags |= ME_N_CONTIGUOUS;
+        if (k >= 0 && me_canon_is(g, x, "Dropout") && dropout_p(g, x, d) > 0) f[k].dropout = true;
         if (k >= 0 && me_canon_is(g, x, "Transpose") && x->n_in == 1 && x->in[0] >= 0) {
             const MeAttr *perm = me_node_attr(x, "perm");
             int p = g->v[x->in[0]].producer;
@@ -120,6 +133,22 @@ static void mark_local(MeGraph *g, int v, const char *mod)
  * q_scaled (a Div or Mul of q) and k through a Transpose; the context's bmm
  * reads the weights and v. (attn_output is re-bound at each step, so
  * nothing before its last value is held.) */
+/* F.multi_head_attention_forward runs as Python, its names kept to its
+ * return, wherever nn.MultiheadAttention.forward cannot take its fused
+ * path (torch/nn/modules/activation.py, v1.13: why_not_fast_path), for a
+ * reason the file shows: the query is not the key (no packed
+ * in-projection), a dropout of p > 0 (`self.dropout`, eval or not),
+ * batch_first False; unless a fused encoder layer runs it (mha.c's
+ * encoder_layers, which need not check the attention's dropout) */
+static bool runs_python(const MeGraph *g, const char *mod, const MhaFacts *f)
+{
+    if (!f->packed) return true;
+    if (!f->dropout && f->batch_first) return false;
+    size_t lp = me_prefix_len(mod, ".self_attn");
+    int sc = lp ? scope_named(g, mod, lp) : -1;
+    return sc < 0 || !g->scopes[sc].fused_encoder;
+}
+
 static int cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
 {
     bool *softmaxed = me_calloc((size_t)g->nv + 1, sizeof(bool)); /* value → a Softmax reads it */
@@ -131,7 +160,7 @@ static int cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
         if (!x->module || x->n_in != 2 || x->n_out != 1 || !me_canon_is(g, x, "MatMul")) continue;
         int k = find(mods, m, x->module, strlen(x->module), "");
         int a = x->in[0], b = x->in[1], y = x->out[0];
-        if (k < 0 || f[k].packed || a < 0 || b < 0 || y < 0) continue;
+        if (k < 0 || !runs_python(g, mods[k], &f[k]) || a < 0 || b < 0 || y < 0) continue;
         /* the scores' bmm is read by Softmax; the context's reads Softmax's
          * result (through attention dropout in training) */
         bool scores = softmaxed[y];
@@ -236,7 +265,7 @@ static int encoder_layers(MeGraph *g, char **names, int nn, char **mods, int m, 
                 if (fused && !layers++) snprintf(first, sizeof(first), "%.*s", (int)lp, mods[k]);
             }
         }
-        if (!fused && f[k].packed && f[k].batch_first && !attn++) snprintf(afirst, sizeof(afirst), "%s", mods[k]);
+        if (!fused && f[k].packed && f[k].batch_first && !f[k].dropout && !attn++) snprintf(afirst, sizeof(afirst), "%s", mods[k]);
     }
     if (attn)
         rc = add_note(g, "fused_attention", attn, afirst,
@@ -256,7 +285,6 @@ static int encoder_layers(MeGraph *g, char **names, int nn, char **mods, int m, 
 
 int me_canon_mha(MeGraph *g, MeDiag *d)
 {
-    (void)d;
     /* every stored name, an eval export's aliases of deduplicated
      * initializers included (nn.TransformerEncoder's deep-copied layers
      * read layer 0's through Identity nodes, canon/dedup.c) */
@@ -288,10 +316,10 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
             int sc = scope_named(g, mods[k], strlen(mods[k]));
             if (sc >= 0) g->scopes[sc].torch_mha = true;
         }
-        if (rc == 0) node_facts(g, mods, m, f);
+        if (rc == 0) node_facts(g, mods, m, f, d);
+        if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);
         if (rc == 0) rc = cross_locals(g, mods, m, f);
         if (rc == 0) attn_cores(g, mods, m);
-        if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);
     }
     me_free(f);
     me_free(mods);
