@@ -33,7 +33,7 @@ CASE = sys.argv[3]
 TMP = tempfile.mkdtemp(prefix="memest-i10-fuse-")
 MODES = [("no_grad", []), ("grad", ["--grad"]), ("sgd", ["--train", "--optimizer", "sgd"]),
          ("adam", ["--train", "--optimizer", "adam"])]
-IDIOMS = ["layernorm", "layernorm2d", "gelu", "gelu_tanh", "silu", "mish", "hardswish", "logsoftmax1"]
+IDIOMS = ["layernorm", "layernorm2d", "gelu", "gelu_tanh", "silu", "mish", "hardswish", "logsoftmax1", "glu"]
 OPSETS = (11, 13, 14, 17)
 
 

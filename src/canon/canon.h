@@ -18,7 +18,7 @@
     X(layer_norm)   /* canon/fuse.c: ReduceMean..Div·w+b below opset 17 */ \
     X(group_norm)   /* canon/fuse.c: Reshape·InstanceNorm·Reshape·w+b */ \
     X(gelu)         /* canon/fuse.c: erf and tanh forms */ \
-    X(activations)  /* canon/fuse.c: SiLU, Mish, HardSwish below opset 14 */ \
+    X(activations)  /* canon/fuse.c: SiLU, GLU, Mish, HardSwish below opset 14 */ \
     X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */ \
     X(avgpool)      /* canon/fuse.c: Pad(0) -> AveragePool, F.avg_pool2d's padding */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \

@@ -4,7 +4,7 @@
  * opset has no single op for them (symbolic_opset9.py): layer_norm as
  * ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add below opset 17, gelu
  * as Div/Erf/Add/Mul/Mul (and its tanh form as nine nodes) at every opset,
- * silu as Sigmoid·Mul, mish as Softplus/Tanh/Mul, hardswish as
+ * silu as Sigmoid·Mul, glu as Split/Sigmoid/Mul, mish as Softplus/Tanh/Mul, hardswish as
  * HardSigmoid·Mul below opset 14, softmax and log_softmax over a non-last
  * axis between two Transposes below opset 13, a padded avg_pool as Pad and
  * an unpadded AveragePool. PyTorch ran one op and kept
@@ -268,6 +268,32 @@ static int m_silu(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
         c->nodes[c->n++] = sg;
         c->nodes[c->n++] = a;
         *k = (Canon){ .op = "SiLU", .in = { g->n[sg].in[0] }, .n_in = 1 };
+        return 1;
+    }
+    return 0;
+}
+
+/* glu: Split(x, axis) in two, Sigmoid of the second half, Mul by the
+ * first (symbolic_opset9.glu, a Split with no sizes): one aten::glu, whose
+ * backward keeps only its input (GluBackward0: self), not the sigmoid.
+ * torch.chunk writes its sizes (a split attribute or input), and a
+ * forward that chunks and multiplies by a sigmoid runs those ops: left
+ * alone. */
+static int m_glu(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    (void)d;
+    if (!is_op(g, a, "Mul") || g->n[a].n_in != 2) return 0;
+    for (int s = 0; s < 2; s++) {
+        int sg = inner(g, g->n[a].in[s], 1, "Sigmoid"), first = g->n[a].in[1 - s];
+        int sp = sg >= 0 ? inner(g, g->n[sg].in[0], 1, "Split") : -1;
+        if (sp < 0 || inner(g, first, 1, "Split") != sp) continue;
+        const MeNode *x = &g->n[sp];
+        if (x->n_out != 2 || x->out[0] != first || x->out[1] != g->n[sg].in[0] || x->n_in < 1 || x->in[0] < 0) continue;
+        if (me_node_attr(x, "split") || me_node_attr(x, "num_outputs") || (x->n_in > 1 && x->in[1] >= 0)) continue;
+        c->nodes[c->n++] = sp;
+        c->nodes[c->n++] = sg;
+        c->nodes[c->n++] = a;
+        *k = (Canon){ .op = "Glu", .in = { x->in[0] }, .n_in = 1, .axis = me_attr_i(x, "axis", 0), .has_axis = true };
         return 1;
     }
     return 0;
@@ -693,8 +719,8 @@ int me_canon_gelu(MeGraph *g, MeDiag *d)
 
 int me_canon_activations(MeGraph *g, MeDiag *d)
 {
-    static const Matcher ms[] = { m_silu, m_mish, m_hardswish };
-    return run_matchers(g, ms, 3, d);
+    static const Matcher ms[] = { m_silu, m_mish, m_hardswish, m_glu };
+    return run_matchers(g, ms, 4, d);
 }
 
 int me_canon_softmax(MeGraph *g, MeDiag *d)

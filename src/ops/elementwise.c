@@ -207,6 +207,23 @@ static int infer_unary(MeCtx *c)
     return 0;
 }
 
+/* F.glu(x, dim): the first half of dim times the sigmoid of the second */
+static int infer_glu(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    int axis, rc = me_axis(c, me_attr_i(c->n, "axis", -1), x->rank, &axis);
+    if (rc < 0) return rc;
+    if (x->d[axis] >= 0 && x->d[axis] % 2) return me_fail(c, "dim %d of size %lld is not even: GLU halves it", axis, (long long)x->d[axis]);
+    MeShape o = *x;
+    if (o.d[axis] >= 0) o.d[axis] /= 2;
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+static void cost_glu(const MeCtx *c, MeOpCost *o)
+{
+    o->flops = me_smul(2, (uint64_t)me_numel_out(c, 0)); /* a sigmoid and a product per element */
+}
+
 static int infer_dropout(MeCtx *c)
 {
     const MeShape *x = me_in_shape(c, 0);
@@ -270,6 +287,11 @@ UNARY(me_op_softsign, "Softsign", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .pe
 UNARY(me_op_mish, "Mish", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { DS_FUNCTIONAL });
 UNARY(me_op_gelu, "Gelu", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_BOTH, DS_FUNCTIONAL });
 UNARY(me_op_silu, "SiLU", ME_C_ACT, .autograd = ME_AG_INPUT, FOLLOW, .peer = { PT_FUNCTIONAL, DS_FUNCTIONAL }); /* from JSON; ONNX spells it Sigmoid + Mul */
+/* aten::glu, one kernel: GluBackward0 saves self (derivatives.yaml); on no
+ * autocast list; no peer tool hooks nn.GLU or patches F.glu.
+ * torch.onnx spells it Split, Sigmoid, Mul (canon/fuse.c). */
+const MeOpDesc me_op_glu = { .name = "Glu", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, .roles = "x",
+                             .cls = ME_C_ACT, .infer = infer_glu, .cost = cost_glu, .autograd = ME_AG_INPUT, FOLLOW };
 UNARY(me_op_erf, "Erf", ME_C_ELTWISE, .autograd = ME_AG_INPUT, FOLLOW);
 UNARY(me_op_sqrt, "Sqrt", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, FOLLOW);
 UNARY(me_op_exp, "Exp", ME_C_ELTWISE, .autograd = ME_AG_OUTPUT, FP32_CUDA);

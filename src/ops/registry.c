@@ -15,7 +15,7 @@
     X(me_op_div) X(me_op_dropout) X(me_op_einsum) X(me_op_elu) X(me_op_equal) X(me_op_erf) \
     X(me_op_exp) X(me_op_expand) X(me_op_flatten) X(me_op_floor) X(me_op_gru) X(me_op_gather) \
     X(me_op_gather_elements) X(me_op_gelu) X(me_op_gemm) X(me_op_global_average_pool) \
-    X(me_op_global_max_pool) X(me_op_greater) X(me_op_greater_equal) X(me_op_grid_sample) X(me_op_group_norm) \
+    X(me_op_global_max_pool) X(me_op_glu) X(me_op_greater) X(me_op_greater_equal) X(me_op_grid_sample) X(me_op_group_norm) \
     X(me_op_hard_sigmoid) X(me_op_hard_swish) X(me_op_identity) X(me_op_instance_norm) \
     X(me_op_isinf) X(me_op_isnan) X(me_op_lstm) X(me_op_layer_norm) X(me_op_leaky_relu) \
     X(me_op_less) X(me_op_less_equal) X(me_op_linear) X(me_op_log) X(me_op_log_softmax) X(me_op_lp_normalization) \

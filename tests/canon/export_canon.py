@@ -12,7 +12,8 @@ tests/oracle/measure_memory.py's method (its run_model, imported, not
 edited): infer_nograd, infer_grad, train_sgd and train_adam (steps 1 and
 2), batch 1 and 8. The truth is the module's: every opset's export must
 predict it. Each model is x[B,64,128] -> Linear(128,256) -> IDIOM ->
-flatten -> Linear(16384,10), so the idiom's tensors dominate activations.
+flatten -> Linear(16384,10) (8192 after GLU, which halves the last dim),
+so the idiom's tensors dominate activations.
 Weights random, seeded; nothing downloaded.
 """
 import argparse
@@ -54,6 +55,7 @@ IDIOMS = {
     "mish": lambda: nn.Mish(),
     "hardswish": lambda: nn.Hardswish(),
     "logsoftmax1": lambda: LogSoftmax1(),
+    "glu": lambda: nn.GLU(dim=-1),  # halves the last dim: fc2 reads SEQ * DH / 2
 }
 
 
@@ -62,7 +64,7 @@ class Net(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(DIN, DH)
         self.act = IDIOMS[idiom]()
-        self.fc2 = nn.Linear(SEQ * DH, 10)
+        self.fc2 = nn.Linear(SEQ * DH // (2 if idiom == "glu" else 1), 10)
 
     def forward(self, x):
         return self.fc2(torch.flatten(self.act(self.fc1(x)), 1))

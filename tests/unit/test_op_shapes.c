@@ -116,6 +116,9 @@ static const Row rows[] = {
     /* the output has the indices' shape */
     { "GatherElements", 0, "[3,4] x:i64[3,2]", "axis=1", "[3,2]" },
     { "Gelu", 0, "[2,3]", "", "[2,3]" },
+    /* F.glu(x, dim) (PyTorch's nn docs): dim halved, -1 the default */
+    { "Glu", 0, "[2,6]", "", "[2,3]" },
+    { "Glu", 0, "[4,6,8]", "axis=0", "[2,6,8]" },
     { "Gemm", 0, "[4,3] w[5,3] w[5]", "transB=1", "[4,5]" },
     { "Gemm", 0, "[3,4] w[3,5]", "transA=1", "[4,5]" },
     { "GlobalAveragePool", 0, "[2,8,5,7]", "", "[2,8,1,1]" },
