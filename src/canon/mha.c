@@ -125,14 +125,6 @@ static void mark_local(MeGraph *g, int v, const char *mod)
     if (p >= 0 && g->n[p].module && !strcmp(g->n[p].module, mod)) g->v[v].local = true;
 }
 
-/* Cross-attention (no packed in-projection: the query is not the key) never
- * takes nn.MultiheadAttention's fused path, so F.multi_head_attention_forward
- * runs as Python, and its names keep their tensors to its return: q, k and
- * v (after .contiguous().view()), q_scaled and the final
- * attn_output_weights. In the file: the scores' bmm (read by Softmax) reads
- * q_scaled (a Div or Mul of q) and k through a Transpose; the context's bmm
- * reads the weights and v. (attn_output is re-bound at each step, so
- * nothing before its last value is held.) */
 /* F.multi_head_attention_forward runs as Python, its names kept to its
  * return, wherever nn.MultiheadAttention.forward cannot take its fused
  * path (torch/nn/modules/activation.py, v1.13: why_not_fast_path), for a
@@ -149,7 +141,13 @@ static bool runs_python(const MeGraph *g, const char *mod, const MhaFacts *f)
     return sc < 0 || !g->scopes[sc].fused_encoder;
 }
 
-static int cross_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
+/* Where the function runs as Python (runs_python), its names keep their
+ * tensors to its return: q, k and v (after .contiguous().view()), q_scaled
+ * and the final attn_output_weights. In the file: the scores' bmm (read by
+ * Softmax) reads q_scaled (a Div or Mul of q) and k through a Transpose;
+ * the context's bmm reads the weights and v. (attn_output is re-bound at
+ * each step, so nothing before its last value is held.) */
+static int python_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
 {
     bool *softmaxed = me_calloc((size_t)g->nv + 1, sizeof(bool)); /* value → a Softmax reads it */
     if (!softmaxed) return ME_ENOMEM;
@@ -318,7 +316,7 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
         }
         if (rc == 0) node_facts(g, mods, m, f, d);
         if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);
-        if (rc == 0) rc = cross_locals(g, mods, m, f);
+        if (rc == 0) rc = python_locals(g, mods, m, f);
         if (rc == 0) attn_cores(g, mods, m);
     }
     me_free(f);
