@@ -755,6 +755,15 @@ static void attn_operands(const MeGraph *g, const MeNode *ctx, int *q, int *kt)
     }
 }
 
+/* Which kernel SDPA picks on CUDA: flash or cuDNN for fp16/bf16 (the
+ * output's element size under autocast), the memory-efficient one for
+ * fp32; false on a CPU (its flash kernel) */
+static bool attn_half_cuda(const Sim *m, const MeNode *ctx)
+{
+    const MeValue *o = &m->g->v[ctx->out[0]];
+    return m->cuda && vb(m, o) < sat_mul(numel0(&o->shape), 4);
+}
+
 /* The logsumexp the kernel returns, fp32, [B*H, T] rows from q's
  * [B*H, T, head_dim]: the memory-efficient kernel (fp32 on CUDA) pads T to
  * a multiple of 32 (_efficient_attention_forward, kAlignLSE; measured
@@ -766,16 +775,14 @@ static int64_t attn_lse_bytes(const Sim *m, const MeNode *ctx, int q)
     const MeShape *qs = &m->g->v[q].shape;
     if (qs->rank < 2) return 0;
     int64_t rows = numel0(qs) / (qs->d[qs->rank - 1] > 0 ? qs->d[qs->rank - 1] : 1), t = qs->d[qs->rank - 2];
-    bool efficient = m->cuda && vb(m, &m->g->v[ctx->out[0]]) >= sat_mul(numel0(&m->g->v[ctx->out[0]].shape), 4);
-    if (efficient && t > 0) rows = sat_mul(rows / t, (t + 31) / 32 * 32);
+    if (m->cuda && !attn_half_cuda(m, ctx) && t > 0) rows = sat_mul(rows / t, (t + 31) / 32 * 32);
     return sat_mul(rows, 4);
 }
 
-/* What the SDPA call saves: q, k, v, its output, the logsumexp */
-static void attn_saved(Sim *m, int ni, const MeNode *n)
+/* What the SDPA call (operands q and kt: attn_operands) saves: q, k, v,
+ * its output, the logsumexp */
+static void attn_saved(Sim *m, int ni, const MeNode *n, int q, int kt)
 {
-    int q, kt;
-    attn_operands(m->g, n, &q, &kt);
     keep_for_backward(m, ni, q);
     keep_for_backward(m, ni, kt);
     keep_for_backward(m, ni, n->in[1]);
@@ -791,10 +798,6 @@ static void attn_saved(Sim *m, int ni, const MeNode *n)
 static void record_saved(Sim *m, int ni, const MeNode *n)
 {
     MeCtx c = { .g = m->g, .n = (MeNode *)n };
-    if (attn_ctx(m, n)) {
-        attn_saved(m, ni, n);
-        return;
-    }
     switch (me_autograd_rule(n, (MemestTorch)m->s->torch)) {
     case ME_AG_OPERANDS:
         for (int i = 0; i < n->n_in; i++) {
@@ -1191,14 +1194,13 @@ static int gemm_handles(const Sim *m, bool *fwd, bool *bwd)
  * (fp32) and the CPU's allocate [B, T, H, hd], which the permute copies
  * unless B is 1 (q's [T, B * H, hd] view, read back from the function's
  * q.view(), says B). */
-static void attn_out_layout(Sim *m, const MeNode *ctx)
+static void attn_out_layout(Sim *m, const MeNode *ctx, int q)
 {
     const MeGraph *g = m->g;
-    int out = ctx->out[0], q, kt;
+    int out = ctx->out[0];
     const MeShape *s = &g->v[out].shape;
     if (s->rank != 3) return;
-    bool half = m->cuda && vb(m, &g->v[out]) < sat_mul(numel0(s), 4);
-    attn_operands(g, ctx, &q, &kt);
+    bool half = attn_half_cuda(m, ctx);
     int p = q >= 0 ? g->v[q].producer : -1; /* q.view(T, B * H, hd).transpose(0, 1) */
     int r = p >= 0 && g->n[p].desc && g->n[p].desc->view == ME_VIEW_PERMUTE && g->n[p].in[0] >= 0 ? g->v[g->n[p].in[0]].producer : -1;
     const MeShape *x = r >= 0 && g->n[r].desc && g->n[r].desc->view == ME_VIEW_RESHAPE && g->n[r].in[0] >= 0 ? &g->v[g->n[r].in[0]].shape : NULL;
@@ -1297,8 +1299,11 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         end_reads(m, n, redo, s);
         return;
     }
-    if (attn_ctx(m, n) && n->out[0] >= 0) attn_out_layout(m, n);
-    if (m->cuda && !m->workspace && gemm_class(n->desc->cls) && !attn_ctx(m, n)) {
+    bool ctx = attn_ctx(m, n);
+    int aq = -1, akt = -1; /* the call's q and k.transpose(-2, -1) */
+    if (ctx) attn_operands(g, n, &aq, &akt);
+    if (ctx && n->out[0] >= 0) attn_out_layout(m, n, aq);
+    if (m->cuda && !m->workspace && gemm_class(n->desc->cls) && !ctx) {
         if (cublas_workspace(m) < 0) return;
         m->workspace = true;
     }
@@ -1333,16 +1338,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             (m->layout.mm_copy[0] = st_new(m, fold_copy_bytes(m, n, 0), MEMEST_MEM_ACTIVATIONS)) < 0)
             return;
     }
-    note(m, attn_ctx(m, n) ? 0 : sat_add(sat_add(temp_forward(m, n), gathered(m, n)), quant_temp(m, n)));
-    if (grad && rg) record_saved(m, ni, n);
+    note(m, ctx ? 0 : sat_add(sat_add(temp_forward(m, n), gathered(m, n)), quant_temp(m, n)));
+    if (grad && rg && ctx) attn_saved(m, ni, n, aq, akt);
+    else if (grad && rg) record_saved(m, ni, n);
     run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
-    if (attn_ctx(m, n)) {
-        int q, kt;
-        attn_operands(g, n, &q, &kt);
-        if (kt >= 0 && m->vst[kt] >= 0) {
-            m->st[m->vst[kt]].holds--; /* the call has read k */
-            st_release(m, m->vst[kt]);
-        }
+    if (akt >= 0 && m->vst[akt] >= 0) {
+        m->st[m->vst[akt]].holds--; /* the call has read k */
+        st_release(m, m->vst[akt]);
     }
     for (int i = 0; i < 2; i++)
         if (m->layout.mm_copy[i] >= 0) st_release(m, m->layout.mm_copy[i]);
