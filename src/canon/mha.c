@@ -76,6 +76,7 @@ static int scope_named(const MeGraph *g, const char *name, size_t len)
 typedef struct MhaFacts {
     bool batch_first, packed, act;
     bool dropout; /* a dropout of p > 0 in its forward: a training export shows the module's dropout */
+    bool python;  /* its function runs as Python, names and all (runs_python) */
 } MhaFacts;
 
 /* Dropout's p, from its attribute (opset < 12) or its ratio input when
@@ -158,7 +159,7 @@ static int python_locals(MeGraph *g, char **mods, int m, const MhaFacts *f)
         if (!x->module || x->n_in != 2 || x->n_out != 1 || !me_canon_is(g, x, "MatMul")) continue;
         int k = find(mods, m, x->module, strlen(x->module), "");
         int a = x->in[0], b = x->in[1], y = x->out[0];
-        if (k < 0 || !runs_python(g, mods[k], &f[k]) || a < 0 || b < 0 || y < 0) continue;
+        if (k < 0 || !f[k].python || a < 0 || b < 0 || y < 0) continue;
         /* the scores' bmm is read by Softmax; the context's reads Softmax's
          * result (through attention dropout in training) */
         bool scores = softmaxed[y];
@@ -316,6 +317,7 @@ int me_canon_mha(MeGraph *g, MeDiag *d)
         }
         if (rc == 0) node_facts(g, mods, m, f, d);
         if (rc == 0) rc = encoder_layers(g, names, nn, mods, m, f);
+        for (int k = 0; k < m && rc == 0; k++) f[k].python = runs_python(g, mods[k], &f[k]);
         if (rc == 0) rc = python_locals(g, mods, m, f);
         if (rc == 0) attn_cores(g, mods, m);
     }
