@@ -24,6 +24,7 @@
 
 #include "canon/canon.h"
 #include "ops/ops.h"
+#include "util.h"
 
 /* A module's parameter read by a call that is not that module's: the
  * weight or bias is named under the node's module scope but is not its own
@@ -70,9 +71,9 @@ static bool own_in_out(const MeGraph *g, const MeNode *n)
      * call left no scope of its own (`self.transformer.h` iterated from the
      * outer forward: "transformer.h.0.attn.c_attn.weight" in "h.0.attn.c_attn") */
     const char *name = g->v[b].name;
-    size_t lm = strlen(n->module), ln = strlen(name), lw = strlen(".weight");
-    if (ln < lm + lw || strcmp(name + ln - lw, ".weight") || strncmp(name + ln - lw - lm, n->module, lm)) return false;
-    return ln == lm + lw || name[ln - lw - lm - 1] == '.';
+    size_t lp = me_prefix_len(name, ".weight"), lm = strlen(n->module);
+    if (lp < lm || strncmp(name + lp - lm, n->module, lm)) return false;
+    return lp == lm || name[lp - lm - 1] == '.';
 }
 
 /* The parameter behind MatMul's B: B itself (*in_out = 1) or the input of
