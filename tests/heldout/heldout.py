@@ -125,7 +125,7 @@ ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
 import measure_memory as mm  # noqa: E402
-from zoo_common import make_graph_only  # noqa: E402
+from zoo_common import export_graph_only  # noqa: E402
 from models import _tv, IMG224, SegOut  # noqa: E402  the zoo's torchvision constructor and image input
 import torchvision  # noqa: E402
 
@@ -396,16 +396,8 @@ def export(names):
         torch.manual_seed(0)
         m = ctor()
         m.train(train)
-        x = torch.randn(1 if not dyn else 2, *spec[0][1])
-        tmp = os.path.join(ONNX_OUT, name + ".full.onnx")
-        kw = dict(opset_version=op, input_names=["input"], output_names=["output"])
-        if train:
-            kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-        if dyn:
-            kw["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
-        torch.onnx.export(m, (x,), tmp, **kw)
-        make_graph_only(tmp, os.path.join(ONNX_OUT, name + ".onnx"))
-        os.remove(tmp)
+        export_graph_only(m, torch.randn(1 if not dyn else 2, *spec[0][1]), os.path.join(ONNX_OUT, name + ".onnx"), train,
+                          opset=op, dynamic=dyn)
         print(name, "exported")
 
 

@@ -85,14 +85,15 @@ def make_graph_only(src, dst):
     return data_size
 
 
-def export_graph_only(model, x, dst, train, opset=17):
-    """torch.onnx.export of model on x (dynamic batch; a training export
-    without constant folding when train, else torch.onnx's default eval
-    export), written graph-only to dst."""
+def export_graph_only(model, x, dst, train, opset=17, dynamic=True):
+    """torch.onnx.export of model on x (a dynamic batch, or x's own when
+    not dynamic; a training export without constant folding when train,
+    else torch.onnx's default eval export), written graph-only to dst."""
     import tempfile
     import torch
-    kw = dict(opset_version=opset, input_names=["input"], output_names=["output"],
-              dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    kw = dict(opset_version=opset, input_names=["input"], output_names=["output"])
+    if dynamic:
+        kw["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
     if train:
         kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     with tempfile.TemporaryDirectory() as tmp:
