@@ -117,6 +117,29 @@ FrozenBatchNorm2d's weights are buffers, not parameters, and it is exported
 as Reshape/Add/Sqrt/Div/Mul/Sub arithmetic, not BatchNormalization. Every
 first choice exported with torch 1.13.
 
+The tenth set (ho10_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once at the
+end): a DCGAN generator (the latent [B, 100, 1, 1] through five
+ConvTranspose2d without bias, BatchNorm2d and ReLU after the first four,
+Tanh after the last, to [B, 3, 64, 64]; pow2_mean loss) at opset 13
+(training export, dynamic batch), a small Johnson-style fast style-transfer
+net (ReflectionPad2d + Conv2d layers with affine InstanceNorm2d and ReLU, two
+stride-2 downsamples, 3 residual blocks, two nearest nn.Upsample x2 each
+before a ConvLayer, a final 9x9 ConvLayer, on a 128 px image to [B, 3, 128,
+128]; pow2_mean loss; the reflection pads exported as Pad with pads
+computed by Shape/Gather/Concat arithmetic, the upsamples as Resize, so the
+file's output dims are symbolic) at opset 11 (training export, fixed batch
+1), ESPCN x3 super-resolution (Conv2d 5x5 + Tanh, Conv2d 3x3 + Tanh,
+Conv2d 3x3 to 9 channels, PixelShuffle(3) as DepthToSpace, on a 1x96x96
+input to [B, 1, 288, 288]; pow2_mean loss) at opset 17 (eval export, fixed
+batch 1) and a TCN as in locuslab's reference code without weight_norm
+(four TemporalBlocks of two dilated causal Conv1d k=3, each padded then
+chomped by a Slice, ReLU and Dropout 0.1, a 1x1 Conv1d downsample in the
+first block, 16 -> 64 channels, dilations 1, 2, 4, 8, over [B, 16, 512]; a
+Linear head on the last time step, so the loss is cross-entropy over 10
+classes) at opset 14 (training export, dynamic batch). Every first choice
+exported with torch 1.13.
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -317,6 +340,119 @@ def fpn_mbv3():
                                      trainable_layers=6))
 
 
+class DCGAN(nn.Module):
+    """A DCGAN generator: the latent [B, 100, 1, 1] through five ConvTranspose2d (no bias), each
+    but the last with BatchNorm2d and ReLU, the last with Tanh, to a [B, 3, 64, 64] image."""
+    def __init__(self, nz=100, ngf=32):
+        super().__init__()
+        def up(i, o, k, s, p, last=False):
+            conv = nn.ConvTranspose2d(i, o, k, s, p, bias=False)
+            return [conv, nn.Tanh()] if last else [conv, nn.BatchNorm2d(o), nn.ReLU()]
+        self.main = nn.Sequential(*up(nz, ngf * 8, 4, 1, 0), *up(ngf * 8, ngf * 4, 4, 2, 1),
+                                  *up(ngf * 4, ngf * 2, 4, 2, 1), *up(ngf * 2, ngf, 4, 2, 1),
+                                  *up(ngf, 3, 4, 2, 1, last=True))
+
+    def forward(self, x):
+        return self.main(x)
+
+
+class ConvLayer(nn.Module):
+    """ReflectionPad2d(k // 2) and a Conv2d of stride s (Johnson's fast style transfer)."""
+    def __init__(self, i, o, k, s):
+        super().__init__()
+        self.pad = nn.ReflectionPad2d(k // 2)
+        self.conv = nn.Conv2d(i, o, k, s)
+
+    def forward(self, x):
+        return self.conv(self.pad(x))
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = ConvLayer(c, c, 3, 1)
+        self.in1 = nn.InstanceNorm2d(c, affine=True)
+        self.conv2 = ConvLayer(c, c, 3, 1)
+        self.in2 = nn.InstanceNorm2d(c, affine=True)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return x + self.in2(self.conv2(self.relu(self.in1(self.conv1(x)))))
+
+
+class StyleNet(nn.Module):
+    """A small Johnson-style fast style-transfer net: reflection-padded convolutions with
+    InstanceNorm2d (affine) and ReLU, two stride-2 downsamples, 3 residual blocks, two nearest
+    nn.Upsample x2 each followed by a ConvLayer, and a final 9x9 ConvLayer to 3 channels."""
+    def __init__(self):
+        super().__init__()
+        def cl(i, o, k, s):
+            return [ConvLayer(i, o, k, s), nn.InstanceNorm2d(o, affine=True), nn.ReLU()]
+        self.net = nn.Sequential(
+            *cl(3, 32, 9, 1), *cl(32, 64, 3, 2), *cl(64, 128, 3, 2),
+            ResidualBlock(128), ResidualBlock(128), ResidualBlock(128),
+            nn.Upsample(scale_factor=2, mode="nearest"), *cl(128, 64, 3, 1),
+            nn.Upsample(scale_factor=2, mode="nearest"), *cl(64, 32, 3, 1),
+            ConvLayer(32, 3, 9, 1))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class ESPCN(nn.Module):
+    """ESPCN super-resolution x3: Conv2d 5x5 + Tanh, Conv2d 3x3 + Tanh, Conv2d 3x3 to 9
+    channels, PixelShuffle(3)."""
+    def __init__(self, r=3):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, 64, 5, padding=2), nn.Tanh(),
+                                 nn.Conv2d(64, 32, 3, padding=1), nn.Tanh(),
+                                 nn.Conv2d(32, r * r, 3, padding=1), nn.PixelShuffle(r))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class Chomp1d(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+
+    def forward(self, x):
+        return x[:, :, :-self.c].contiguous()
+
+
+class TemporalBlock(nn.Module):
+    """locuslab's TCN TemporalBlock without weight_norm: two dilated causal Conv1d (padding
+    then Chomp1d), ReLU, Dropout; a 1x1 Conv1d downsample where the channels change."""
+    def __init__(self, n_in, n_out, k, d, dropout=0.1):
+        super().__init__()
+        p = (k - 1) * d
+        self.net = nn.Sequential(nn.Conv1d(n_in, n_out, k, padding=p, dilation=d), Chomp1d(p),
+                                 nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Conv1d(n_out, n_out, k, padding=p, dilation=d), Chomp1d(p),
+                                 nn.ReLU(), nn.Dropout(dropout))
+        self.downsample = nn.Conv1d(n_in, n_out, 1) if n_in != n_out else None
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        out = self.net(x)
+        res = x if self.downsample is None else self.downsample(x)
+        return self.relu(out + res)
+
+
+class TCN(nn.Module):
+    """Four TemporalBlocks (16 -> 64 channels, dilations 1, 2, 4, 8, k=3) over [B, 16, 512];
+    a Linear head on the last time step."""
+    def __init__(self, n_in=16, ch=64, k=3, levels=4, classes=10):
+        super().__init__()
+        self.tcn = nn.Sequential(*[TemporalBlock(n_in if i == 0 else ch, ch, k, 2 ** i)
+                                   for i in range(levels)])
+        self.head = nn.Linear(ch, classes)
+
+    def forward(self, x):
+        return self.head(self.tcn(x)[:, :, -1])
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -350,6 +486,10 @@ MODELS = {
     "ho8_vgg13": (_tv("vgg13"), IMG224),
     "ho9_fpn_resnet34": (fpn_resnet34, IMG224),
     "ho9_fpn_mbv3": (fpn_mbv3, IMG224),
+    "ho10_dcgan": (DCGAN, [("input", (100, 1, 1), F32)]),
+    "ho10_style": (StyleNet, [("input", (3, 128, 128), F32)]),
+    "ho10_espcn": (ESPCN, [("input", (1, 96, 96), F32)]),
+    "ho10_tcn": (TCN, [("input", (16, 512), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -385,6 +525,10 @@ EXPORTS = {
     "ho8_vgg13": (17, False, False),
     "ho9_fpn_resnet34": (14, True, True),
     "ho9_fpn_mbv3": (13, True, False),
+    "ho10_dcgan": (13, True, True),
+    "ho10_style": (11, True, False),
+    "ho10_espcn": (17, False, False),
+    "ho10_tcn": (14, True, True),
 }
 
 
