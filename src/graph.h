@@ -109,6 +109,7 @@ typedef struct MeValue {
     uint32_t copies;     /* a table buffer that torch.onnx's constant pooling made one Constant for this
                           * many modules, each of which holds its own (shape.c); 0: one */
     bool buffer_known;   /* a loader that knows the module made it a buffer (register_buffer): the slots reading it do not make it a parameter */
+    bool kind_stated;    /* the file says whether it is a parameter or a buffer (a torch.export graph signature) */
     /* A sparse tensor (sparse initializer or Constant): shape is its dense
      * shape, which ops see; PyTorch holds its nnz values and their indices
      * (me_value_bytes), which memory and parameter counts use. */

@@ -12,7 +12,8 @@
  * Rule: a float initializer of rank >= 2 with at least two dims above 1
  * (not a bias vector or a per-channel [C, 1, 1] scale), read by Add or
  * Sub and by nothing else but shape-only ops (Expand, Reshape, Unsqueeze,
- * Cast). Contents are never read. */
+ * Cast). Contents are never read. A torch.export-based export lists its
+ * buffers (load/onnx_torch.h): no note there. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +53,9 @@ int me_canon_addend(MeGraph *g, MeDiag *d)
     int rc = 0;
     for (int v = 0; v < g->nv && rc >= 0; v++) {
         const MeValue *x = &g->v[v];
-        if (use[v] != 1 || x->kind != ME_V_INIT || x->from_constant || !me_dtype_is_float(x->dtype) || x->shape.rank < 2) continue;
+        if (use[v] != 1 || x->kind != ME_V_INIT || x->from_constant || x->kind_stated || !me_dtype_is_float(x->dtype) ||
+            x->shape.rank < 2)
+            continue; /* kind_stated: the file says which it is (a torch.export graph signature) */
         int big = 0;
         for (int k = 0; k < x->shape.rank; k++) big += x->shape.d[k] > 1;
         if (big < 2) continue;

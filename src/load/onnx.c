@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "load/load.h"
+#include "load/onnx_torch.h"
 #include "ops/ops.h"
 #include "onnx.pb-c.h"
 
@@ -144,6 +145,13 @@ typedef struct OCtx {
     int nfn;
     int *subw, nsubw, cap_subw; /* graph inputs a subgraph body reads in a weight slot (capture_names) */
     int *cap_mark, cap_mark_n;  /* value -> the node (+1) whose captures hold it: one lookup, not a scan */
+    /* a torch.export-based export (onnx_torch.h): node -> the name
+     * TorchScript's exporter would have given it, NULL where the file's
+     * name is that (or there is no metadata); the graph signature */
+    MeTorchScopes ts;
+    char **scoped;
+    int cap_scoped;
+    char *signature;
 } OCtx;
 
 /* A model-local function (ModelProto.functions): nodes calling it by
@@ -886,6 +894,27 @@ static const Onnx__AttributeProto *ref_attr(const Call *call, const char *ref)
 
 static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call);
 
+/* A NodeProto's metadata entry (StringStringEntryProto, key 1, value 2):
+ * the value of pkg.torch.onnx.name_scopes, if that is its key. */
+static void metadata_scopes(const uint8_t *p, size_t len, const char **v, size_t *vlen)
+{
+    const uint8_t *cur = p, *end = p + len;
+    const char *key = NULL, *val = NULL;
+    size_t kl = 0, vl = 0;
+    MemField f;
+    while (mem_next(&cur, end, &f) > 0) {
+        if (f.wt != 2) continue;
+        if (f.num == 1) { key = (const char *)f.p; kl = f.len; }
+        if (f.num == 2) { val = (const char *)f.p; vl = f.len; }
+    }
+    if (key && val && kl == strlen(ME_TORCH_NAME_SCOPES) && !memcmp(key, ME_TORCH_NAME_SCOPES, kl)) {
+        *v = val;
+        *vlen = vl;
+    }
+}
+
+static const char *scoped_of(const OCtx *o, int ni) { return ni < o->cap_scoped ? o->scoped[ni] : NULL; }
+
 static int load_node(OCtx *o, const PbField *fld, int index) { return load_node_in(o, fld, index, NULL); }
 
 static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call)
@@ -895,8 +924,8 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
     int rc = read_message(o, fld, &data, &buf);
     if (rc < 0) return rc;
     const uint8_t *cur = data, *end = data + fld->len;
-    const char *name = "", *op = "", *domain = "";
-    size_t name_len = 0, op_len = 0, domain_len = 0;
+    const char *name = "", *op = "", *domain = "", *scopes = NULL;
+    size_t name_len = 0, op_len = 0, domain_len = 0, scopes_len = 0;
     int n_in = 0, n_out = 0, n_attr = 0, r;
     size_t longest = 0;
     bool utf8 = true;
@@ -914,6 +943,9 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
         case 3: name = str; name_len = f.len; break;
         case 4: op = str; op_len = f.len; break;
         case 7: domain = str; domain_len = f.len; break;
+        case 9: /* metadata_props (ONNX >= 1.16, newer than Debian's onnx.proto) */
+            if (f.wt == 2 && !call) metadata_scopes(f.p, f.len, &scopes, &scopes_len);
+            break;
         default: break;
         }
     }
@@ -978,7 +1010,13 @@ static int load_node_in(OCtx *o, const PbField *fld, int index, const Call *call
     MeNode *n = &o->g->n[ni];
     Captures caps = { .stamp = ni + 1 };
     if (domain_len && !(n->domain = me_graph_strndup(o->g, domain, domain_len))) { rc = ME_ENOMEM; goto end; }
-    if (!(n->module = module_name(o->g, n->name))) { rc = ME_ENOMEM; goto end; }
+    char *scoped = NULL;
+    if (scopes && (rc = me_torch_scoped_name(o->g, &o->ts, scopes, scopes_len, &scoped)) < 0) goto end;
+    if (scoped) {
+        if (me_grow(&o->scoped, &o->cap_scoped, ni + 1, sizeof(char *)) < 0) { rc = ME_ENOMEM; goto end; }
+        o->scoped[ni] = scoped;
+    }
+    if (!(n->module = module_name(o->g, scoped ? scoped : n->name))) { rc = ME_ENOMEM; goto end; }
     int ki = 0, ko = 0;
     for (cur = data; rc >= 0 && mem_next(&cur, end, &f) > 0;) {
         int vi;
@@ -1202,7 +1240,8 @@ static int unique_names(OCtx *o)
                 snprintf(buf, sizeof(buf), "%s_%d", n->name, s);
                 if (me_strmap_get(&taken, buf) < 0) break;
             }
-            if (!(n->name = me_graph_strdup(g, buf)) || !(n->module = module_name(g, n->name))) { rc = ME_ENOMEM; break; }
+            if (!(n->name = me_graph_strdup(g, buf))) { rc = ME_ENOMEM; break; }
+            if (!scoped_of(o, o->gen[k]) && !(n->module = module_name(g, n->name))) { rc = ME_ENOMEM; break; }
         }
         rc = me_strmap_put(&taken, n->name, o->gen[k]);
     }
@@ -1411,14 +1450,15 @@ static int mark_functional(MeGraph *g)
  * a ModuleList its parent iterates never does ("/h.0/attn": `for blk in
  * self.h: x = blk(x)`). A dotted segment not led by its container's own
  * segment so names an uncalled container, every '.'-prefix of it (module
- * names hold no '.', torch's add_module refuses one). */
-static int mark_uncalled(MeGraph *g)
+ * names hold no '.', torch's add_module refuses one). A torch.export-based
+ * export states the same in metadata (onnx_torch.h), read as that name. */
+static int mark_uncalled(MeGraph *g, const OCtx *oc)
 {
     MeStrMap map = { 0 };
     int rc = 0;
     for (int s = 0; s < g->nscopes && rc >= 0; s++) rc = me_strmap_put(&map, g->scopes[s].name, s);
     for (int i = 0; i < g->nn && rc >= 0; i++) {
-        const char *name = g->n[i].name, *mod = g->n[i].module;
+        const char *name = scoped_of(oc, i) ? scoped_of(oc, i) : g->n[i].name, *mod = g->n[i].module;
         if (!name || name[0] != '/' || !mod || mod == name) continue;
         /* mod is name's segments joined, the led ones stripped (module_name):
          * walk both, o the length of mod written so far */
@@ -1444,7 +1484,19 @@ static int mark_uncalled(MeGraph *g)
     return rc < 0 ? ME_ENOMEM : 0;
 }
 
-/* ModelProto: opset, local functions, then the graph. */
+/* A small message of the ModelProto (OperatorSetIdProto,
+ * StringStringEntryProto) unpacked; NULL with *rc 0: corrupt. */
+static ProtobufCMessage *unpack_field(OCtx *o, const PbField *f, const ProtobufCMessageDescriptor *d, int *rc)
+{
+    const uint8_t *data;
+    uint8_t *p;
+    if ((*rc = read_message(o, f, &data, &p)) < 0) return NULL;
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, (size_t)f->len, data);
+    me_free(p);
+    return m;
+}
+
+/* ModelProto: opset, local functions, metadata, then the graph. */
 static int load_model(OCtx *o, const char *path)
 {
     uint64_t cur = 0, end = o->r->size, graph_off = 0, graph_len = 0;
@@ -1459,12 +1511,9 @@ static int load_model(OCtx *o, const char *path)
             graph_off = f.off;
             graph_len = f.len;
         } else if (f.num == 8 && f.wt == 2) {
-            const uint8_t *data;
-            uint8_t *p;
-            int rr = read_message(o, &f, &data, &p);
+            int rr;
+            Onnx__OperatorSetIdProto *op = (Onnx__OperatorSetIdProto *)unpack_field(o, &f, &onnx__operator_set_id_proto__descriptor, &rr);
             if (rr < 0) return rr;
-            Onnx__OperatorSetIdProto *op = onnx__operator_set_id_proto__unpack(NULL, (size_t)f.len, data);
-            me_free(p);
             if (!op) return bad(o, "opset_import");
             if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx")) opset = op->has_version ? op->version : -1;
             onnx__operator_set_id_proto__free_unpacked(op, NULL);
@@ -1476,6 +1525,14 @@ static int load_model(OCtx *o, const char *path)
             memset(&o->fn[o->nfn], 0, sizeof(Func));
             int rr = load_function(o, &f, &o->fn[o->nfn++]);
             if (rr < 0) return rr;
+        } else if (f.num == 14 && f.wt == 2) { /* metadata_props */
+            int rr;
+            Onnx__StringStringEntryProto *e = (Onnx__StringStringEntryProto *)unpack_field(o, &f, &onnx__string_string_entry_proto__descriptor, &rr);
+            if (rr < 0) return rr;
+            if (!e) return bad(o, "metadata_props");
+            if (e->key && e->value && !strcmp(e->key, ME_TORCH_SIGNATURE) && !o->signature && !(o->signature = me_strdup(e->value))) rr = ME_ENOMEM;
+            onnx__string_string_entry_proto__free_unpacked(e, NULL);
+            if (rr < 0) return rr;
         } else if (f.num == 7 || f.num == 8) {
             return bad(o, "model field");
         }
@@ -1486,7 +1543,9 @@ static int load_model(OCtx *o, const char *path)
     if (opset > ME_ONNX_MAX_OPSET)
         return me_error(o->d, ME_EINVAL, "%s: opset %lld is newer than memest knows (up to %d)", path, (long long)opset, ME_ONNX_MAX_OPSET);
     o->g->opset = (int)opset;
-    return load_graph(o, graph_off, graph_len);
+    int rc = load_graph(o, graph_off, graph_len);
+    if (rc >= 0 && o->signature) me_torch_signature(o->g, o->signature, strlen(o->signature));
+    return rc;
 }
 
 int me_open_regular(const char *file, const char *path, MeDiag *d)
@@ -1547,9 +1606,13 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     me_free(o.gen);
     me_free(o.subw);
     me_free(o.cap_mark);
+    me_free(o.signature);
+    me_torch_scopes_free(&o.ts);
     if (rc >= 0) rc = mark_functional(g);
     g->frames_unseen = true; /* an export keeps no Python names */
-    return rc < 0 ? rc : mark_uncalled(g);
+    if (rc >= 0) rc = mark_uncalled(g, &o);
+    me_free(o.scoped);
+    return rc;
 }
 
 void me_onnx_detach(MeGraph *g)
