@@ -888,9 +888,35 @@ const MeOpDesc me_op_conv = {
     .cpu_temp_fwd = conv_cpu_temp_fwd, .cpu_temp_bwd = conv_cpu_temp_bwd, .flags = ME_OPF_GRAD_CONTIG,
 };
 
+/* An fp32 CPU transposed convolution never runs on oneDNN in torch 1.13
+ * (ConvParams::use_mkldnn: `!transposed` for a float input; only bf16
+ * goes there): slow_conv_transpose2d/3d (NaiveConvolutionTranspose2d.cpp,
+ * 3d.cpp; a 1-d one as 2-d) loop over the batch with one columns buffer,
+ * [Cout·∏k, ∏in_spatial] for the one image, the gemm's result that col2im
+ * sums into the output; backward makes one again for the input's gradient
+ * (im2col of the output gradient) and one for the weight's. Measured on
+ * torch 1.13, 2 threads: the buffer at batch 1 and 8 alike. Grouped
+ * transposed convolutions run per group (not modelled: -1). */
+static int64_t convt_columns(const MeRunCtx *r)
+{
+    const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
+    if (!x || !w || x->dtype != ME_DT_F32 || lowered(r) || x->shape.rank < 3 || x->shape.rank > 5 ||
+        w->shape.rank != x->shape.rank || me_attr_i(r->c.n, "group", 1) != 1)
+        return -1;
+    uint64_t b = me_smul((uint64_t)w->shape.d[1], 4);
+    for (int i = 2; i < w->shape.rank; i++) b = me_smul(b, me_smul((uint64_t)w->shape.d[i], (uint64_t)x->shape.d[i]));
+    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+static int64_t convt_cpu_temp(const MeRunCtx *r)
+{
+    int64_t cols = convt_columns(r);
+    return cols > 0 ? cols : 0;
+}
+
 const MeOpDesc me_op_conv_transpose = {
     .name = "ConvTranspose", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_CONVT, .infer = infer_convt, .cost = cost_convt,
     .autograd = ME_AG_OPERANDS, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_FP32, /* CPU: on the fp32 list */
-    .flags = ME_OPF_GRAD_CONTIG,
+    .cpu_temp_fwd = convt_cpu_temp, .cpu_temp_bwd = convt_cpu_temp, .flags = ME_OPF_GRAD_CONTIG,
 };

@@ -916,7 +916,21 @@ TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, 
 TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, ME_VIEW_EXPAND, GT_NO, infer_expand);
 TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_split);
 TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_tile);
-TENSOR_OP(me_op_pad, "Pad", 1, 1, 4, 1, 1, "xcc", ME_C_MOVE, NO_VIEW, GT_NO, infer_pad);
+/* derivatives.yaml: reflection_pad{1,2,3}d and replication_pad{1,2,3}d take
+ * self in their backward (reflection_pad2d_backward(grad, self, padding)),
+ * constant_pad_nd only the pad; circular padding is narrow and cat. */
+static MeAutograd pad_saved_rule(const MeNode *n, MemestTorch torch)
+{
+    (void)torch;
+    const char *mode = me_attr_s(n, "mode", "constant");
+    return !strcmp(mode, "reflect") || !strcmp(mode, "edge") ? ME_AG_INPUT : ME_AG_NONE;
+}
+
+const MeOpDesc me_op_pad = {
+    .name = "Pad", .since = 1, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 1, .roles = "xcc", .cls = ME_C_MOVE,
+    .infer = infer_pad, .cost = cost_none, .autograd = ME_AG_BY_ATTRS, .saved_rule = pad_saved_rule,
+    .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .view = ME_VIEW_NONE, .grad_through = ME_GT_NO,
+};
 TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_depth_to_space);
 TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_space_to_depth);
 TENSOR_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
