@@ -140,6 +140,40 @@ Linear head on the last time step, so the loss is cross-entropy over 10
 classes) at opset 14 (training export, dynamic batch). Every first choice
 exported with torch 1.13.
 
+The eleventh set (ho11_*, made after the rules that reflection and
+replication padding keep their input for backward and that an fp32 CPU
+transposed convolution allocates slow_conv_transpose2d's columns buffer, to
+check them on models they were not made from; the same method, measured
+before memest was run on them, checked once): CycleGAN's ResNet generator
+as in the pytorch-CycleGAN-and-pix2pix reference code (ngf 32, non-affine
+InstanceNorm2d without running stats so every conv has a bias,
+ReflectionPad2d(3) + Conv2d 7x7, two stride-2 Conv2d downsamplings, 4
+ResnetBlocks of 128 channels with ReflectionPad2d(1) before each Conv2d 3x3,
+two ConvTranspose2d 3x3 upsamplings with output_padding 1, ReflectionPad2d(3)
++ Conv2d 7x7 + Tanh, one nn.Sequential; a 128 px image to [B, 3, 128, 128];
+pow2_mean loss; the reflection pads exported as Pad with pads computed by
+Shape/Gather/Concat arithmetic, so the file's output H and W are symbolic)
+at opset 13 (training export, dynamic batch), pix2pix's U-Net generator
+(UnetSkipConnectionBlock recursion, num_downs 6, ngf 32, BatchNorm2d so no
+conv bias but the outermost ConvTranspose2d's, Dropout(0.5) in the one
+middle block, torch.cat skips, Tanh; a 64 px image to [B, 3, 64, 64];
+pow2_mean loss; the reference's in-place LeakyReLU and ReLU are not
+in-place here) at opset 14 (training export, fixed batch 1), a
+convolutional autoencoder (three stride-2 Conv2d 3x3 with ReLU, Flatten, a
+Linear to a 64-d code, a Linear back, ReLU, a view to [128, 8, 8], three
+ConvTranspose2d 4x4 stride 2, Sigmoid; 1x64x64 to [B, 1, 64, 64]; pow2_mean
+loss) at opset 17 (eval export, fixed batch 1) and a small HiFi-GAN-like
+vocoder without weight_norm (Conv1d 80 -> 128 k7 on an [B, 80, 32] mel; two
+stages of LeakyReLU(0.1), ConvTranspose1d (x8 then x4, 128 -> 64 -> 32
+channels) and a residual block of two dilated Conv1d k3 (dilations 1, 3)
+with LeakyReLU(0.1) before each; LeakyReLU(0.1), ReplicationPad1d(3),
+Conv1d 32 -> 1 k7, Tanh, to [B, 1, 1024]; pow2_mean loss; the replication
+pad exported as an edge Pad with computed pads) at opset 13 (training
+export, dynamic batch). Every first choice exported with torch 1.13 but
+the autoencoder's nn.Unflatten: torch 1.13 has no ONNX symbolic for
+aten::unflatten at any opset, so it is a view to [-1, 128, 8, 8] (one
+Reshape in the file).
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -453,6 +487,188 @@ class TCN(nn.Module):
         return self.head(self.tcn(x)[:, :, -1])
 
 
+class CycleResnetBlock(nn.Module):
+    """The CycleGAN reference's ResnetBlock (padding_type="reflect", no dropout): ReflectionPad2d(1),
+    Conv2d 3x3, norm, ReLU, ReflectionPad2d(1), Conv2d 3x3, norm; x + conv_block(x)."""
+    def __init__(self, dim, norm_layer, use_bias):
+        super().__init__()
+        self.conv_block = nn.Sequential(
+            nn.ReflectionPad2d(1), nn.Conv2d(dim, dim, 3, padding=0, bias=use_bias), norm_layer(dim),
+            nn.ReLU(),
+            nn.ReflectionPad2d(1), nn.Conv2d(dim, dim, 3, padding=0, bias=use_bias), norm_layer(dim))
+
+    def forward(self, x):
+        return x + self.conv_block(x)
+
+
+def _instance_norm(c):
+    # the reference's norm_type="instance": functools.partial(nn.InstanceNorm2d, affine=False,
+    # track_running_stats=False), so use_bias=True on the convolutions
+    return nn.InstanceNorm2d(c, affine=False, track_running_stats=False)
+
+
+class CycleGANGen(nn.Module):
+    """CycleGAN's ResnetGenerator (pytorch-CycleGAN-and-pix2pix): ReflectionPad2d(3), Conv2d 7x7,
+    norm, ReLU; two stride-2 Conv2d 3x3 downsamplings with norm and ReLU; n_blocks ResnetBlocks;
+    two ConvTranspose2d 3x3 (stride 2, padding 1, output_padding 1) upsamplings with norm and
+    ReLU; ReflectionPad2d(3), Conv2d 7x7, Tanh; all in one nn.Sequential, `model`."""
+    def __init__(self, input_nc=3, output_nc=3, ngf=32, n_blocks=4, norm_layer=_instance_norm):
+        super().__init__()
+        use_bias = True
+        model = [nn.ReflectionPad2d(3), nn.Conv2d(input_nc, ngf, 7, padding=0, bias=use_bias),
+                 norm_layer(ngf), nn.ReLU()]
+        n_down = 2
+        for i in range(n_down):
+            mult = 2 ** i
+            model += [nn.Conv2d(ngf * mult, ngf * mult * 2, 3, stride=2, padding=1, bias=use_bias),
+                      norm_layer(ngf * mult * 2), nn.ReLU()]
+        mult = 2 ** n_down
+        for i in range(n_blocks):
+            model += [CycleResnetBlock(ngf * mult, norm_layer, use_bias)]
+        for i in range(n_down):
+            mult = 2 ** (n_down - i)
+            model += [nn.ConvTranspose2d(ngf * mult, ngf * mult // 2, 3, stride=2, padding=1,
+                                         output_padding=1, bias=use_bias),
+                      norm_layer(ngf * mult // 2), nn.ReLU()]
+        model += [nn.ReflectionPad2d(3), nn.Conv2d(ngf, output_nc, 7, padding=0), nn.Tanh()]
+        self.model = nn.Sequential(*model)
+
+    def forward(self, x):
+        return self.model(x)
+
+
+class UnetSkipConnectionBlock(nn.Module):
+    """pix2pix's UnetSkipConnectionBlock: down = LeakyReLU(0.2), Conv2d 4x4 stride 2, norm
+    (outermost: the conv only; innermost: no norm); up = ReLU, ConvTranspose2d 4x4 stride 2, norm
+    (outermost: ending with Tanh, no norm; middle blocks with use_dropout: then Dropout(0.5));
+    every block but the outermost returns torch.cat([x, model(x)], 1)."""
+    def __init__(self, outer_nc, inner_nc, input_nc=None, submodule=None, outermost=False,
+                 innermost=False, norm_layer=nn.BatchNorm2d, use_dropout=False):
+        super().__init__()
+        self.outermost = outermost
+        use_bias = norm_layer == nn.InstanceNorm2d
+        if input_nc is None:
+            input_nc = outer_nc
+        downconv = nn.Conv2d(input_nc, inner_nc, kernel_size=4, stride=2, padding=1, bias=use_bias)
+        downrelu = nn.LeakyReLU(0.2)
+        downnorm = norm_layer(inner_nc)
+        uprelu = nn.ReLU()
+        upnorm = norm_layer(outer_nc)
+        if outermost:
+            upconv = nn.ConvTranspose2d(inner_nc * 2, outer_nc, kernel_size=4, stride=2, padding=1)
+            model = [downconv, submodule, uprelu, upconv, nn.Tanh()]
+        elif innermost:
+            upconv = nn.ConvTranspose2d(inner_nc, outer_nc, kernel_size=4, stride=2, padding=1,
+                                        bias=use_bias)
+            model = [downrelu, downconv, uprelu, upconv, upnorm]
+        else:
+            upconv = nn.ConvTranspose2d(inner_nc * 2, outer_nc, kernel_size=4, stride=2, padding=1,
+                                        bias=use_bias)
+            model = [downrelu, downconv, downnorm, submodule, uprelu, upconv, upnorm]
+            if use_dropout:
+                model += [nn.Dropout(0.5)]
+        self.model = nn.Sequential(*model)
+
+    def forward(self, x):
+        if self.outermost:
+            return self.model(x)
+        return torch.cat([x, self.model(x)], 1)
+
+
+class UnetGenerator(nn.Module):
+    """pix2pix's UnetGenerator: num_downs UnetSkipConnectionBlocks built from the innermost out,
+    ngf * 8 channels capped (num_downs - 5 middle blocks of ngf * 8 with use_dropout), then
+    ngf * 4, ngf * 2, ngf and the outermost block."""
+    def __init__(self, input_nc=3, output_nc=3, num_downs=6, ngf=32, norm_layer=nn.BatchNorm2d,
+                 use_dropout=True):
+        super().__init__()
+        blk = UnetSkipConnectionBlock(ngf * 8, ngf * 8, norm_layer=norm_layer, innermost=True)
+        for _ in range(num_downs - 5):
+            blk = UnetSkipConnectionBlock(ngf * 8, ngf * 8, submodule=blk, norm_layer=norm_layer,
+                                          use_dropout=use_dropout)
+        blk = UnetSkipConnectionBlock(ngf * 4, ngf * 8, submodule=blk, norm_layer=norm_layer)
+        blk = UnetSkipConnectionBlock(ngf * 2, ngf * 4, submodule=blk, norm_layer=norm_layer)
+        blk = UnetSkipConnectionBlock(ngf, ngf * 2, submodule=blk, norm_layer=norm_layer)
+        self.model = UnetSkipConnectionBlock(output_nc, ngf, input_nc=input_nc, submodule=blk,
+                                             outermost=True, norm_layer=norm_layer)
+
+    def forward(self, x):
+        return self.model(x)
+
+
+class Unflat(nn.Module):
+    """nn.Unflatten(1, shape) as a view to [-1, *shape]: torch 1.13 has no ONNX symbolic for
+    aten::unflatten at any opset."""
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = tuple(shape)
+
+    def forward(self, x):
+        return x.view(-1, *self.shape)
+
+
+class ConvAE(nn.Module):
+    """A convolutional autoencoder on a 1x64x64 image: three stride-2 Conv2d 3x3 with ReLU (1 ->
+    32 -> 64 -> 128), Flatten, Linear to a 64-d code; Linear back, ReLU, a view to [128, 8, 8]
+    (Unflat, for nn.Unflatten), three ConvTranspose2d 4x4 stride 2 (ReLU after the first two),
+    Sigmoid."""
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(
+            nn.Conv2d(1, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU(),
+            nn.Conv2d(64, 128, 3, 2, 1), nn.ReLU(), nn.Flatten(), nn.Linear(128 * 8 * 8, 64))
+        self.decoder = nn.Sequential(
+            nn.Linear(64, 128 * 8 * 8), nn.ReLU(), Unflat((128, 8, 8)),
+            nn.ConvTranspose2d(128, 64, 4, 2, 1), nn.ReLU(), nn.ConvTranspose2d(64, 32, 4, 2, 1),
+            nn.ReLU(), nn.ConvTranspose2d(32, 1, 4, 2, 1), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
+class VocoderRes(nn.Module):
+    """A HiFi-GAN ResBlock2-like block without weight_norm: for each dilation, x = x +
+    Conv1d(LeakyReLU(0.1)(x)) (kernel 3, padding = dilation)."""
+    def __init__(self, c, dilations=(1, 3)):
+        super().__init__()
+        self.acts = nn.ModuleList([nn.LeakyReLU(0.1) for _ in dilations])
+        self.convs = nn.ModuleList([nn.Conv1d(c, c, 3, dilation=d, padding=d) for d in dilations])
+
+    def forward(self, x):
+        for act, conv in zip(self.acts, self.convs):
+            x = conv(act(x)) + x
+        return x
+
+
+class Vocoder(nn.Module):
+    """A small HiFi-GAN-like generator without weight_norm on an [B, 80, T] mel: conv_pre
+    Conv1d(80, 128, 7); per upsampling rate u (8, 4): LeakyReLU(0.1), ConvTranspose1d(c, c // 2,
+    2u, stride u, padding u // 2), a VocoderRes; LeakyReLU(0.1), ReplicationPad1d(3),
+    Conv1d(32, 1, 7), Tanh: [B, 1, 32 T]."""
+    def __init__(self, mels=80, ch=128, rates=(8, 4)):
+        super().__init__()
+        self.conv_pre = nn.Conv1d(mels, ch, 7, padding=3)
+        self.ups = nn.ModuleList()
+        self.up_acts = nn.ModuleList()
+        self.resblocks = nn.ModuleList()
+        c = ch
+        for u in rates:
+            self.up_acts.append(nn.LeakyReLU(0.1))
+            self.ups.append(nn.ConvTranspose1d(c, c // 2, 2 * u, stride=u, padding=u // 2))
+            c //= 2
+            self.resblocks.append(VocoderRes(c))
+        self.act_post = nn.LeakyReLU(0.1)
+        self.pad_post = nn.ReplicationPad1d(3)
+        self.conv_post = nn.Conv1d(c, 1, 7)
+        self.tanh = nn.Tanh()
+
+    def forward(self, x):
+        x = self.conv_pre(x)
+        for act, up, res in zip(self.up_acts, self.ups, self.resblocks):
+            x = res(up(act(x)))
+        return self.tanh(self.conv_post(self.pad_post(self.act_post(x))))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -490,6 +706,10 @@ MODELS = {
     "ho10_style": (StyleNet, [("input", (3, 128, 128), F32)]),
     "ho10_espcn": (ESPCN, [("input", (1, 96, 96), F32)]),
     "ho10_tcn": (TCN, [("input", (16, 512), F32)]),
+    "ho11_cyclegan": (CycleGANGen, [("input", (3, 128, 128), F32)]),
+    "ho11_pix2pix": (UnetGenerator, [("input", (3, 64, 64), F32)]),
+    "ho11_ae": (ConvAE, [("input", (1, 64, 64), F32)]),
+    "ho11_vocoder": (Vocoder, [("input", (80, 32), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -529,6 +749,10 @@ EXPORTS = {
     "ho10_style": (11, True, False),
     "ho10_espcn": (17, False, False),
     "ho10_tcn": (14, True, True),
+    "ho11_cyclegan": (13, True, True),
+    "ho11_pix2pix": (14, True, False),
+    "ho11_ae": (17, False, False),
+    "ho11_vocoder": (13, True, True),
 }
 
 
