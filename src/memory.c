@@ -1050,6 +1050,7 @@ static MeAutocast autocast_class(const Sim *m, const MeNode *n)
 {
     bool cpu = m->s->runtime == MEMEST_RUNTIME_CPU;
     MeAutocast k = cpu ? n->desc->autocast_cpu : n->desc->autocast;
+    if (k == ME_AC_BY_ATTRS) k = n->desc->autocast_rule(n, cpu);
     if (k == ME_AC_FP32_3D) /* the 3-d pooling kernels are listed, the 1-d and 2-d ones not */
         k = n->n_in && n->in[0] >= 0 && m->g->v[n->in[0]].shape.rank == 5 ? ME_AC_FP32 : ME_AC_FOLLOW;
     return k;

@@ -40,7 +40,10 @@ kernel's compact copy of a strided input: golden/truth/bf16_conv
 (tests/oracle/measure_bf16_conv.py), fp32 and autocast SGD at batches 1
 and 8, every cell within 0.5 % but the autocast cells of the strided 1x1
 stack, which are printed, not checked: the bf16 1x1 kernels' own buffers
-are not modelled (doc/memory.md).
+are not modelled (doc/memory.md); and the autocast cells of the padding
+stack (bf_pad: reflection and replication padding on CPU autocast's fp32
+list), within 8 %: the rest of its error is the last convolution's bf16
+backward, open.
 
 usage: test_native_conv.py MEMEST SOURCE_ROOT [gemm|direct|mha|bf16]
 """
@@ -63,7 +66,7 @@ SUITES = {
              + [(n, "threads1") for n in ("gc_patch32", "gc_conv3d")]),
     "direct": ("direct_conv", 0.005, [(n, "") for n in ("dc_1x1", "dc_odd", "dc_rows", "dc_branch")]),
     "mha": ("mha", 0.005, [(n, "") for n in ("mha_packed", "mha_unpacked", "enc_prenorm", "enc_postnorm")]),
-    "bf16": ("bf16_conv", 0.005, [(n, "") for n in ("bf_3x3", "bf_first", "bf_1x1s2", "bf_deep", "bf_odd")]),
+    "bf16": ("bf16_conv", 0.005, [(n, "") for n in ("bf_3x3", "bf_first", "bf_1x1s2", "bf_deep", "bf_odd", "bf_pad")]),
 }
 DIR, TOL, CASES = SUITES[CASE]
 fails = 0
@@ -86,9 +89,14 @@ for name, sub in CASES:
             want = [e[mode]["step1"]["peak"], e[mode]["step2"]["peak"]] if mode.startswith("train") else [e[mode]["peak"]]
             checked = (CASE != "mha" or mode.startswith("train") or name.startswith("enc_")) and \
                 not (name == "bf_1x1s2" and mode.endswith("_amp_bf16"))
+            # bf_pad under autocast: the pads run in fp32 on their bf16 inputs
+            # (left out: -20.7 % and -28.9 %); what remains, +5.5 % and +7.8 %,
+            # is the bf16 backward of the last convolution, unpadded, whose
+            # input (58x58) is larger than its output: open
+            tol = 0.08 if name == "bf_pad" and mode.endswith("_amp_bf16") else TOL
             for i, w in enumerate(want):
                 err = (steps[i]["peak"] - w) / w
-                ok = abs(err) <= TOL
+                ok = abs(err) <= tol
                 fails += checked and not ok
                 print("%s %s%s b%s %s step %d: %d B vs %d B (%+.2f %%)" % (("ok  " if ok else "FAIL") if checked else "info",
                                                                            name, " (%s)" % sub if sub else "", b, mode, i + 1,

@@ -91,6 +91,7 @@ typedef enum MeAutocast {
     ME_AC_FP32,         /* fp32 lists: float inputs cast up */
     ME_AC_INPUT,        /* not listed, but runs in input 0's type whatever its weights' (batch_norm) */
     ME_AC_FP32_3D,      /* fp32 on a 5-d input (CPU: max_pool3d, avg_pool3d, adaptive_avg_pool3d), else follows */
+    ME_AC_BY_ATTRS,     /* by the node's attributes: the op's autocast_rule() decides (one ONNX op, several aten ops) */
 } MeAutocast;
 
 /* Ops PyTorch runs as views: the result shares input 0's storage, with
@@ -185,6 +186,7 @@ typedef struct MeOpDesc {
     uint64_t (*saved_extra)(const MeCtx *c, bool training);
     MeAutocast autocast;       /* CUDA autocast's class */
     MeAutocast autocast_cpu;   /* CPU autocast's class */
+    MeAutocast (*autocast_rule)(const MeNode *n, bool cpu); /* for ME_AC_BY_ATTRS: the class, never BY_ATTRS */
     MeViewKind view;
     MeGradThrough grad_through;
     /* Whether the output gradient passed through to input i is a strided

@@ -121,9 +121,11 @@ int me_op_validate(const MeOpDesc *d, char *why, size_t len)
     if (d->autograd > ME_AG_BY_ATTRS) return INVALID("%s: autograd rule %d is out of range", name, (int)d->autograd);
     if (d->saved_rule && d->autograd != ME_AG_BY_ATTRS) return INVALID("%s: saved_rule would be ignored: autograd is not ME_AG_BY_ATTRS", name);
     if (d->autocast == ME_AC_UNSET) return INVALID("%s: states no autocast class", name);
-    if (d->autocast > ME_AC_FP32_3D) return INVALID("%s: autocast class %d is out of range", name, (int)d->autocast);
+    if (d->autocast > ME_AC_BY_ATTRS) return INVALID("%s: autocast class %d is out of range", name, (int)d->autocast);
     if (d->autocast_cpu == ME_AC_UNSET) return INVALID("%s: states no CPU autocast class", name);
-    if (d->autocast_cpu > ME_AC_FP32_3D) return INVALID("%s: CPU autocast class %d is out of range", name, (int)d->autocast_cpu);
+    if (d->autocast_cpu > ME_AC_BY_ATTRS) return INVALID("%s: CPU autocast class %d is out of range", name, (int)d->autocast_cpu);
+    if ((d->autocast == ME_AC_BY_ATTRS || d->autocast_cpu == ME_AC_BY_ATTRS) != !!d->autocast_rule)
+        return INVALID("%s: autocast_rule goes with ME_AC_BY_ATTRS, and only with it", name);
     if (d->view > ME_VIEW_SQUEEZE) return INVALID("%s: view kind %d is out of range", name, (int)d->view);
     if (d->grad_through > ME_GT_FIRST_SAME_SIZE) return INVALID("%s: gradient pass-through %d is out of range", name, (int)d->grad_through);
     /* reshape-like ops move no data: memory.c must run them as views */

@@ -926,10 +926,19 @@ static MeAutograd pad_saved_rule(const MeNode *n, MemestTorch torch)
     return !strcmp(mode, "reflect") || !strcmp(mode, "edge") ? ME_AG_INPUT : ME_AG_NONE;
 }
 
+/* torch 1.13 autocast_mode.cpp: CPU autocast's fp32 list has
+ * reflection_pad1d/2d and replication_pad1d/2d/3d (not constant_pad_nd);
+ * CUDA's lists have none of them */
+static MeAutocast pad_autocast(const MeNode *n, bool cpu)
+{
+    return cpu && pad_saved_rule(n, MEMEST_TORCH_1_13) == ME_AG_INPUT ? ME_AC_FP32 : ME_AC_FOLLOW;
+}
+
 const MeOpDesc me_op_pad = {
     .name = "Pad", .since = 1, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 1, .roles = "xcc", .cls = ME_C_MOVE,
     .infer = infer_pad, .cost = cost_none, .autograd = ME_AG_BY_ATTRS, .saved_rule = pad_saved_rule,
-    .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .view = ME_VIEW_NONE, .grad_through = ME_GT_NO,
+    .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_BY_ATTRS, .autocast_rule = pad_autocast, .view = ME_VIEW_NONE,
+    .grad_through = ME_GT_NO,
 };
 TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_depth_to_space);
 TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_space_to_depth);

@@ -4,7 +4,7 @@ torch 1.13 ships), which torch.autocast("cpu", torch.bfloat16) runs: the
 weight gradient of jit_avx512_core_bf16_convolution_bwd_weights_t books
 transposed copies of the input and of the output gradient and a per-thread
 fp32 reduction of the weights (init_conf / init_scratchpad of
-jit_avx512_core_bf16_conv_kernel.cpp). Five small stacks, each with a layer
+jit_avx512_core_bf16_conv_kernel.cpp). Six small stacks, each with a layer
 before the convolution under test so that its input gradient runs too
 (but for the first-layer one), ending in an average pool and a Linear so
 that the loss is a cross-entropy over classes. Measured at batches 1 and 8
@@ -16,7 +16,7 @@ CPU's ISA: they were measured on an avx512_core_bf16 machine without AMX
 (the one memest's --runtime cpu models). Checked by
 tests/test_native_conv.py (case bf16).
 
-Usage (repo root): /usr/bin/python3 tests/oracle/measure_bf16_conv.py
+Usage (repo root): /usr/bin/python3 tests/oracle/measure_bf16_conv.py [name,...]
 Writes models/onnx/bf16_conv/<name>.onnx and golden/truth/bf16_conv/<name>.json.
 """
 import torch.nn as nn
@@ -46,6 +46,16 @@ MODELS = {
     "bf_odd": (lambda: nn.Sequential(nn.Conv2d(8, 24, 1), nn.ReLU(), nn.Conv2d(24, 40, 3, stride=2, padding=1),
                                      *head(40)),
                [("input", (8, 28, 28), F32)]),
+    # padding by reflection and replication, on autocast's CPU fp32 list
+    # (torch 1.13 autocast_mode.cpp: reflection_pad1d/2d, replication_pad1d/2d/3d),
+    # so each casts its bf16 input up and the next convolution casts back;
+    # both keep their (fp32) input for backward
+    "bf_pad": (lambda: nn.Sequential(nn.Conv2d(16, 64, 1), nn.ReLU(), nn.ReflectionPad2d(1), nn.Conv2d(64, 64, 3),
+                                     nn.ReLU(), nn.ReplicationPad2d(1), nn.Conv2d(64, 64, 3, bias=False), *head(64)),
+               [("input", (16, 56, 56), F32)]),
 }
 if __name__ == "__main__":
-    measure_stacks(MODELS, "bf16_conv", modes=("train_sgd", "train_sgd_amp_bf16"))
+    import sys
+    # optional: comma-separated names (default: every stack)
+    names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(MODELS)
+    measure_stacks({n: MODELS[n] for n in names}, "bf16_conv", modes=("train_sgd", "train_sgd_amp_bf16"))
