@@ -276,6 +276,7 @@ static void weights_in_constants(MeGraph *g)
              * arithmetic, which needs its contents. */
             bool table = k == 0 && !strcmp(n->op, "Slice") && !*n->domain;
             if (r != 'w' && !(r == 'x' && contraction) && !table) continue;
+            if (r == 'w' && (n->desc->flags & ME_OPF_NO_AFFINE_CONST)) continue; /* no module's weight */
             const MeNode *c = &g->n[v->producer];
             const MeAttr *a = c->n_attr > 0 && c->attr[0].type == ME_A_TENSOR ? &c->attr[0] : NULL;
             const MeValue *t = a && a->tensor >= 0 ? &g->v[a->tensor] : NULL;

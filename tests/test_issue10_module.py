@@ -623,6 +623,19 @@ def case_frozen_bn():
             check(st == want, f"frozen {frozen}: Adam's state {st} B, want {want}")
 
 
+def case_instance_norm():
+    """nn.InstanceNorm2d without affine (CycleGAN's, the default) has no
+    parameters, but ONNX's InstanceNormalization requires a scale and a bias:
+    torch.onnx writes Constant ones and zeros, which are no parameters; an
+    affine one (the style net's) has its weight and bias as initializers.
+    PyTorch's counts are the held-out truth's."""
+    for name in ("ho11_cyclegan", "ho10_style"):
+        t = json.load(open(path("golden", "truth", "heldout", name + ".json")))
+        doc, err = report(path("models", "onnx", "heldout", name + ".onnx"))
+        got = int(doc["totals"]["params"]) if doc else None
+        check(got == t["params"], f"{name}: params {got}, PyTorch {t['params']}: {err[-200:]!r}")
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 if CASE not in CASES:
     sys.exit(f"unknown case {CASE}; one of {sorted(CASES)}")

@@ -2,10 +2,10 @@
 """Predicted peak memory against PyTorch's measured peak (golden/truth/memory,
 made by tests/oracle/measure_memory.py on this CPU with Debian's torch).
 
-usage: test_memory.py MEMEST SOURCE_ROOT MODEL [--table] [--modes MODE,...] [--tol PCT]
+usage: test_memory.py MEMEST SOURCE_ROOT MODEL [--table] [--modes MODE,...]
 
 Each (batch, mode) must be within 3 % or 1 MiB, whichever is larger (a
-held-out or strided toy: 0.5 % or 4 KiB; --tol: PCT % instead); the
+held-out or strided toy: 0.5 % or 4 KiB); the
 runtime profile is 'cpu' because the truth was measured on a CPU. A mode of
 the truth file this driver does not know is an error, not a skip, and memest
 must report one step per measured step (two for training, one otherwise;
@@ -24,8 +24,6 @@ TABLE = "--table" in sys.argv
 # --modes: only these oracle modes (a model whose other modes are open)
 ONLY = set(sys.argv[sys.argv.index("--modes") + 1].split(",")) if "--modes" in sys.argv else None
 TOL, FLOOR = 0.03, 1 << 20
-# --tol: a held-out model whose residual error is stated where the test is declared
-TOL_ARG = float(sys.argv[sys.argv.index("--tol") + 1]) / 100 if "--tol" in sys.argv else None
 
 # model -> (graph file, loss); graph files keep BatchNorm (training export)
 GRAPHS = {
@@ -84,8 +82,6 @@ def main():
     where = "heldout" if MODEL.startswith("ho") else "strided" if MODEL.startswith("sg_") else "memory"
     if where != "memory":  # small models: 0.5 %, no 1 MiB floor
         TOL, FLOOR = 0.005, 1 << 12
-    if TOL_ARG is not None:
-        TOL = TOL_ARG
     truth = json.load(open(os.path.join(ROOT, "golden", "truth", where, MODEL + ".json")))
     f, loss = graph_for(MODEL, truth)
     spec = []

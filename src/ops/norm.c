@@ -154,11 +154,31 @@ const MeOpDesc me_op_layer_norm = {
     .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
     .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE }, .flags = ME_OPF_GRAD_CONTIG,
 };
+/* at::instance_norm (Normalization.cpp, v1.13) runs batch_norm in training
+ * mode on the input viewed as [1, N*C, ...], with the weight repeated N
+ * times (weight.repeat(b)) when the module is affine: autograd keeps
+ * save_mean and save_invstd, N*C floats each, and the repeated weight (the
+ * repeated bias only lives through the call). Measured on torch 1.13: 2 and
+ * 1 such blocks per layer (ho10_style, affine; ho11_cyclegan, not). */
+static uint64_t instance_norm_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    const MeShape *x = me_in_shape(c, 0);
+    const MeValue *w = me_in(c, 1);
+    if (!x || x->rank < 2) return 0;
+    uint64_t nc = me_smul((uint64_t)x->d[0], (uint64_t)x->d[1]);
+    return me_smul(nc, w && w->kind == ME_V_INIT ? 3 * 4 : 2 * 4);
+}
+
+/* ONNX's InstanceNormalization requires scale and bias; torch.onnx's
+ * instance_norm symbolic (symbolic_opset9.py, v1.13) writes Constant ones
+ * and zeros for an nn.InstanceNorm without affine (the default), while a
+ * module's parameters are always initializers */
 const MeOpDesc me_op_instance_norm = {
     .name = "InstanceNormalization", .since = 1, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_instance_norm, .cost = cost_ln,
-    .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
-    .peer = { PT_AFFINE },
+    .autograd = ME_AG_INPUT, .saved_extra = instance_norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+    .peer = { PT_AFFINE }, .flags = ME_OPF_NO_AFFINE_CONST,
 };
 static int infer_group_norm(MeCtx *c)
 {

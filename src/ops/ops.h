@@ -130,6 +130,8 @@ enum {
                                * result is the input shard (comm.c) */
     ME_OPF_GRAD_CONTIG = 1 << 6, /* backward's kernel makes a strided output gradient contiguous
                                   * first (grad_output.contiguous()): a copy alive while it runs */
+    ME_OPF_NO_AFFINE_CONST = 1 << 7, /* a Constant in a weight slot is the exporter's stand-in for an
+                                      * absent affine, not a parameter (shape.c weights_in_constants) */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by
