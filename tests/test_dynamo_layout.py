@@ -5,7 +5,7 @@ buffers in the graph signature (models/onnx/dynamo/, written by
 tests/zoo/dynamo_layout.py from the TorchScript training exports in
 models/onnx/variants/; same ops, same model).
 
-usage: test_dynamo_layout.py MEMEST ROOT MODEL
+usage: test_dynamo_layout.py MEMEST ROOT MODEL|crafted
 
 For MODEL's file, against PyTorch's truth (golden/truth/memory/MODEL.json,
 tests/oracle/measure_memory.py) and the TorchScript export of the same
@@ -47,6 +47,53 @@ def memest(path, extra):
     return json.loads(r.stdout)
 
 
+def crafted():
+    """A small file written here in the layout, stdlib only: x [B, 4, 16]
+    through fc1 (MatMul), an added position table that the signature calls a
+    BUFFER, act (Relu), fc2, act again (the module's second call), an Identity
+    without metadata (a node the exporter's passes added) and a Relu whose
+    stack has no root (an FX node without nn_module_stack). The rows must
+    be fc1, act, fc2, act_1, then two ops of the root forward; the buffer no
+    parameter and no parameter_or_buffer note."""
+    import tempfile
+    import onnx_craft as c
+
+    def meta(n, scopes):
+        return n + c.f_bytes(9, c.f_bytes(1, "pkg.torch.onnx.name_scopes") + c.f_bytes(2, repr(scopes)))
+    nodes = [meta(c.node("MatMul", ["x", "fc1.weight"], ["mm"], "node_matmul"), ["", "fc1", "matmul"]),
+             meta(c.node("Add", ["mm", "pos"], ["h"], "node_add"), ["", "add"]),
+             meta(c.node("Relu", ["h"], ["r"], "node_relu"), ["", "act", "relu"]),
+             meta(c.node("MatMul", ["r", "fc2.weight"], ["mm2"], "node_matmul_1"), ["", "fc2", "matmul_1"]),
+             meta(c.node("Relu", ["mm2"], ["r2"], "node_relu_1"), ["", "act", "relu_1"]),
+             c.node("Identity", ["r2"], ["i"], "node_Identity_7"),
+             meta(c.node("Relu", ["i"], ["y"], "node_relu_2"), ["relu_2"])]
+    inits = [c.tensor("fc1.weight", [16, 16], raw=bytes(1024)), c.tensor("fc2.weight", [16, 16], raw=bytes(1024)),
+             c.tensor("pos", [4, 16], raw=bytes(256))]
+    g = c.graph(nodes, [c.value_info("x", ["batch", 4, 16])], [c.value_info("y", ["batch", 4, 16])], inits)
+    sig = "# inputs\np_fc1_weight: PARAMETER target='fc1.weight'\np_fc2_weight: PARAMETER target='fc2.weight'\n" \
+          "b_pos: BUFFER target='pos' persistent=True\nx: USER_INPUT\n\n# outputs\nrelu_2: USER_OUTPUT\n"
+    m = c.model(g) + c.f_bytes(14, c.f_bytes(1, "pkg.torch.export.ExportedProgram.graph_signature") + c.f_bytes(2, sig))
+    with tempfile.TemporaryDirectory() as tmp:
+        f = os.path.join(tmp, "crafted.onnx")
+        open(f, "wb").write(m)
+        d = memest(f, ["--batch", "2"])
+    if d:
+        names = [r["name"] for r in d["layers"]]
+        want = ["fc1", "/add", "act", "fc2", "act_1", "/node_Identity_7", "/relu_2"]
+        if names != want:
+            fails.append("rows %s, want %s" % (names, want))
+        if d["totals"]["params"] != 512:
+            fails.append("params %d, want 512 (the buffer is none)" % d["totals"]["params"])
+        if any(n["code"] == "parameter_or_buffer" for n in d.get("notes", [])):
+            fails.append("a parameter_or_buffer note for a listed buffer")
+    for f in fails:
+        print("FAIL crafted", f)
+    print("dynamo layout crafted: %d failure(s)" % len(fails))
+    sys.exit(1 if fails else 0)
+
+
+if MODEL == "crafted":
+    crafted()
 dyn = os.path.join(ROOT, "models", "onnx", "dynamo", MODEL + ".onnx")
 ts = os.path.join(ROOT, "models", "onnx", "variants", TORCHSCRIPT)
 truth = json.load(open(os.path.join(ROOT, "golden", "truth", "memory", MODEL + ".json")))

@@ -1484,6 +1484,27 @@ static int mark_uncalled(MeGraph *g, const OCtx *oc)
     return rc < 0 ? ME_ENOMEM : 0;
 }
 
+/* In a file whose nodes state their module calls (a torch.export-based
+ * export), a node without that metadata was added by the exporter's own
+ * passes, not by a module: an op of the root forward, as TorchScript's
+ * "/Constant" would be, rather than a module named after the node. */
+static int unscoped_nodes(OCtx *o)
+{
+    if (!o->cap_scoped) return 0;
+    MeGraph *g = o->g;
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        if (scoped_of(o, i) || !n->name || strchr(n->name, '/')) continue; /* '/': a function body's, named under its call */
+        size_t l = strlen(n->name);
+        char *s = me_arena_alloc(&g->arena, l + 2);
+        if (!s) return ME_ENOMEM;
+        s[0] = '/';
+        memcpy(s + 1, n->name, l + 1);
+        n->module = s;
+    }
+    return 0;
+}
+
 /* A small message of the ModelProto (OperatorSetIdProto,
  * StringStringEntryProto) unpacked; NULL with *rc 0: corrupt. */
 static ProtobufCMessage *unpack_field(OCtx *o, const PbField *f, const ProtobufCMessageDescriptor *d, int *rc)
@@ -1608,6 +1629,7 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     me_free(o.cap_mark);
     me_free(o.signature);
     me_torch_scopes_free(&o.ts);
+    if (rc >= 0) rc = unscoped_nodes(&o);
     if (rc >= 0) rc = mark_functional(g);
     g->frames_unseen = true; /* an export keeps no Python names */
     if (rc >= 0) rc = mark_uncalled(g, &o);
