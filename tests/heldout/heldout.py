@@ -174,10 +174,50 @@ the autoencoder's nn.Unflatten: torch 1.13 has no ONNX symbolic for
 aten::unflatten at any opset, so it is a view to [-1, 128, 8, 8] (one
 Reshape in the file).
 
+The twelfth set (ho12_*, made at the start of the session after that, the
+same method, measured before memest was run on them, checked once): a
+PointNet classifier without the input and feature transform nets (a shared
+MLP of three Conv1d k=1, 3 -> 64 -> 128 -> 1024, each with BatchNorm1d and
+ReLU, over a [B, 3, 1024] point cloud; the global feature by torch.max over
+the points, exported as ReduceMax, and a view to [-1, 1024]; a head of
+Linear 1024 -> 512, BatchNorm1d, ReLU, Dropout(0.3), Linear 512 -> 256,
+BatchNorm1d, ReLU, Linear 256 -> 10; cross-entropy loss; its training
+forward raises at batch 1, the head's BatchNorm1d seeing one value per
+channel, so batch 1 has no training cells: BATCH_MODES) at opset 13
+(training export, dynamic batch), a small SegNet (3 encoder stages of two
+Conv2d 3x3 + BatchNorm2d + ReLU and MaxPool2d(2, 2, return_indices=True),
+3 -> 32 -> 64 -> 128 channels; 3 decoder stages of MaxUnpool2d(2, 2) with
+the matching indices and two Conv2d 3x3 + BatchNorm2d + ReLU, 128 -> 64 ->
+32 -> 32; a Conv2d 1x1 to 5 classes; a 3x64x64 image to [B, 5, 64, 64];
+per-pixel cross-entropy, the oracle's seg_ce, by adding it to the oracle's
+SEGMENTATION set) at opset 11 (training export, fixed batch 1), a
+Perceiver-style block (a learned [32, 128] latent array expanded to the
+batch, the [B, 256, 64] input projected by a Linear to 128, cross-attention
+by nn.MultiheadAttention with the latents as query and need_weights=False,
+a residual add and LayerNorm, 2 pre-norm nn.TransformerEncoderLayers of 4
+heads, FFN 256, ReLU and no dropout over the latents, the mean over
+latents, a Linear head to 10 classes; cross-entropy loss) at opset 14
+(training export, dynamic batch) and a linear-attention transformer
+(Katharopoulos et al.: 3 pre-norm blocks over [B, 256, 96] tokens, q, k, v
+Linears viewed to 4 heads of 24, elu + 1 on q and k, kv, the normaliser z
+and the output by three torch.einsum, exported as Einsum, an output Linear
+and a residual add, then a GELU MLP 96 -> 384 -> 96 with a residual add; a
+final LayerNorm, the mean over tokens, a Linear head to 10 classes;
+cross-entropy loss) at opset 17 (eval export, fixed batch 1). Every first
+choice exported with torch 1.13 but SegNet's MaxUnpool2d: torch 1.13 has no
+ONNX symbolic for aten::max_unpool2d at any opset, so export() registers
+one (_max_unpool2d_symbolic) and the model is unchanged: ONNX MaxUnpool with
+kernel and stride 2, its indices made ONNX's flattened ones again by adding
+each plane's offset, found as torch.onnx's MaxPool export finds it (a
+kernel-1 MaxPool's indices on the unpool's input, sliced to [N, C, 1, 1],
+times 4), so each unpool is MaxPool, Slice, Mul, Add and MaxUnpool in the
+file, as each pool is MaxPool, a kernel-1 MaxPool, Slice and Sub.
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
-import torch, torch.nn as nn
+import torch, torch.nn as nn, torch.nn.functional as F
+from torch.onnx import symbolic_helper as sh
 ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
@@ -669,6 +709,137 @@ class Vocoder(nn.Module):
         return self.tanh(self.conv_post(self.pad_post(self.act_post(x))))
 
 
+class PointNet(nn.Module):
+    """A PointNet classifier on a [B, 3, 1024] point cloud without the input and feature
+    transform nets: a shared MLP of three Conv1d k=1 (3 -> 64 -> 128 -> 1024) each with
+    BatchNorm1d and ReLU; the global feature by torch.max over the points (keepdim) and a view
+    to [-1, 1024]; a head of Linear 1024 -> 512, BatchNorm1d, ReLU, Dropout(0.3), Linear 512 ->
+    256, BatchNorm1d, ReLU, Linear 256 -> 10."""
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv1d(3, 64, 1)
+        self.bn1 = nn.BatchNorm1d(64)
+        self.conv2 = nn.Conv1d(64, 128, 1)
+        self.bn2 = nn.BatchNorm1d(128)
+        self.conv3 = nn.Conv1d(128, 1024, 1)
+        self.bn3 = nn.BatchNorm1d(1024)
+        self.relu = nn.ReLU()
+        self.fc1 = nn.Linear(1024, 512)
+        self.bn4 = nn.BatchNorm1d(512)
+        self.drop = nn.Dropout(0.3)
+        self.fc2 = nn.Linear(512, 256)
+        self.bn5 = nn.BatchNorm1d(256)
+        self.fc3 = nn.Linear(256, classes)
+
+    def forward(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.relu(self.bn2(self.conv2(x)))
+        x = self.relu(self.bn3(self.conv3(x)))
+        x = torch.max(x, 2, keepdim=True)[0]
+        x = x.view(-1, 1024)
+        x = self.drop(self.relu(self.bn4(self.fc1(x))))
+        x = self.relu(self.bn5(self.fc2(x)))
+        return self.fc3(x)
+
+
+def _cbr2(i, o):
+    """Conv2d 3x3 (padding 1) + BatchNorm2d + ReLU, twice (i -> o -> o)."""
+    return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(),
+                         nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+
+
+class SegNet(nn.Module):
+    """A small SegNet on a 3x64x64 image: 3 encoder stages (two Conv2d 3x3 + BatchNorm2d + ReLU,
+    then nn.MaxPool2d(2, 2, return_indices=True) keeping the indices; 3 -> 32 -> 64 -> 128
+    channels), 3 decoder stages (nn.MaxUnpool2d(2, 2) with the matching indices, then two
+    Conv2d 3x3 + BatchNorm2d + ReLU; 128 -> 64 -> 32 -> 32 channels), and a Conv2d 1x1 to 5
+    per-pixel class scores [B, 5, 64, 64]."""
+    def __init__(self, classes=5):
+        super().__init__()
+        self.enc = nn.ModuleList([_cbr2(3, 32), _cbr2(32, 64), _cbr2(64, 128)])
+        self.pool = nn.MaxPool2d(2, 2, return_indices=True)
+        self.unpool = nn.MaxUnpool2d(2, 2)
+        self.dec = nn.ModuleList([_cbr2(128, 64), _cbr2(64, 32), _cbr2(32, 32)])
+        self.cls = nn.Conv2d(32, classes, 1)
+
+    def forward(self, x):
+        idx = []
+        for stage in self.enc:
+            x, i = self.pool(stage(x))
+            idx.append(i)
+        for stage, i in zip(self.dec, reversed(idx)):
+            x = stage(self.unpool(x, i))
+        return self.cls(x)
+
+
+class Perceiver(nn.Module):
+    """A Perceiver-style block: a learned latent array [32, 128] expanded to the batch; the
+    [B, 256, 64] input projected by a Linear to 128; cross-attention (nn.MultiheadAttention, 4
+    heads, the latents as query, the projected input as key and value, need_weights=False), a
+    residual add and LayerNorm; 2 pre-norm nn.TransformerEncoderLayers (4 heads, FFN 256, ReLU,
+    no dropout) over the latents; the mean over latents and a Linear head to 10 classes."""
+    def __init__(self, n_lat=32, d=128, d_in=64, classes=10):
+        super().__init__()
+        self.latents = nn.Parameter(torch.randn(n_lat, d) * 0.02)
+        self.proj = nn.Linear(d_in, d)
+        self.xattn = nn.MultiheadAttention(d, 4, dropout=0.0, batch_first=True)
+        self.xnorm = nn.LayerNorm(d)
+        layer = nn.TransformerEncoderLayer(d, 4, 256, dropout=0.0, batch_first=True,
+                                           norm_first=True)
+        self.self_attn = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        lat = self.latents.unsqueeze(0).expand(x.shape[0], -1, -1)
+        kv = self.proj(x)
+        h = self.xnorm(lat + self.xattn(lat, kv, kv, need_weights=False)[0])
+        return self.head(self.self_attn(h).mean(1))
+
+
+class LinAttnBlock(nn.Module):
+    """A pre-norm linear-attention block (Katharopoulos et al. 2020): phi(t) = elu(t) + 1 on
+    the queries and keys, kv = sum_t phi(k) v^T per head, z = 1 / (phi(q) . sum_t phi(k) +
+    1e-6), out = phi(q) kv z, all by torch.einsum; an output Linear and a residual add; then a
+    GELU MLP (LayerNorm, Linear d -> 4d, GELU, Linear 4d -> d) with a residual add."""
+    def __init__(self, d=96, heads=4):
+        super().__init__()
+        self.h = heads
+        self.norm1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        B, T, D = x.shape
+        h = self.norm1(x)
+        q = self.q(h).view(B, T, self.h, D // self.h)
+        k = self.k(h).view(B, T, self.h, D // self.h)
+        v = self.v(h).view(B, T, self.h, D // self.h)
+        q = F.elu(q) + 1
+        k = F.elu(k) + 1
+        kv = torch.einsum("bthd,bthe->bhde", k, v)
+        z = 1 / (torch.einsum("bthd,bhd->bth", q, k.sum(1)) + 1e-6)
+        out = torch.einsum("bthd,bhde,bth->bthe", q, kv, z).reshape(B, T, D)
+        x = x + self.o(out)
+        return x + self.mlp(self.norm2(x))
+
+
+class LinAttn(nn.Module):
+    """A linear-attention transformer on [B, 256, 96] tokens: 3 LinAttnBlocks, a final
+    LayerNorm, the mean over tokens and a Linear head to 10 classes."""
+    def __init__(self, d=96, blocks=3, classes=10):
+        super().__init__()
+        self.blocks = nn.Sequential(*[LinAttnBlock(d) for _ in range(blocks)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        return self.head(self.norm(self.blocks(x)).mean(1))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -710,6 +881,10 @@ MODELS = {
     "ho11_pix2pix": (UnetGenerator, [("input", (3, 64, 64), F32)]),
     "ho11_ae": (ConvAE, [("input", (1, 64, 64), F32)]),
     "ho11_vocoder": (Vocoder, [("input", (80, 32), F32)]),
+    "ho12_pointnet": (PointNet, [("input", (3, 1024), F32)]),
+    "ho12_segnet": (SegNet, [("input", (3, 64, 64), F32)]),
+    "ho12_perceiver": (Perceiver, [("input", (256, 64), F32)]),
+    "ho12_linattn": (LinAttn, [("input", (256, 96), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -753,10 +928,34 @@ EXPORTS = {
     "ho11_pix2pix": (14, True, False),
     "ho11_ae": (17, False, False),
     "ho11_vocoder": (13, True, True),
+    "ho12_pointnet": (13, True, True),
+    "ho12_segnet": (11, True, False),
+    "ho12_perceiver": (14, True, True),
+    "ho12_linattn": (17, False, False),
 }
 
 
+def _max_unpool2d_symbolic(g, self, indices, output_size):
+    """aten::max_unpool2d (nn.MaxUnpool2d) as ONNX MaxUnpool: torch 1.13 has no symbolic for it
+    at any opset. torch.onnx exports MaxPool2d's indices in PyTorch's per-plane convention
+    (ONNX's flattened [N*C*H*W] indices less each plane's first, found by a kernel-1 MaxPool);
+    MaxUnpool wants ONNX's, so each plane's offset (n * C + c) * Ho * Wo is added back, found
+    the same way: a kernel-1 MaxPool's indices on the unpool's input, sliced to [N, C, 1, 1],
+    times the kernel's area. The kernel and stride are the output over the input size; no
+    output_shape input, so the default output size must be the one asked."""
+    sizes = sh._get_tensor_sizes(self)
+    out_hw = [sh._get_const(v, "i", "output_size") for v in sh._unpack_list(output_size)]
+    k = [out_hw[0] // sizes[2], out_hw[1] // sizes[3]]
+    assert [k[0] * sizes[2], k[1] * sizes[3]] == out_hw, (sizes, out_hw)
+    _, flat = g.op("MaxPool", self, outputs=2, kernel_shape_i=[1, 1], strides_i=[1, 1])
+    offs = sh._slice_helper(g, flat, axes=[2, 3], starts=[0, 0], ends=[1, 1])
+    offs = g.op("Mul", offs, g.op("Constant", value_t=torch.tensor(k[0] * k[1], dtype=torch.int64)))
+    return g.op("MaxUnpool", self, g.op("Add", indices, offs), kernel_shape_i=k, strides_i=k)
+
+
 def export(names):
+    from torch.onnx import register_custom_op_symbolic
+    register_custom_op_symbolic("::max_unpool2d", _max_unpool2d_symbolic, 9)  # ho12_segnet
     for name, (op, train, dyn) in EXPORTS.items():
         if name not in names:
             continue
@@ -769,9 +968,19 @@ def export(names):
         print(name, "exported")
 
 
+# per-pixel class scores: the oracle's loss_kind picks its segmentation cross-entropy (seg_ce)
+# only for names in its SEGMENTATION set; added to it here like MODELS to its LOCAL registry
+SEGMENTATION = {"ho12_segnet"}
+# (model, batch) -> the only modes run there, added to the oracle's BATCH_MODES: PointNet's
+# training forward raises at batch 1 (the head's BatchNorm1d sees one value per channel)
+BATCH_MODES = {("ho12_pointnet", 1): ("infer_nograd", "infer_grad")}
+
+
 def measure(names):
     for name, v in MODELS.items():
         mm.LOCAL[name] = v
+    mm.SEGMENTATION |= SEGMENTATION
+    mm.BATCH_MODES.update(BATCH_MODES)
     summary = []
     for name in names:
         mm.run_model(name, [1, 8], TRUTH_OUT, summary,
