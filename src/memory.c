@@ -836,6 +836,8 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     default:
         break;
     }
+    int so = n->desc->saved_out;
+    if (so > 0 && so < n->n_out && n->out[so] >= 0) keep_for_backward(m, ni, n->out[so]);
     uint64_t kept = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : me_autograd_extra(&c, train_mode(m));
     int64_t extra = kept > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)kept; /* saturated: st_new reports it */
     /* on a CPU, dropout is not the fused kernel with a bool mask: it

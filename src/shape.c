@@ -451,6 +451,8 @@ void me_shapes_reset(MeGraph *g)
  * taken as the buffer it is. A value is on a gradient's path when a float
  * graph output depends on it through float values only (one pass in reverse
  * order); a graph with no float output (an exported argmax) says nothing. */
+static bool maybe_float(MeDType t) { return t == ME_DT_UNDEF || me_dtype_is_float(t); }
+
 static int gradless_buffers(MeGraph *g)
 {
     bool *path = me_calloc((size_t)g->nv + 1, sizeof(bool));
@@ -460,12 +462,15 @@ static int gradless_buffers(MeGraph *g)
         path[i] = g->v[i].is_output && me_dtype_is_float(g->v[i].dtype);
         any |= path[i];
     }
+    /* a value below an op the registry does not know has no type: it may
+     * be float, so it does not cut a path (the weights above an unknown op
+     * stay parameters; the unknown op itself is noted) */
     for (int oi = g->nn - 1; any && oi >= 0; oi--) {
         const MeNode *n = &g->n[g->order[oi]];
         bool out = false;
         for (int k = 0; k < n->n_out && !out; k++) out = n->out[k] >= 0 && path[n->out[k]];
         for (int k = 0; out && k < n->n_in; k++)
-            if (n->in[k] >= 0 && me_dtype_is_float(g->v[n->in[k]].dtype)) path[n->in[k]] = true;
+            if (n->in[k] >= 0 && maybe_float(g->v[n->in[k]].dtype)) path[n->in[k]] = true;
     }
     bool trained = false; /* some parameter is on a gradient's path */
     for (int i = 0; any && i < g->nv && !trained; i++) trained = g->v[i].kind == ME_V_INIT && g->v[i].role == ME_R_PARAM && path[i];

@@ -636,6 +636,27 @@ def case_instance_norm():
         check(got == t["params"], f"{name}: params {got}, PyTorch {t['params']}: {err[-200:]!r}")
 
 
+def case_unknown_path():
+    """A weight above an op the registry does not know stays a parameter: the
+    unknown op's output has no type, which may be float, so it does not cut
+    the gradient's path (shape.c gradless_buffers). x -> Conv(w1) -> an
+    unknown op -> Conv(w2) -> y: both weights are parameters."""
+    inits = [craft.tensor("c1.weight", [8, 3, 3, 3], raw=bytes(8 * 27 * 4)),
+             craft.tensor("c2.weight", [4, 8, 3, 3], raw=bytes(4 * 72 * 4))]
+    nodes = [craft.node("Conv", ["x", "c1.weight"], ["a"], name="/c1/Conv", attrs=[craft.attr_ints("pads", [1, 1, 1, 1])]),
+             craft.node("NotAnOnnxOp", ["a"], ["b"], name="/odd/NotAnOnnxOp"),
+             craft.node("Conv", ["b", "c2.weight"], ["y"], name="/c2/Conv", attrs=[craft.attr_ints("pads", [1, 1, 1, 1])])]
+    m = craft.model(craft.graph(nodes, [craft.value_info("x", [1, 3, 8, 8])], [craft.value_info("y", [1, 4, 8, 8])], inits))
+    with tempfile.TemporaryDirectory() as tmp:
+        p = os.path.join(tmp, "u.onnx")
+        with open(p, "wb") as fh:
+            fh.write(m)
+        doc, err = report(p, "--train")
+    got = int(doc["totals"]["params"]) if doc else None
+    check(got == 8 * 27 + 4 * 72, f"params {got}, want {8 * 27 + 4 * 72}: {err[-300:]!r}")
+    check(doc is not None and "NotAnOnnxOp" in json.dumps(doc.get("unknown_ops")), f"the unknown op is listed: {doc and doc.get('unknown_ops')}")
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 if CASE not in CASES:
     sys.exit(f"unknown case {CASE}; one of {sorted(CASES)}")

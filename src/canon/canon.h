@@ -21,6 +21,7 @@
     X(activations)  /* canon/fuse.c: SiLU, GLU, Mish, HardSwish below opset 14 */ \
     X(softmax)      /* canon/fuse.c: Transpose-wrapped (Log)Softmax below opset 13 */ \
     X(avgpool)      /* canon/fuse.c: Pad(0) -> AveragePool, F.avg_pool2d's padding */ \
+    X(pool_index)   /* canon/fuse.c: pooling indices moved between ONNX's and PyTorch's numbering */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
     X(rnn_weights) /* an RNN's weights reordered for ONNX: no tensor PyTorch makes (rnn.c) */ \
     X(mha)         /* nn.MultiheadAttention's .contiguous().view() reshapes (mha.c) */ \

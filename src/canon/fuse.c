@@ -729,6 +729,65 @@ int me_canon_softmax(MeGraph *g, MeDiag *d)
     return run_matchers(g, ms, 1, d);
 }
 
+/* A kernel-1, stride-1 MaxPool (no pads) whose Indices alone are read:
+ * each position's flattened index, i.e. where each plane starts. */
+static bool index_grid(const MeGraph *g, int ni)
+{
+    if (!is_op(g, ni, "MaxPool")) return false;
+    const MeNode *n = &g->n[ni];
+    if (n->n_out < 2 || n->out[1] < 0 || (n->out[0] >= 0 && (g->v[n->out[0]].n_uses || g->v[n->out[0]].is_output))) return false;
+    const MeAttr *k = me_node_attr(n, "kernel_shape"), *s = me_node_attr(n, "strides"), *p = me_node_attr(n, "pads");
+    if (!k || k->type != ME_A_INTS || k->n < 1) return false;
+    for (int i = 0; i < k->n; i++)
+        if (k->ints[i] != 1) return false;
+    for (int i = 0; s && s->type == ME_A_INTS && i < s->n; i++)
+        if (s->ints[i] != 1) return false;
+    for (int i = 0; p && p->type == ME_A_INTS && i < p->n; i++)
+        if (p->ints[i] != 0) return false;
+    return true;
+}
+
+/* Pooling indices moved between conventions: PyTorch numbers a maximum
+ * within its plane, ONNX across the whole tensor. torch.onnx's
+ * max_pool2d_with_indices (symbolic_opset9.py, v1.13) writes
+ * Sub(Indices, Slice(MaxPool(x, kernel 1).Indices)), the plane's first
+ * flat index taken off; a MaxUnpool export adds it back (Add, times the
+ * window's area by Mul). PyTorch ran none of it: the pool's own indices
+ * pass on (an Identity: no tensor). */
+static int m_pool_index(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    bool sub = is_op(g, a, "Sub");
+    if ((!sub && !is_op(g, a, "Add")) || g->n[a].n_in != 2) return 0;
+    for (int side = sub ? 1 : 0; side < 2; side++) {
+        int v = g->n[a].in[side], mul = inner(g, v, 1, "Mul"), sl;
+        if (mul >= 0) {
+            double f;
+            int t = -1; /* the slot beside the Mul's constant */
+            for (int q = 0; q < 2 && t < 0; q++)
+                if (me_canon_scalar(g, g->n[mul].in[1 - q], &f, d)) t = q;
+            if (t < 0) continue;
+            sl = inner(g, g->n[mul].in[t], 1, "Slice");
+        } else {
+            sl = inner(g, v, 1, "Slice");
+        }
+        int mp = sl >= 0 ? inner(g, g->n[sl].in[0], 1, "MaxPool") : -1;
+        if (mp < 0 || !index_grid(g, mp) || g->n[sl].in[0] != g->n[mp].out[1] || g->n[a].in[1 - side] < 0) continue;
+        c->nodes[c->n++] = mp;
+        c->nodes[c->n++] = sl;
+        if (mul >= 0) c->nodes[c->n++] = mul;
+        c->nodes[c->n++] = a;
+        *k = (Canon){ .op = "Identity", .in = { g->n[a].in[1 - side] }, .n_in = 1 };
+        return 1;
+    }
+    return 0;
+}
+
+int me_canon_pool_index(MeGraph *g, MeDiag *d)
+{
+    static const Matcher ms[] = { m_pool_index };
+    return run_matchers(g, ms, 1, d);
+}
+
 int me_canon_avgpool(MeGraph *g, MeDiag *d)
 {
     static const Matcher ms[] = { m_avgpool_pad };

@@ -186,6 +186,10 @@ typedef struct MeOpDesc {
     MeAutograd autograd;
     MeAutograd (*saved_rule)(const MeNode *n, MemestTorch torch);
     uint64_t (*saved_extra)(const MeCtx *c, bool training);
+    /* an output that is the extra tensor itself when the file has it (MaxPool's
+     * Indices: return_indices=True): autograd keeps that value (memory.c) and
+     * saved_extra counts nothing for it; 0: none */
+    int8_t saved_out;
     MeAutocast autocast;       /* CUDA autocast's class */
     MeAutocast autocast_cpu;   /* CPU autocast's class */
     MeAutocast (*autocast_rule)(const MeNode *n, bool cpu); /* for ME_AC_BY_ATTRS: the class, never BY_ATTRS */

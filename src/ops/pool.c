@@ -102,15 +102,22 @@ static void cost_global_max(const MeCtx *c, MeOpCost *o)
     o->flops = (uint64_t)(me_numel_in(c, 0) - me_numel_out(c, 0));
 }
 
+/* the Indices output, when the file has one (nn.MaxPool2d(...,
+ * return_indices=True)): the indices the op makes anyway */
+static bool indices_out(const MeNode *n) { return n->n_out > 1 && n->out[1] >= 0; }
+
 /* max pooling keeps the int64 indices of the maxima for backward ... */
 static uint64_t maxpool_saved_extra(const MeCtx *c, bool training)
 {
     (void)training;
-    return me_smul((uint64_t)me_numel_out(c, 0), 8);
+    return indices_out(c->n) ? 0 : me_smul((uint64_t)me_numel_out(c, 0), 8);
 }
 
 /* ... and on a CPU computes them even without autograd */
-static int64_t maxpool_cpu_temp_fwd(const MeRunCtx *r) { return r->grad ? 0 : me_numel_out(&r->c, 0) * 8; }
+static int64_t maxpool_cpu_temp_fwd(const MeRunCtx *r)
+{
+    return r->grad || indices_out(r->c.n) ? 0 : me_numel_out(&r->c, 0) * 8;
+}
 
 /* adaptive pooling to 1x1 runs as mean(), which keeps only sizes */
 static MeAutograd adaptive_saved_rule(const MeNode *n, MemestTorch torch)
@@ -130,8 +137,8 @@ static MeAutograd adaptive_saved_rule(const MeNode *n, MemestTorch torch)
 const MeOpDesc me_op_max_pool = {
     .name = "MaxPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 2,
     .roles = "x", .cls = ME_C_MAXPOOL, .infer = infer_pool, .cost = cost_maxpool,
-    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
-    .cpu_temp_fwd = maxpool_cpu_temp_fwd, .flags = ME_OPF_GRAD_CONTIG,
+    .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .saved_out = 1, .autocast = ME_AC_FOLLOW,
+    .autocast_cpu = ME_AC_FP32_3D, .cpu_temp_fwd = maxpool_cpu_temp_fwd, .flags = ME_OPF_GRAD_CONTIG,
 };
 const MeOpDesc me_op_average_pool = {
     .name = "AveragePool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
@@ -149,6 +156,56 @@ const MeOpDesc me_op_global_max_pool = {
     .roles = "x", .cls = ME_C_MAXPOOL, .infer = infer_global, .cost = cost_global_max,
     .autograd = ME_AG_INPUT, .saved_extra = maxpool_saved_extra, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32_3D,
     .cpu_temp_fwd = maxpool_cpu_temp_fwd,
+};
+/* MaxUnpool (nn.MaxUnpool2d/3d): the output_shape input when given, else
+ * (in - 1)·stride + kernel - pads per spatial dim */
+static int infer_max_unpool(MeCtx *c)
+{
+    const MeShape *x = me_in_shape(c, 0);
+    if (x->rank < 3) return me_fail(c, "input must be at least 3-d (N, C, spatial...), got rank %d", x->rank);
+    int sp = x->rank - 2;
+    MeShape o = *x;
+    if (c->n->n_in > 2 && c->n->in[2] >= 0) {
+        const int64_t *v;
+        int64_t n;
+        int rc = me_in_ints(c, 2, &v, &n);
+        if (rc < 0) return rc;
+        if (n != x->rank) return me_fail(c, "output_shape has %lld values for a rank-%d input", (long long)n, x->rank);
+        for (int i = 2; i < x->rank; i++) o.d[i] = v[i];
+        return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    }
+    int64_t k[ME_MAX_RANK], s[ME_MAX_RANK], pads[2 * ME_MAX_RANK] = { 0 };
+    int n = me_attr_ints(c, "kernel_shape", k, ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    if (n != sp) return me_fail(c, "attribute kernel_shape must have %d values (has %d)", sp, n < 0 ? 0 : n);
+    for (int i = 0; i < sp; i++) s[i] = 1;
+    if ((n = me_attr_ints(c, "strides", s, ME_MAX_RANK)) >= 0 && n != sp) return me_fail(c, "strides must have %d values", sp);
+    if ((n = me_attr_ints(c, "pads", pads, 2 * ME_MAX_RANK)) >= 0 && n != 2 * sp) return me_fail(c, "pads must have %d values", 2 * sp);
+    if (c->d->code) return c->d->code;
+    for (int i = 0; i < sp; i++) {
+        if (k[i] < 1 || s[i] < 1 || pads[i] < 0 || pads[i + sp] < 0 || k[i] > ME_MAX_DIM || s[i] > ME_MAX_DIM ||
+            pads[i] > ME_MAX_DIM || pads[i + sp] > ME_MAX_DIM)
+            return me_fail(c, "spatial dim %d: kernel %lld, stride %lld or pads are not valid", i, (long long)k[i], (long long)s[i]);
+        int64_t out = (x->d[i + 2] - 1) * s[i] + k[i] - pads[i] - pads[i + sp];
+        if (out < 1) return me_fail(c, "spatial dim %d: output size %lld", i, (long long)out);
+        o.d[i + 2] = out;
+    }
+    return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+}
+
+/* every input element written once into a zeroed output */
+static void cost_max_unpool(const MeCtx *c, MeOpCost *o) { o->flops = (uint64_t)me_numel_in(c, 0); }
+
+/* max_unpool2d/3d (MaxUnpooling.cpp, v1.13) zero a new output and scatter
+ * the input into it; derivatives.yaml keeps the indices for the gradient
+ * (max_pool_double_backward(grad, indices, 2)), never the input: the
+ * operands rule keeps an input when another needs a gradient, so the
+ * (integer) indices and only they. CPU autocast's fp32 list has
+ * max_unpool2d/3d (checked on torch 1.13 by the output dtype). */
+const MeOpDesc me_op_max_unpool = {
+    .name = "MaxUnpool", .since = 9, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
+    .roles = "xxc", .cls = ME_C_MOVE, .infer = infer_max_unpool, .cost = cost_max_unpool,
+    .autograd = ME_AG_OPERANDS, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FP32,
 };
 const MeOpDesc me_op_adaptive_avg_pool = {
     .name = "AdaptiveAvgPool", .since = 1, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,

@@ -19,7 +19,7 @@
     X(me_op_hard_sigmoid) X(me_op_hard_swish) X(me_op_identity) X(me_op_instance_norm) \
     X(me_op_isinf) X(me_op_isnan) X(me_op_lstm) X(me_op_layer_norm) X(me_op_leaky_relu) \
     X(me_op_less) X(me_op_less_equal) X(me_op_linear) X(me_op_log) X(me_op_log_softmax) X(me_op_lp_normalization) \
-    X(me_op_matmul) X(me_op_max) X(me_op_max_pool) X(me_op_mean) X(me_op_min) X(me_op_mish) \
+    X(me_op_matmul) X(me_op_max) X(me_op_max_pool) X(me_op_max_unpool) X(me_op_mean) X(me_op_min) X(me_op_mish) \
     X(me_op_mod) X(me_op_mul) X(me_op_mha) X(me_op_neg) X(me_op_not) X(me_op_or) X(me_op_prelu) \
     X(me_op_pad) X(me_op_pow) X(me_op_rnn) X(me_op_range) X(me_op_reciprocal) X(me_op_reduce_l2) \
     X(me_op_reduce_max) X(me_op_reduce_mean) X(me_op_reduce_min) X(me_op_reduce_prod) \
