@@ -916,23 +916,28 @@ TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, 
 TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, ME_VIEW_EXPAND, GT_NO, infer_expand);
 TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_split);
 TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_tile);
-/* derivatives.yaml: reflection_pad{1,2,3}d and replication_pad{1,2,3}d take
- * self in their backward (reflection_pad2d_backward(grad, self, padding)),
- * constant_pad_nd only the pad; circular padding is narrow and cat. */
+/* ONNX's Pad is three aten ops: constant_pad_nd, reflection_pad{1,2,3}d
+ * (mode reflect) and replication_pad{1,2,3}d (mode edge); circular padding
+ * (wrap) is narrow and cat */
+static bool border_pad(const MeNode *n)
+{
+    const char *mode = me_attr_s(n, "mode", "constant");
+    return !strcmp(mode, "reflect") || !strcmp(mode, "edge");
+}
+
+/* derivatives.yaml: the reflection and replication pads take self in their
+ * backward (reflection_pad2d_backward(grad, self, padding)),
+ * constant_pad_nd only the pad */
 static MeAutograd pad_saved_rule(const MeNode *n, MemestTorch torch)
 {
     (void)torch;
-    const char *mode = me_attr_s(n, "mode", "constant");
-    return !strcmp(mode, "reflect") || !strcmp(mode, "edge") ? ME_AG_INPUT : ME_AG_NONE;
+    return border_pad(n) ? ME_AG_INPUT : ME_AG_NONE;
 }
 
 /* torch 1.13 autocast_mode.cpp: CPU autocast's fp32 list has
  * reflection_pad1d/2d and replication_pad1d/2d/3d (not constant_pad_nd);
  * CUDA's lists have none of them */
-static MeAutocast pad_autocast(const MeNode *n, bool cpu)
-{
-    return cpu && pad_saved_rule(n, MEMEST_TORCH_1_13) == ME_AG_INPUT ? ME_AC_FP32 : ME_AC_FOLLOW;
-}
+static MeAutocast pad_autocast(const MeNode *n, bool cpu) { return cpu && border_pad(n) ? ME_AC_FP32 : ME_AC_FOLLOW; }
 
 const MeOpDesc me_op_pad = {
     .name = "Pad", .since = 1, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 1, .roles = "xcc", .cls = ME_C_MOVE,
