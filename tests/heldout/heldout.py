@@ -213,6 +213,66 @@ kernel-1 MaxPool's indices on the unpool's input, sliced to [N, C, 1, 1],
 times 4), so each unpool is MaxPool, Slice, Mul, Add and MaxUnpool in the
 file, as each pool is MaxPool, a kernel-1 MaxPool, Slice and Sub.
 
+The thirteenth set (ho13_*, made after the rules that reflection and
+replication padding keep their input for backward, that InstanceNorm keeps
+N*C statistics (and its repeated weight when affine) and an InstanceNorm
+without affine has no parameters, that an fp32 CPU transposed convolution
+allocates a columns buffer (and a plane of ones with a bias), and those for
+MaxUnpool and MaxPool(return_indices=True), to check them on models they
+were not made from; the same method, measured before memest was run on
+them, checked once): an ENet-lite segmentation net (the initial block, a
+Conv2d 3x3 stride 2 to 13 channels concatenated with a MaxPool2d(2, 2) of
+the image, BatchNorm2d and PReLU; a downsampling bottleneck whose main
+branch is MaxPool2d(2, 2, return_indices=True) and a zero padding of the
+channels from 16 to 64 by F.pad, exported as a constant Pad with computed
+pads, so the file's H and W below it, the output's too, are symbolic, and
+whose side branch is Conv2d 2x2 stride 2, Conv2d 3x3 and Conv2d
+1x1, each with BatchNorm2d and PReLU, and dropout 0.01; two regular
+bottlenecks of 64 channels (Conv2d 1x1 to 16, a 3x3 of dilation 2 in one
+and the asymmetric 5x1 then 1x5 in the other, Conv2d 1x1 back to 64, each
+with BatchNorm2d and PReLU, dropout 0.01, PReLU of the residual sum); an
+upsampling bottleneck whose main branch is Conv2d 1x1 and
+BatchNorm2d then MaxUnpool2d(2, 2) with the saved indices, and whose side
+branch has a ConvTranspose2d 3x3 stride 2 with output_padding 1; a final
+ConvTranspose2d(16, 5, 2, stride 2); single-slope nn.PReLU, convolutions
+with bias; a 3x64x64 image to [B, 5, 64, 64]; per-pixel cross-entropy, seg_ce,
+by the oracle's SEGMENTATION set) at opset 13 (training export, dynamic
+batch), a StarGAN-style generator without domain-label channels (Conv2d
+7x7 3 -> 32, two Conv2d 4x4 stride 2 downsamplings to 128, 3 residual
+blocks, two ConvTranspose2d 4x4 stride 2 upsamplings back to 32, every
+convolution without bias and followed by affine InstanceNorm2d without
+running stats and ReLU, but the residual blocks' second, which has no ReLU,
+and the last, Conv2d 7x7 32 -> 3 and Tanh; a 3x64x64 image to [B, 3, 64,
+64]; pow2_mean loss) at opset 14 (training export, fixed batch 1), a 1-D
+denoiser (4 encoder layers of ReplicationPad1d(2), Conv1d k=5 stride 2,
+InstanceNorm1d without affine and LeakyReLU(0.2), 1 -> 16 -> 32 -> 64 -> 64
+channels; 4 decoder layers of ConvTranspose1d k=4 stride 2 padding 1 with
+bias, InstanceNorm1d and LeakyReLU(0.2), 64 -> 64 -> 32 -> 16 -> 16; the
+shapes match by construction, each padded encoder convolution halving the
+length exactly (4096 -> 2048 -> 1024 -> 512 -> 256) and each transposed
+convolution doubling it, so the first three decoder layers add the third,
+second and first encoder outputs after their LeakyReLU and the fourth, at
+4096 where the only encoder tensor is the 1-channel input, adds none;
+ReflectionPad1d(3) and Conv1d(16, 1, 7); [B, 1, 4096] to [B, 1, 4096];
+pow2_mean loss; the pads exported as edge and reflect Pad with computed
+pads, so the file's output length is symbolic) at opset 11 (training
+export, dynamic batch) and an SRGAN-style generator x4 (Conv2d 9x9 3 -> 32
+and PReLU, 4 residual blocks of Conv2d 3x3, BatchNorm2d, PReLU, Conv2d
+3x3, BatchNorm2d with a residual add, Conv2d 3x3 and BatchNorm2d plus the
+first conv's output, two upsamplings of Conv2d 3x3 32 -> 128,
+PixelShuffle(2) as DepthToSpace and PReLU, Conv2d 9x9 32 -> 3 and Tanh; a
+3x32x32 image to [B, 3, 128, 128]; pow2_mean loss) at opset 17 (eval
+export: BatchNorm folded, fixed batch 1). Every first choice exported with
+torch 1.13 but ENet's spatial dropout: torch 1.13 cannot export
+nn.Dropout2d (aten::feature_dropout) in training mode, so the bottlenecks
+have element-wise nn.Dropout(0.01) (enet_lite; Dropout in the file). ENet's
+MaxUnpool2d is exported by _max_unpool2d_symbolic, which needed one
+addition: below the channel Pad the unpool's input H and W are not static,
+so the traced output size is not constants but (H - 1) * stride + kernel
+over its Shape, and the symbolic takes the kernel and stride from that
+expression's constants; the file's MaxUnpool is as ho12's (kernel and
+stride 2), and ho12_segnet's export is unchanged byte for byte.
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -840,6 +900,211 @@ class LinAttn(nn.Module):
         return self.head(self.norm(self.blocks(x)).mean(1))
 
 
+class ENetInitial(nn.Module):
+    """ENet's initial block: Conv2d(3, 13, 3, stride 2, padding 1) concatenated with
+    MaxPool2d(2, 2) of the input (16 channels), BatchNorm2d, PReLU."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 13, 3, stride=2, padding=1)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.bn = nn.BatchNorm2d(16)
+        self.act = nn.PReLU()
+
+    def forward(self, x):
+        return self.act(self.bn(torch.cat([self.conv(x), self.pool(x)], 1)))
+
+
+def _cbp(i, o, k, **kw):
+    """Conv2d, BatchNorm2d, PReLU."""
+    return [nn.Conv2d(i, o, k, **kw), nn.BatchNorm2d(o), nn.PReLU()]
+
+
+class ENetDown(nn.Module):
+    """ENet's downsampling bottleneck: main = MaxPool2d(2, 2, return_indices=True), zero channels
+    padded to c_out by F.pad on the channel dim; side = Conv2d 2x2 stride 2 to c_out // 4, BN,
+    PReLU, Conv2d 3x3, BN, PReLU, Conv2d 1x1 to c_out, BN, PReLU, spatial dropout; PReLU(main +
+    side). Returns the output and the pool's indices."""
+    def __init__(self, c_in, c_out, drop):
+        super().__init__()
+        self.pad = c_out - c_in
+        self.pool = nn.MaxPool2d(2, 2, return_indices=True)
+        r = c_out // 4
+        self.side = nn.Sequential(*_cbp(c_in, r, 2, stride=2), *_cbp(r, r, 3, padding=1),
+                                  *_cbp(r, c_out, 1), drop(0.01))
+        self.act = nn.PReLU()
+
+    def forward(self, x):
+        main, idx = self.pool(x)
+        main = F.pad(main, (0, 0, 0, 0, 0, self.pad))
+        return self.act(main + self.side(x)), idx
+
+
+class ENetRegular(nn.Module):
+    """ENet's regular bottleneck of c channels: Conv2d 1x1 to c // 4, BN, PReLU; a 3x3 Conv2d
+    of the given dilation, or the asymmetric pair (5, 1) then (1, 5), each with BN and PReLU;
+    Conv2d 1x1 back to c, BN, PReLU, spatial dropout; PReLU(x + side)."""
+    def __init__(self, c, drop, dilation=1, asymmetric=False):
+        super().__init__()
+        r = c // 4
+        if asymmetric:
+            mid = _cbp(r, r, (5, 1), padding=(2, 0)) + _cbp(r, r, (1, 5), padding=(0, 2))
+        else:
+            mid = _cbp(r, r, 3, padding=dilation, dilation=dilation)
+        self.side = nn.Sequential(*_cbp(c, r, 1), *mid, *_cbp(r, c, 1), drop(0.01))
+        self.act = nn.PReLU()
+
+    def forward(self, x):
+        return self.act(x + self.side(x))
+
+
+class ENetUp(nn.Module):
+    """ENet's upsampling bottleneck: main = Conv2d 1x1 to c_out, BN, MaxUnpool2d(2, 2) with the
+    saved indices; side = Conv2d 1x1 to c_out, BN, PReLU, ConvTranspose2d(3, stride 2, padding 1,
+    output_padding 1), BN, PReLU, Conv2d 1x1, BN; PReLU(main + side)."""
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.main = nn.Sequential(nn.Conv2d(c_in, c_out, 1), nn.BatchNorm2d(c_out))
+        self.unpool = nn.MaxUnpool2d(2, 2)
+        self.side = nn.Sequential(
+            *_cbp(c_in, c_out, 1),
+            nn.ConvTranspose2d(c_out, c_out, 3, stride=2, padding=1, output_padding=1),
+            nn.BatchNorm2d(c_out), nn.PReLU(), nn.Conv2d(c_out, c_out, 1), nn.BatchNorm2d(c_out))
+        self.act = nn.PReLU()
+
+    def forward(self, x, idx):
+        return self.act(self.unpool(self.main(x), idx) + self.side(x))
+
+
+class ENet(nn.Module):
+    """An ENet-lite segmentation net on a 3x64x64 image: the initial block (16 channels, 32 px),
+    a downsampling bottleneck to 64 channels at 16 px, two regular bottlenecks (dilation 2;
+    asymmetric 5x1 / 1x5), an upsampling bottleneck to 16 channels at 32 px by MaxUnpool2d with
+    the downsampling's indices, and a ConvTranspose2d(16, 5, 2, stride 2) to per-pixel class
+    scores [B, 5, 64, 64]. drop: the bottlenecks' spatial dropout (ENet's nn.Dropout2d)."""
+    def __init__(self, classes=5, drop=nn.Dropout2d):
+        super().__init__()
+        self.initial = ENetInitial()
+        self.down = ENetDown(16, 64, drop)
+        self.reg = nn.Sequential(ENetRegular(64, drop, dilation=2),
+                                 ENetRegular(64, drop, asymmetric=True))
+        self.up = ENetUp(64, 16)
+        self.full = nn.ConvTranspose2d(16, classes, 2, stride=2)
+
+    def forward(self, x):
+        x = self.initial(x)
+        x, idx = self.down(x)
+        x = self.reg(x)
+        return self.full(self.up(x, idx))
+
+
+def enet_lite():
+    """ENet with element-wise nn.Dropout(0.01) for its nn.Dropout2d: torch 1.13 cannot export
+    aten::feature_dropout in training mode."""
+    return ENet(drop=nn.Dropout)
+
+
+def _in_affine(c):
+    return nn.InstanceNorm2d(c, affine=True, track_running_stats=False)
+
+
+class StarResBlock(nn.Module):
+    """StarGAN's ResidualBlock: Conv2d 3x3 (no bias), IN (affine), ReLU, Conv2d 3x3, IN; x + it."""
+    def __init__(self, c):
+        super().__init__()
+        self.main = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), _in_affine(c),
+                                  nn.ReLU(), nn.Conv2d(c, c, 3, padding=1, bias=False),
+                                  _in_affine(c))
+
+    def forward(self, x):
+        return x + self.main(x)
+
+
+class StarGen(nn.Module):
+    """A StarGAN-style generator (no domain label channels) on a 3x64x64 image: Conv2d 7x7 3 ->
+    32 (no bias), affine InstanceNorm2d without running stats, ReLU; two Conv2d 4x4 stride 2
+    downsamplings 32 -> 64 -> 128 with IN and ReLU; 3 residual blocks; two ConvTranspose2d 4x4
+    stride 2 upsamplings 128 -> 64 -> 32 with IN and ReLU; Conv2d 7x7 32 -> 3 (no bias), Tanh."""
+    def __init__(self, c=32, blocks=3):
+        super().__init__()
+        layers = [nn.Conv2d(3, c, 7, padding=3, bias=False), _in_affine(c), nn.ReLU()]
+        for _ in range(2):
+            layers += [nn.Conv2d(c, 2 * c, 4, stride=2, padding=1, bias=False), _in_affine(2 * c),
+                       nn.ReLU()]
+            c *= 2
+        layers += [StarResBlock(c) for _ in range(blocks)]
+        for _ in range(2):
+            layers += [nn.ConvTranspose2d(c, c // 2, 4, stride=2, padding=1, bias=False),
+                       _in_affine(c // 2), nn.ReLU()]
+            c //= 2
+        layers += [nn.Conv2d(c, 3, 7, padding=3, bias=False), nn.Tanh()]
+        self.main = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.main(x)
+
+
+class Denoiser(nn.Module):
+    """A 1-D denoiser on [B, 1, 4096]: 4 encoder layers of ReplicationPad1d(2), Conv1d k=5 stride
+    2, InstanceNorm1d (no affine), LeakyReLU(0.2), 1 -> 16 -> 32 -> 64 -> 64 channels, each
+    halving the length exactly (4096 -> 2048 -> 1024 -> 512 -> 256); 4 decoder layers of
+    ConvTranspose1d(k=4, stride 2, padding 1) (with bias), InstanceNorm1d, LeakyReLU(0.2), 64 ->
+    64 -> 32 -> 16 -> 16, each doubling it exactly, the first three then adding the encoder
+    output of their shape (the third, second and first); ReflectionPad1d(3) and Conv1d(16, 1, 7)
+    to [B, 1, 4096]."""
+    def __init__(self, enc=(1, 16, 32, 64, 64), dec=(64, 64, 32, 16, 16)):
+        super().__init__()
+        self.enc = nn.ModuleList([
+            nn.Sequential(nn.ReplicationPad1d(2), nn.Conv1d(i, o, 5, stride=2),
+                          nn.InstanceNorm1d(o), nn.LeakyReLU(0.2))
+            for i, o in zip(enc[:-1], enc[1:])])
+        self.dec = nn.ModuleList([
+            nn.Sequential(nn.ConvTranspose1d(i, o, 4, stride=2, padding=1),
+                          nn.InstanceNorm1d(o), nn.LeakyReLU(0.2))
+            for i, o in zip(dec[:-1], dec[1:])])
+        self.out = nn.Sequential(nn.ReflectionPad1d(3), nn.Conv1d(dec[-1], 1, 7))
+
+    def forward(self, x):
+        skips = []
+        for layer in self.enc:
+            x = layer(x)
+            skips.append(x)
+        skips = skips[-2::-1]  # e3 [64, 512], e2 [32, 1024], e1 [16, 2048]
+        for i, layer in enumerate(self.dec):
+            x = layer(x)
+            if i < len(skips):
+                x = x + skips[i]
+        return self.out(x)
+
+
+class SRResBlock(nn.Module):
+    """SRGAN's residual block: Conv2d 3x3, BN, PReLU, Conv2d 3x3, BN; x + it."""
+    def __init__(self, c):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.PReLU(),
+                                  nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class SRGen(nn.Module):
+    """An SRGAN-style generator x4 on a 3x32x32 image: Conv2d 9x9 3 -> 32 + PReLU; 4 residual
+    blocks; Conv2d 3x3 + BN plus the first conv's output; two upsampling blocks of Conv2d 3x3 32
+    -> 128, PixelShuffle(2), PReLU; Conv2d 9x9 32 -> 3, Tanh: [B, 3, 128, 128]."""
+    def __init__(self, c=32, blocks=4):
+        super().__init__()
+        self.head = nn.Sequential(nn.Conv2d(3, c, 9, padding=4), nn.PReLU())
+        self.blocks = nn.Sequential(*[SRResBlock(c) for _ in range(blocks)])
+        self.mid = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+        self.up = nn.Sequential(*[m for _ in range(2) for m in (
+            nn.Conv2d(c, 4 * c, 3, padding=1), nn.PixelShuffle(2), nn.PReLU())])
+        self.tail = nn.Sequential(nn.Conv2d(c, 3, 9, padding=4), nn.Tanh())
+
+    def forward(self, x):
+        h = self.head(x)
+        return self.tail(self.up(h + self.mid(self.blocks(h))))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -885,6 +1150,10 @@ MODELS = {
     "ho12_segnet": (SegNet, [("input", (3, 64, 64), F32)]),
     "ho12_perceiver": (Perceiver, [("input", (256, 64), F32)]),
     "ho12_linattn": (LinAttn, [("input", (256, 96), F32)]),
+    "ho13_enet": (enet_lite, [("input", (3, 64, 64), F32)]),
+    "ho13_stargan": (StarGen, [("input", (3, 64, 64), F32)]),
+    "ho13_denoiser": (Denoiser, [("input", (1, 4096), F32)]),
+    "ho13_srgan": (SRGen, [("input", (3, 32, 32), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -932,7 +1201,23 @@ EXPORTS = {
     "ho12_segnet": (11, True, False),
     "ho12_perceiver": (14, True, True),
     "ho12_linattn": (17, False, False),
+    "ho13_enet": (13, True, True),
+    "ho13_stargan": (14, True, False),
+    "ho13_denoiser": (11, True, True),
+    "ho13_srgan": (17, False, False),
 }
+
+
+def _unpool_default_ks(v):
+    """(kernel, stride) of one traced default unpool output size, (H - 1) * stride + kernel
+    (padding 0): onnx::Add(onnx::Mul(onnx::Sub(H, 1), stride), kernel) over the input's Shape."""
+    add = v.node()
+    assert add.kind() == "onnx::Add", add
+    mul, kernel = add.inputs()
+    assert mul.node().kind() == "onnx::Mul", mul.node()
+    sub, stride = mul.node().inputs()
+    assert sub.node().kind() == "onnx::Sub" and sh._get_const(list(sub.node().inputs())[1], "i", "1") == 1
+    return sh._get_const(kernel, "i", "kernel"), sh._get_const(stride, "i", "stride")
 
 
 def _max_unpool2d_symbolic(g, self, indices, output_size):
@@ -942,11 +1227,20 @@ def _max_unpool2d_symbolic(g, self, indices, output_size):
     MaxUnpool wants ONNX's, so each plane's offset (n * C + c) * Ho * Wo is added back, found
     the same way: a kernel-1 MaxPool's indices on the unpool's input, sliced to [N, C, 1, 1],
     times the kernel's area. The kernel and stride are the output over the input size; no
-    output_shape input, so the default output size must be the one asked."""
+    output_shape input, so the default output size must be the one asked. Where the input's H
+    and W are not static (ho13_enet: a Pad with computed pads upstream), the output size is not
+    constants but the traced default (H - 1) * stride + kernel, and the kernel and stride are
+    its constants, kernel = stride as above."""
     sizes = sh._get_tensor_sizes(self)
-    out_hw = [sh._get_const(v, "i", "output_size") for v in sh._unpack_list(output_size)]
-    k = [out_hw[0] // sizes[2], out_hw[1] // sizes[3]]
-    assert [k[0] * sizes[2], k[1] * sizes[3]] == out_hw, (sizes, out_hw)
+    hw = sh._unpack_list(output_size)
+    if all(sh._is_constant(v) for v in hw):
+        out_hw = [sh._get_const(v, "i", "output_size") for v in hw]
+        k = [out_hw[0] // sizes[2], out_hw[1] // sizes[3]]
+        assert [k[0] * sizes[2], k[1] * sizes[3]] == out_hw, (sizes, out_hw)
+    else:
+        ks = [_unpool_default_ks(v) for v in hw]
+        assert all(a == b for a, b in ks), ks
+        k = [a for a, _ in ks]
     _, flat = g.op("MaxPool", self, outputs=2, kernel_shape_i=[1, 1], strides_i=[1, 1])
     offs = sh._slice_helper(g, flat, axes=[2, 3], starts=[0, 0], ends=[1, 1])
     offs = g.op("Mul", offs, g.op("Constant", value_t=torch.tensor(k[0] * k[1], dtype=torch.int64)))
@@ -955,7 +1249,7 @@ def _max_unpool2d_symbolic(g, self, indices, output_size):
 
 def export(names):
     from torch.onnx import register_custom_op_symbolic
-    register_custom_op_symbolic("::max_unpool2d", _max_unpool2d_symbolic, 9)  # ho12_segnet
+    register_custom_op_symbolic("::max_unpool2d", _max_unpool2d_symbolic, 9)  # ho12_segnet, ho13_enet
     for name, (op, train, dyn) in EXPORTS.items():
         if name not in names:
             continue
@@ -970,7 +1264,7 @@ def export(names):
 
 # per-pixel class scores: the oracle's loss_kind picks its segmentation cross-entropy (seg_ce)
 # only for names in its SEGMENTATION set; added to it here like MODELS to its LOCAL registry
-SEGMENTATION = {"ho12_segnet"}
+SEGMENTATION = {"ho12_segnet", "ho13_enet"}
 # (model, batch) -> the only modes run there, added to the oracle's BATCH_MODES: PointNet's
 # training forward raises at batch 1 (the head's BatchNorm1d sees one value per channel)
 BATCH_MODES = {("ho12_pointnet", 1): ("infer_nograd", "infer_grad")}
