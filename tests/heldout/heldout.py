@@ -273,6 +273,54 @@ over its Shape, and the symbolic takes the kernel and stride from that
 expression's constants; the file's MaxUnpool is as ho12's (kernel and
 stride 2), and ho12_segnet's export is unchanged byte for byte.
 
+The fourteenth set (ho14_*, made at the start of the session after that,
+the same method, measured before memest was run on them, checked once at
+the end): a CRNN text recognizer (four Conv2d 3x3 + BatchNorm2d + ReLU, 1
+-> 32 -> 64 -> 128 -> 128 channels, MaxPool2d 2x2, 2x2, (2, 1) and (4, 1),
+on a 1x32x128 grayscale image to [B, 128, 1, 32], squeezed and permuted to
+a [B, 32, 128] sequence; a 2-layer bidirectional nn.GRU of hidden 96,
+batch_first, exported as two ONNX GRU nodes with Slice/Concat-regathered
+weights and a ConstantOfShape initial state; a Linear 192 -> 37 to [B, 32,
+37] per-step class scores; the oracle's loss is pow2_mean, as for any 3-D
+output of a model not in its VOCAB, not a per-step cross-entropy) at opset
+14 (training export, dynamic batch), a small backbone and one
+EfficientDet-style BiFPN layer (a stem Conv2d 3x3 stride 4 to 32 px, three
+stages of two depthwise-separable blocks, depthwise 3x3, pointwise 1x1,
+BatchNorm2d and SiLU, 32, 64 and 96 channels at 32, 16 and 8 px with
+MaxPool2d(2) between them; each level projected to 64 channels by a Conv2d
+1x1; top-down fusion with nearest nn.Upsample x2, exported as Resize, and
+bottom-up with MaxPool2d(2), each fast normalized weighted fusion, w =
+ReLU(nn.Parameter(ones(k))), sum(w_i x_i) / (w.sum() + 1e-4), exported as
+Gather, Mul, Add, ReduceSum and Div, then SiLU and a depthwise-separable
+conv with BatchNorm2d; the three fused 64-channel maps of 32, 16 and 8 px
+flattened and concatenated as FpnCat, [B, 86016], so the loss is
+cross-entropy over its columns as for ho9; SiLU as Sigmoid and Mul) at
+opset 13 (training export, fixed batch 1), a MobileViT-style block (a stem
+Conv2d 3x3 stride 2 + BatchNorm2d + SiLU on a 3x64x64 image to [B, 32, 32,
+32]; local Conv2d 3x3 + BatchNorm2d + SiLU and Conv2d 1x1 to 64; unfolded
+into 2x2 patches by reshape and permute to [B * 4, 256, 64], 2 pre-norm
+nn.TransformerEncoderLayers of 4 heads, FFN 128, GELU (Erf in the file),
+dropout 0.0 (Dropout nodes in the training export), folded back by the
+inverse reshape and permute; Conv2d 1x1 to 32 + BatchNorm2d + SiLU,
+concatenated with the block input, Conv2d 3x3 64 -> 32 + BatchNorm2d +
+SiLU; the global average pool and a Linear head to 10 classes;
+cross-entropy loss; the batch-derived reshapes as Shape/Gather arithmetic)
+at opset 17 (training export, dynamic batch) and a message-passing graph
+network (node features [B, 200, 32] on a fixed random graph, an int64
+edge_index buffer [2, 800] from a generator seeded 0; 3 layers of messages
+by a Linear 32 -> 32 gathered at the sources by index_select on dim 1,
+exported as Gather, summed at the destinations by scatter_add_ into a
+zeros_like, exported as ScatterElements with reduction add, and x =
+ReLU(Linear 64 -> 32 of the concatenated x and sum) + x; the mean over
+nodes and a Linear head to 10 classes; cross-entropy loss) at opset 16
+(training export, dynamic batch). Every first choice exported with torch
+1.13 but the graph network's index_add_: torch 1.13 refuses to export
+index_add_ with repeated indices (800 random destinations repeat), so the
+sum is scatter_add_, whose opset-16 symbolic also refuses an index of
+unknown shape, as an expand over the dynamic batch gives, so its index is
+the destinations broadcast by adding an int64 zeros_like of the messages
+(ConstantOfShape and Add in the file).
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
@@ -1105,6 +1153,144 @@ class SRGen(nn.Module):
         return self.tail(self.up(h + self.mid(self.blocks(h))))
 
 
+def _cbr(i, o, k=3, **kw):
+    return [nn.Conv2d(i, o, k, padding=k // 2, **kw), nn.BatchNorm2d(o), nn.ReLU()]
+
+
+class CRNN(nn.Module):
+    """A CRNN text recognizer on a 1x32x128 grayscale image: four Conv2d 3x3 + BatchNorm2d + ReLU
+    (1 -> 32 -> 64 -> 128 -> 128), MaxPool2d 2x2, 2x2, (2, 1) and (4, 1) after them, to [B, 128,
+    1, 32]; squeezed and permuted to a [B, 32, 128] sequence; a 2-layer bidirectional nn.GRU of
+    hidden 96 (batch_first); a Linear 192 -> 37 to [B, 32, 37] per-step class scores."""
+    def __init__(self, classes=37):
+        super().__init__()
+        self.cnn = nn.Sequential(*_cbr(1, 32), nn.MaxPool2d(2, 2), *_cbr(32, 64), nn.MaxPool2d(2, 2),
+                                 *_cbr(64, 128), nn.MaxPool2d((2, 1), (2, 1)),
+                                 *_cbr(128, 128), nn.MaxPool2d((4, 1), (4, 1)))
+        self.rnn = nn.GRU(128, 96, num_layers=2, bidirectional=True, batch_first=True)
+        self.fc = nn.Linear(192, classes)
+
+    def forward(self, x):
+        h = self.cnn(x).squeeze(2).permute(0, 2, 1)
+        return self.fc(self.rnn(h)[0])
+
+
+def _dwsep(i, o):
+    """Depthwise 3x3 Conv2d, pointwise 1x1 Conv2d, BatchNorm2d."""
+    return [nn.Conv2d(i, i, 3, padding=1, groups=i), nn.Conv2d(i, o, 1), nn.BatchNorm2d(o)]
+
+
+class WFuse(nn.Module):
+    """EfficientDet's fast normalized fusion of k maps: w = ReLU(w'), sum(w_i x_i) / (sum w +
+    1e-4), then SiLU and a depthwise-separable conv (depthwise 3x3, pointwise 1x1, BN)."""
+    def __init__(self, k, c):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(k))
+        self.conv = nn.Sequential(nn.SiLU(), *_dwsep(c, c))
+
+    def forward(self, xs):
+        w = F.relu(self.w)
+        return self.conv(sum(w[i] * x for i, x in enumerate(xs)) / (w.sum() + 1e-4))
+
+
+class BiFPN(nn.Module):
+    """A small backbone and one EfficientDet-style BiFPN layer on a 3x128x128 image: a stem
+    Conv2d(3, 32, 3, stride 4, padding 1) to 32 px; three stages of two depthwise-separable blocks
+    (depthwise 3x3, pointwise 1x1, BN, SiLU), 32, 64 and 96 channels at 32, 16 and 8 px, with
+    MaxPool2d(2) between stages; each level projected to 64 channels by a Conv2d 1x1; top-down
+    (nearest nn.Upsample x2) then bottom-up (MaxPool2d(2)) fast normalized weighted fusion
+    (WFuse); the three output maps flattened and concatenated (as FpnCat): [B, 86016]."""
+    def __init__(self, chans=(32, 64, 96), c=64):
+        super().__init__()
+        def stage(i, o):
+            return nn.Sequential(*_dwsep(i, o), nn.SiLU(), *_dwsep(o, o), nn.SiLU())
+        self.stem = nn.Conv2d(3, chans[0], 3, stride=4, padding=1)
+        self.stages = nn.ModuleList([stage(i, o) for i, o in zip((chans[0],) + chans[:-1], chans)])
+        self.pool = nn.MaxPool2d(2)
+        self.proj = nn.ModuleList([nn.Conv2d(ch, c, 1) for ch in chans])
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.down = nn.MaxPool2d(2)
+        self.td4, self.td3 = WFuse(2, c), WFuse(2, c)
+        self.bu4, self.bu5 = WFuse(3, c), WFuse(2, c)
+
+    def forward(self, x):
+        x = self.stem(x)
+        feats = []
+        for i, s in enumerate(self.stages):
+            x = s(x if i == 0 else self.pool(x))
+            feats.append(x)
+        p3, p4, p5 = [p(f) for p, f in zip(self.proj, feats)]
+        p4td = self.td4([p4, self.up(p5)])
+        p3o = self.td3([p3, self.up(p4td)])
+        p4o = self.bu4([p4, p4td, self.down(p3o)])
+        p5o = self.bu5([p5, self.down(p4o)])
+        return torch.cat([v.flatten(1) for v in (p3o, p4o, p5o)], 1)
+
+
+def _cbs(i, o, k, **kw):
+    return [nn.Conv2d(i, o, k, padding=k // 2, **kw), nn.BatchNorm2d(o), nn.SiLU()]
+
+
+class MobileViT(nn.Module):
+    """A MobileViT-style block on a 3x64x64 image: a stem Conv2d 3x3 stride 2 + BN + SiLU to [B,
+    32, 32, 32]; local Conv2d 3x3 + BN + SiLU and Conv2d 1x1 32 -> 64; unfolded into 2x2 patches
+    by reshape and permute to [B * 4, 256, 64]; an nn.TransformerEncoder of 2 pre-norm layers (4
+    heads, FFN 128, GELU, no dropout); folded back by the inverse reshape and permute to [B, 64,
+    32, 32]; Conv2d 1x1 64 -> 32 + BN + SiLU, concatenated with the block input, Conv2d 3x3 64 ->
+    32 + BN + SiLU; global average pool, Linear 32 -> 10."""
+    def __init__(self, c=32, d=64, p=2):
+        super().__init__()
+        self.p = p
+        self.stem = nn.Sequential(*_cbs(3, c, 3, stride=2))
+        self.local = nn.Sequential(*_cbs(c, c, 3), nn.Conv2d(c, d, 1))
+        layer = nn.TransformerEncoderLayer(d, 4, 2 * d, dropout=0.0, batch_first=True,
+                                           activation="gelu", norm_first=True)
+        self.tf = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.proj = nn.Sequential(*_cbs(d, c, 1))
+        self.fuse = nn.Sequential(*_cbs(2 * c, c, 3))
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.local(x)
+        b, d, h, w = y.shape
+        p, nh, nw = self.p, h // self.p, w // self.p
+        # [B, D, nh, p, nw, p] -> [B, p, p, nh, nw, D] -> [B * p * p, nh * nw, D]
+        t = y.reshape(b, d, nh, p, nw, p).permute(0, 3, 5, 2, 4, 1).reshape(b * p * p, nh * nw, d)
+        t = self.tf(t)
+        y = t.reshape(b, p, p, nh, nw, d).permute(0, 5, 3, 1, 4, 2).reshape(b, d, h, w)
+        y = self.fuse(torch.cat([x, self.proj(y)], 1))
+        return self.head(y.mean((2, 3)))
+
+
+class GNN(nn.Module):
+    """A message-passing graph network on a fixed random graph of 200 nodes and 800 edges (the
+    edge_index buffer [2, 800], int64, from a generator seeded 0): node features [B, 200, 32]; 3
+    layers, each: messages = Linear 32 -> 32 of x gathered at the sources (index_select on dim 1),
+    summed at the destinations by torch.zeros_like(x).scatter_add_(1, idx, messages), idx the
+    destinations broadcast to the messages' shape by adding an int64 zeros_like of them (torch
+    1.13 cannot export index_add_ with repeated indices, nor scatter_add_ over an expand), x =
+    ReLU(Linear 64 -> 32 of cat([x, agg], -1)) + x; the mean over nodes, Linear 32 -> 10."""
+    def __init__(self, nodes=200, edges=800, d=32, layers=3):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.register_buffer("edge_index", torch.randint(0, nodes, (2, edges), generator=g))
+        self.msg = nn.ModuleList([nn.Linear(d, d) for _ in range(layers)])
+        self.upd = nn.ModuleList([nn.Linear(2 * d, d) for _ in range(layers)])
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        src, dst = self.edge_index[0], self.edge_index[1]
+        for msg, upd in zip(self.msg, self.upd):
+            m = msg(x).index_select(1, src)
+            # torch 1.13 cannot export index_add_ with repeated indices: scatter_add_ instead, its
+            # index broadcast by an Add (an expand's shape is unknown to the scatter's symbolic)
+            idx = dst.view(1, -1, 1) + torch.zeros_like(m, dtype=torch.long)
+            agg = torch.zeros_like(x).scatter_add_(1, idx, m)
+            x = F.relu(upd(torch.cat([x, agg], -1))) + x
+        return self.head(x.mean(1))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -1154,6 +1340,10 @@ MODELS = {
     "ho13_stargan": (StarGen, [("input", (3, 64, 64), F32)]),
     "ho13_denoiser": (Denoiser, [("input", (1, 4096), F32)]),
     "ho13_srgan": (SRGen, [("input", (3, 32, 32), F32)]),
+    "ho14_crnn": (CRNN, [("input", (1, 32, 128), F32)]),
+    "ho14_bifpn": (BiFPN, [("input", (3, 128, 128), F32)]),
+    "ho14_mobilevit": (MobileViT, [("input", (3, 64, 64), F32)]),
+    "ho14_gnn": (GNN, [("input", (200, 32), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -1205,6 +1395,10 @@ EXPORTS = {
     "ho13_stargan": (14, True, False),
     "ho13_denoiser": (11, True, True),
     "ho13_srgan": (17, False, False),
+    "ho14_crnn": (14, True, True),
+    "ho14_bifpn": (13, True, False),
+    "ho14_mobilevit": (17, True, True),
+    "ho14_gnn": (16, True, True),
 }
 
 
