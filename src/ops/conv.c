@@ -782,6 +782,8 @@ static int64_t onexone_bwd_w(const MeRunCtx *r)
  * (mkldnn_to_dense) once the copies are gone: max(copies + y, y + output),
  * beyond the output max(copies + y - output, y). y exceeds the output by
  * the channels padded to the block. */
+static int64_t blocked_weight(const MeRunCtx *r, const MeValue *w, int64_t bytes);
+
 static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
 {
     int64_t cols = native_columns(r);
@@ -791,7 +793,8 @@ static int64_t conv_cpu_temp_fwd(const MeRunCtx *r)
     const MeValue *o = me_out(&r->c, 0), *w = me_in(&r->c, 1);
     int64_t out = r->bytes(r, o), y = blocked_bytes(r, o, out);
     int64_t rtus = lowered(r) ? 0 : rtus_fwd(r);
-    uint64_t a = me_sadd(me_sadd((uint64_t)fwd_input_copy(r), (uint64_t)r->operand_bytes(r, w)), me_sadd((uint64_t)(y - out), (uint64_t)rtus));
+    uint64_t a = me_sadd(me_sadd((uint64_t)fwd_input_copy(r), (uint64_t)blocked_weight(r, w, r->operand_bytes(r, w))),
+                         me_sadd((uint64_t)(y - out), (uint64_t)rtus));
     if (a > (uint64_t)INT64_MAX) a = INT64_MAX;
     return (int64_t)a > y ? (int64_t)a : y;
 }
