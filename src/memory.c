@@ -827,6 +827,13 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
             else keep_for_backward(m, ni, n->in[i]);
         }
         break;
+    case ME_AG_INDEX:
+        for (int i = 0; i < n->n_in && n->n_in > 1; i++)
+            if (i != 1 && n->in[i] >= 0 && m->rg[n->in[i]]) {
+                keep_for_backward(m, ni, n->in[1]);
+                break;
+            }
+        break;
     case ME_AG_DIV:
         if (n->n_in > 1) {
             keep_for_backward(m, ni, n->in[1]);

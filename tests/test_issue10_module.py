@@ -657,6 +657,49 @@ def case_unknown_path():
     check(doc is not None and "NotAnOnnxOp" in json.dumps(doc.get("unknown_ops")), f"the unknown op is listed: {doc and doc.get('unknown_ops')}")
 
 
+def case_index_saved():
+    """derivatives.yaml keeps the index of gather, index_select, scatter and
+    scatter_add for their gradients: with autograd on, an index computed in
+    the forward (an ArgMax here, [1, 256, 64] int64, 128 KiB) stays alive for
+    backward, so the --grad figure of the steady state (the second call
+    holds the first's graph) exceeds the same graph's with a stored index
+    by exactly the index's bytes, for GatherElements and ScatterElements
+    alike; without autograd they are equal."""
+    def model(op, stored):
+        inits = [craft.tensor("w", [1, 256, 64], raw=bytes(256 * 64 * 4))]
+        nodes = [craft.node("Mul", ["x", "w"], ["xw"], name="/Mul")]
+        if stored:
+            inits.append(craft.tensor("idx", [1, 256, 64], dtype=craft.INT64, raw=bytes(256 * 64 * 8)))
+        else:
+            nodes.append(craft.node("Tile", ["am", "reps"], ["idx"], name="/Tile"))
+            nodes.insert(0, craft.node("ArgMax", ["x"], ["am"], name="/ArgMax",
+                                       attrs=[craft.attr_int("axis", 2), craft.attr_int("keepdims", 1)]))
+            inits.append(craft.tensor("reps", [3], dtype=craft.INT64, raw=craft.int64_raw([1, 1, 64])))
+        if op == "GatherElements":
+            nodes.append(craft.node("GatherElements", ["xw", "idx"], ["y"], name="/GatherElements",
+                                    attrs=[craft.attr_int("axis", 2)]))
+        else:
+            nodes.append(craft.node("ScatterElements", ["xw", "idx", "xw"], ["y"], name="/ScatterElements",
+                                    attrs=[craft.attr_int("axis", 2)]))
+        return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 256, 64])], [craft.value_info("y", [1, 256, 64])],
+                                       inits))
+    with tempfile.TemporaryDirectory() as tmp:
+        for op in ("GatherElements", "ScatterElements"):
+            peaks = {}
+            for stored in (False, True):
+                p = os.path.join(tmp, "%s_%d.onnx" % (op, stored))
+                with open(p, "wb") as fh:
+                    fh.write(model(op, stored))
+                for mode in ([], ["--grad"]):
+                    doc, err = report(p, "--runtime", "cpu", *mode)
+                    peaks[stored, bool(mode)] = doc["memory"]["steps"][-1]["peak"] if doc else None
+                    check(doc is not None, f"{op} stored={stored} {mode}: {err[-300:]!r}")
+            if None in peaks.values():
+                continue
+            kept = peaks[False, True] - peaks[True, True] - (peaks[False, False] - peaks[True, False])
+            check(kept == 256 * 64 * 8, f"{op}: the computed index kept for backward: {kept} bytes, want {256 * 64 * 8} ({peaks})")
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 if CASE not in CASES:
     sys.exit(f"unknown case {CASE}; one of {sorted(CASES)}")

@@ -71,6 +71,8 @@ typedef enum MeAutograd {
     ME_AG_OUTPUT,       /* relu, sigmoid, tanh, softmax, exp: output 0 kept */
     ME_AG_DIV,          /* div: the divisor always, the dividend when the divisor needs a gradient */
     ME_AG_ALL,          /* grid_sampler: one formula for every input's gradient, so every input is kept */
+    ME_AG_INDEX,        /* gather, index_select, scatter, index_put: the index (input 1) kept when another input
+                         * needs a gradient, never the data */
     ME_AG_BY_ATTRS,     /* depends on the node's attributes: the op's saved_rule() decides */
 } MeAutograd;
 

@@ -947,9 +947,18 @@ const MeOpDesc me_op_pad = {
 };
 TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_depth_to_space);
 TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_space_to_depth);
-TENSOR_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
-TENSOR_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, 1, 1, "xcx", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
-TENSOR_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_gather_elements);
+/* derivatives.yaml keeps the index of index ops for their gradients:
+ * gather (gather_backward(grad, self, dim, index)), scatter and
+ * scatter_add (src: grad.gather(dim, index)), index_put (values:
+ * grad.index(indices)), index_select and embedding (the indices), never
+ * the data; a constant or stored index costs nothing kept */
+#define INDEX_OP(sym, opname, ver, mi, xi, rl, fn) \
+    const MeOpDesc sym = { .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = 1, .max_out = 1, .roles = rl, \
+                           .cls = ME_C_MOVE, .infer = fn, .cost = cost_none, .autograd = ME_AG_INDEX, .autocast = ME_AC_FOLLOW, \
+                           .autocast_cpu = ME_AC_FOLLOW, .view = NO_VIEW, .grad_through = GT_NO }
+INDEX_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, "xcx", infer_like_input);
+INDEX_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, "xcx", infer_like_input);
+INDEX_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, "xc", infer_gather_elements);
 TENSOR_OP(me_op_trilu, "Trilu", 14, 1, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
 
 const MeOpDesc me_op_constant = {
@@ -957,10 +966,12 @@ const MeOpDesc me_op_constant = {
     .roles = "c", .cls = ME_C_SHAPE, .infer = infer_constant, .cost = cost_none,
     .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .flags = ME_OPF_CONSTANT,
 };
+/* a Gather is index_select or embedding (the index kept), or a select by
+ * a scalar (x[:, 0]: select_backward keeps sizes; its index is a constant) */
 const MeOpDesc me_op_gather = {
     .name = "Gather", .since = 1, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .roles = "xc", .cls = ME_C_MOVE, .infer = infer_gather, .cost = cost_gather,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
+    .autograd = ME_AG_INDEX, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
 /* upsample_*_backward make the output gradient contiguous first */
 const MeOpDesc me_op_resize = {
