@@ -1258,6 +1258,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     bool rg = false;
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && m->rg[n->in[i]]) rg = true;
+    if (n->desc && (n->desc->flags & ME_OPF_NO_GRAD)) rg = false;
     int s = m->ckpt.seg[ni];
     bool core = attn_core(m, n);
     if (m->s->amp && !core) autocast_node(m, n);

@@ -134,6 +134,8 @@ enum {
                                   * first (grad_output.contiguous()): a copy alive while it runs */
     ME_OPF_NO_AFFINE_CONST = 1 << 7, /* a Constant in a weight slot is the exporter's stand-in for an
                                       * absent affine, not a parameter (shape.c weights_in_constants) */
+    ME_OPF_NO_GRAD = 1 << 8, /* its result is a new tensor that requires no gradient whatever its
+                              * inputs (torch.randn_like): autograd records nothing (memory.c) */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by

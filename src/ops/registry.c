@@ -21,7 +21,7 @@
     X(me_op_less) X(me_op_less_equal) X(me_op_linear) X(me_op_log) X(me_op_log_softmax) X(me_op_lp_normalization) \
     X(me_op_matmul) X(me_op_max) X(me_op_max_pool) X(me_op_max_unpool) X(me_op_mean) X(me_op_min) X(me_op_mish) \
     X(me_op_mod) X(me_op_mul) X(me_op_mha) X(me_op_neg) X(me_op_not) X(me_op_or) X(me_op_prelu) \
-    X(me_op_pad) X(me_op_pow) X(me_op_rnn) X(me_op_range) X(me_op_reciprocal) X(me_op_reduce_l2) \
+    X(me_op_pad) X(me_op_pow) X(me_op_rnn) X(me_op_random_normal) X(me_op_random_normal_like) X(me_op_random_uniform) X(me_op_random_uniform_like) X(me_op_range) X(me_op_reciprocal) X(me_op_reduce_l2) \
     X(me_op_reduce_max) X(me_op_reduce_mean) X(me_op_reduce_min) X(me_op_reduce_prod) \
     X(me_op_reduce_scatter) X(me_op_reduce_sum) X(me_op_reduce_sum_square) X(me_op_relu) X(me_op_reshape) X(me_op_resize) \
     X(me_op_roi_align) X(me_op_round) X(me_op_sdpa) X(me_op_scatter_elements) X(me_op_scatter_nd) X(me_op_selu) X(me_op_shape) \

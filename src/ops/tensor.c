@@ -961,6 +961,53 @@ INDEX_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, "xcx", infer_like_
 INDEX_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, "xc", infer_gather_elements);
 TENSOR_OP(me_op_trilu, "Trilu", 14, 1, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
 
+/* torch.randn_like / rand_like (RandomNormalLike, RandomUniformLike: the
+ * input's shape, its type unless attribute dtype names one) and
+ * torch.randn / rand of a fixed size (RandomNormal, RandomUniform:
+ * attribute shape, dtype float unless named). A new tensor, no gradient
+ * (ME_OPF_NO_GRAD: randn_like is not differentiable in its input); ONNX's
+ * dtype codes are memest's MeDType. */
+static int random_dtype(MeCtx *c, MeDType def, MeDType *t)
+{
+    int64_t dt = me_attr_i(c->n, "dtype", (int64_t)def);
+    if (dt < 1 || dt > ME_DT_F8E5M2FNUZ || !me_dtype_is_float((MeDType)dt))
+        return me_fail(c, "attribute dtype %lld is not a floating type", (long long)dt);
+    *t = (MeDType)dt;
+    return 0;
+}
+
+static int infer_random_like(MeCtx *c)
+{
+    MeDType t = ME_DT_F32;
+    int rc = random_dtype(c, me_dtype_is_float(me_in(c, 0)->dtype) ? me_in(c, 0)->dtype : ME_DT_F32, &t);
+    return rc < 0 ? rc : me_set_out(c, 0, t, me_in_shape(c, 0));
+}
+
+static int infer_random(MeCtx *c)
+{
+    int64_t d[ME_MAX_RANK];
+    int n = me_attr_ints(c, "shape", d, ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    if (n < 0) return me_fail(c, "attribute shape is required");
+    MeShape sh = { .rank = n };
+    for (int i = 0; i < n; i++) {
+        if (d[i] < 0 || d[i] > ME_MAX_DIM) return me_fail(c, "shape[%d] = %lld is not valid", i, (long long)d[i]);
+        sh.d[i] = d[i];
+    }
+    MeDType t = ME_DT_F32;
+    int rc = random_dtype(c, ME_DT_F32, &t);
+    return rc < 0 ? rc : me_set_out(c, 0, t, &sh);
+}
+
+#define RANDOM_OP(sym, opname, mi, xi, rl, fn) \
+    const MeOpDesc sym = { .name = opname, .since = 1, .min_in = mi, .max_in = xi, .min_out = 1, .max_out = 1, .roles = rl, \
+                           .cls = ME_C_MOVE, .infer = fn, .cost = cost_none, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, \
+                           .autocast_cpu = ME_AC_FOLLOW, .view = NO_VIEW, .grad_through = GT_NO, .flags = ME_OPF_NO_GRAD }
+RANDOM_OP(me_op_random_normal_like, "RandomNormalLike", 1, 1, "x", infer_random_like);
+RANDOM_OP(me_op_random_uniform_like, "RandomUniformLike", 1, 1, "x", infer_random_like);
+RANDOM_OP(me_op_random_normal, "RandomNormal", 0, 0, "-", infer_random);
+RANDOM_OP(me_op_random_uniform, "RandomUniform", 0, 0, "-", infer_random);
+
 const MeOpDesc me_op_constant = {
     .name = "Constant", .since = 1, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
     .roles = "c", .cls = ME_C_SHAPE, .infer = infer_constant, .cost = cost_none,

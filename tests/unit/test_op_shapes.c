@@ -157,6 +157,13 @@ static const Row rows[] = {
     /* dilation 2: extent 5, floor((9 − 5) / 2) + 1 = 3; Indices int64 */
     { "MaxPool", 0, "[1,2,9,9]", "kernel_shape=[3,3] strides=[2,2] dilations=[2,2]", "[1,2,3,3] i64[1,2,3,3]" },
     { "MaxPool", 0, "[1,2,9]", "kernel_shape=[2] pads=[1,1]", "[1,2,10]" },
+    /* RandomNormal/Uniform(Like): the input's shape and type, or attribute
+     * shape; attribute dtype (ONNX codes: 10 float16) when given */
+    { "RandomNormalLike", 0, "[2,3]", "", "[2,3]" },
+    { "RandomNormalLike", 0, "[2,3]", "dtype=10", "f16[2,3]" },
+    { "RandomUniformLike", 0, "[4]", "", "[4]" },
+    { "RandomNormal", 0, "", "shape=[2,5]", "[2,5]" },
+    { "RandomUniform", 0, "", "shape=[3] dtype=10", "f16[3]" },
     /* MaxUnpool: (in - 1) * stride + kernel - pads, or output_shape when given */
     { "MaxUnpool", 0, "[1,2,4,4] x:i64[1,2,4,4]", "kernel_shape=[2,2] strides=[2,2]", "[1,2,8,8]" },
     { "MaxUnpool", 0, "[1,2,4,4] x:i64[1,2,4,4] k=[1,2,9,9]", "kernel_shape=[2,2] strides=[2,2]", "[1,2,9,9]" },
