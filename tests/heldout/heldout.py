@@ -373,6 +373,49 @@ the bias table lookup and q, k, v as Gather, the index buffers as int64
 initializers, LayerNormalization, GELU as Erf) at opset 17 (training export,
 dynamic batch). Every first choice exported with torch 1.13.
 
+The sixteenth set (ho16_*, made after the check of ho15, the same method,
+measured before memest was run on them, checked once): a spatial
+transformer network classifier (a localisation net, Conv2d(1, 8, 5) +
+MaxPool2d(2) + ReLU, Conv2d(8, 10, 5) + MaxPool2d(2) + ReLU, flatten,
+Linear 250 -> 32 + ReLU, Linear 32 -> 6 initialised to the identity
+transform, viewed to [-1, 2, 3]; the affine grid, align_corners False, as
+a registered float base-grid buffer [1, 1024, 3] @ theta^T viewed to [-1,
+32, 32, 2], Transpose and MatMul in the file; F.grid_sample, GridSample;
+a classifier Conv2d(1, 16, 3, p1) + ReLU + MaxPool2d(2), Conv2d(16, 32, 3,
+p1) + ReLU + MaxPool2d(2), flatten, Linear 2048 -> 10, on a 1x32x32 image;
+cross-entropy loss) at opset 16 (training export, dynamic batch), a
+mixture-of-experts MLP (2 blocks over [B, 128, 64] tokens, each LayerNorm
+(decomposed below opset 17), a gate Linear 64 -> 4 and softmax, top-2
+routing by torch.topk, TopK, the two weights renormalised by their sum, 4
+experts Linear 64 -> 256 + GELU (Erf) + Linear 256 -> 64 computed densely
+on every token, torch.stack to [B, 128, 4, 64], the top-2 taken by
+torch.gather along dim 2 with the indices expanded (GatherElements after
+Shape/ConstantOfShape/Where/Expand), weighted, summed over k and added to
+the block input; the mean over tokens, Linear 64 -> 10; cross-entropy
+loss) at opset 14 (training export, dynamic batch), a RealNVP-style flow
+(4 affine coupling layers on [B, 2, 16, 16] with alternating checkerboard
+masks as float buffers [1, 1, 16, 16], the first and third the same tensor
+so one initializer; s and t from Conv2d(2, 32, 3, p1) + ReLU, Conv2d(32,
+32, 3, p1) + ReLU, Conv2d(32, 4, 3, p1) on x * mask, chunked (Slices with
+bounds from the Shape), s = tanh(s), y = x * mask + (1 - mask) * (x *
+exp(s) + t), the log-determinant sum(s * (1 - mask)) accumulated; the last
+y flattened and concatenated with the log-determinant to one [B, 513]
+output, so the oracle's loss is cross-entropy over its 513 columns, as for
+any 2-D output, not a flow's likelihood) at opset 13 (training export,
+dynamic batch) and a ConvLSTM (one cell, Conv2d(2 + 16, 64, 3, p1) on a
+frame of [B, 4, 2, 32, 32] concatenated with h, chunked to i, f, o, g,
+sigmoid and tanh, c = f * c + i * g, h = o * tanh(c), unrolled over the 4
+frames by a Python loop, so the file has four Convs sharing one weight and
+bias, each frame a Gather; h and c start as zeros of the batch,
+ConstantOfShape; Conv2d(16, 8, 3, p1) + ReLU on the last h,
+AdaptiveAvgPool2d(1) as GlobalAveragePool, flatten, Linear 8 -> 10;
+cross-entropy loss) at opset 14 (training export, dynamic batch). Every
+first choice exported with torch 1.13 but the spatial transformer's
+F.affine_grid: torch 1.13 has no ONNX symbolic for
+aten::affine_grid_generator at any opset (ONNX's AffineGrid is opset 20),
+so the grid is written out as above, equal to F.affine_grid's within
+1.2e-7; grid_sample exports as GridSample at opset 16.
+
 What the checks of ho10 to ho15 found (each set checked once, each rule
 cited from PyTorch's code, doc/memory.md): ho10 found that reflection and
 replication padding keep their input, that an fp32 CPU transposed
@@ -1544,6 +1587,134 @@ class Swin(nn.Module):
         return self.head(x.mean((1, 2)))
 
 
+class STN(nn.Module):
+    """A spatial transformer network classifier on a 1x32x32 image: a localisation net
+    (Conv2d(1, 8, 5) + MaxPool2d(2) + ReLU, Conv2d(8, 10, 5) + MaxPool2d(2) + ReLU, flatten,
+    Linear(250, 32) + ReLU, Linear(32, 6) initialised to the identity transform), theta viewed
+    to [-1, 2, 3], F.affine_grid(theta, x.size()) written out (a registered base-grid buffer
+    [1, 1024, 3] @ theta^T, viewed to [-1, 32, 32, 2]: torch 1.13 cannot export
+    aten::affine_grid_generator) and F.grid_sample(x, grid), align_corners False; a classifier Conv2d(1, 16, 3, p1) + ReLU + MaxPool2d(2), Conv2d(16, 32, 3, p1) +
+    ReLU + MaxPool2d(2), flatten, Linear(2048, 10)."""
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Sequential(nn.Conv2d(1, 8, 5), nn.MaxPool2d(2), nn.ReLU(),
+                                 nn.Conv2d(8, 10, 5), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(),
+                                 nn.Linear(10 * 5 * 5, 32), nn.ReLU(), nn.Linear(32, 6))
+        nn.init.zeros_(self.loc[-1].weight)
+        with torch.no_grad():
+            self.loc[-1].bias.copy_(torch.tensor([1, 0, 0, 0, 1, 0], dtype=torch.float))
+        self.cls = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                 nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                 nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
+        # affine_grid's base grid for a 32x32 output, align_corners False: rows (x, y, 1) with
+        # x = (2 j + 1) / 32 - 1 over columns j, y likewise over rows, [1, 1024, 3]
+        lin = (torch.arange(32, dtype=torch.float) * 2 + 1) / 32 - 1
+        gy, gx = torch.meshgrid(lin, lin, indexing="ij")
+        self.register_buffer("base", torch.stack([gx, gy, torch.ones_like(gx)], -1).view(1, 32 * 32, 3))
+
+    def forward(self, x):
+        theta = self.loc(x).view(-1, 2, 3)
+        # F.affine_grid(theta, x.size(), align_corners=False), written out: torch 1.13 has no
+        # ONNX symbolic for aten::affine_grid_generator at any opset
+        grid = torch.matmul(self.base, theta.transpose(1, 2)).view(-1, 32, 32, 2)
+        x = F.grid_sample(x, grid, align_corners=False)
+        return self.cls(x)
+
+
+class MoEBlock(nn.Module):
+    """A mixture-of-experts MLP block: LayerNorm, a gate Linear(c, 4) and softmax, top-2 routing
+    by torch.topk (the two weights renormalised by their sum); 4 experts Linear(c, 4c) + GELU +
+    Linear(4c, c) computed densely on every token, stacked to [B, T, 4, c], the top-2 gathered
+    along dim 2, weighted and summed; a residual add."""
+    def __init__(self, c=64, experts=4, k=2):
+        super().__init__()
+        self.k = k
+        self.norm = nn.LayerNorm(c)
+        self.gate = nn.Linear(c, experts)
+        self.experts = nn.ModuleList([nn.Sequential(nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c))
+                                      for _ in range(experts)])
+
+    def forward(self, x):
+        h = self.norm(x)
+        probs = torch.softmax(self.gate(h), -1)
+        w, idx = torch.topk(probs, self.k, -1)
+        w = w / w.sum(-1, keepdim=True)
+        outs = torch.stack([e(h) for e in self.experts], 2)
+        sel = torch.gather(outs, 2, idx.unsqueeze(-1).expand(-1, -1, -1, outs.shape[-1]))
+        return x + (sel * w.unsqueeze(-1)).sum(2)
+
+
+class MoE(nn.Module):
+    """Two MoEBlocks over [B, 128, 64] tokens, the mean over tokens, Linear(64, 10)."""
+    def __init__(self, c=64):
+        super().__init__()
+        self.blocks = nn.Sequential(MoEBlock(c), MoEBlock(c))
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        return self.head(self.blocks(x).mean(1))
+
+
+class Coupling(nn.Module):
+    """A RealNVP affine coupling layer with a checkerboard mask buffer: s, t from Conv2d(2, 32, 3,
+    p1) + ReLU, Conv2d(32, 32, 3, p1) + ReLU, Conv2d(32, 4, 3, p1) on x * mask, chunked; s =
+    tanh(s); y = x * mask + (1 - mask) * (x * exp(s) + t); log-det sum(s * (1 - mask))."""
+    def __init__(self, mask, c=2, hid=32):
+        super().__init__()
+        self.register_buffer("mask", mask)
+        self.net = nn.Sequential(nn.Conv2d(c, hid, 3, padding=1), nn.ReLU(),
+                                 nn.Conv2d(hid, hid, 3, padding=1), nn.ReLU(),
+                                 nn.Conv2d(hid, 2 * c, 3, padding=1))
+
+    def forward(self, x):
+        s, t = self.net(x * self.mask).chunk(2, 1)
+        s = torch.tanh(s)
+        y = x * self.mask + (1 - self.mask) * (x * torch.exp(s) + t)
+        return y, (s * (1 - self.mask)).sum((1, 2, 3))
+
+
+class RealNVP(nn.Module):
+    """A RealNVP-style flow on [B, 2, 16, 16]: 4 affine coupling layers of alternating
+    checkerboard masks (float buffers [1, 1, 16, 16]); the final y flattened and concatenated
+    with the summed log-determinant to one [B, 513] output."""
+    def __init__(self, c=2, hw=16, layers=4):
+        super().__init__()
+        ij = torch.arange(hw).view(-1, 1) + torch.arange(hw).view(1, -1)
+        board = (ij % 2).float().view(1, 1, hw, hw)
+        self.layers = nn.ModuleList([Coupling(board if i % 2 == 0 else 1 - board, c) for i in range(layers)])
+
+    def forward(self, x):
+        logdet = 0
+        for layer in self.layers:
+            x, ld = layer(x)
+            logdet = logdet + ld
+        return torch.cat([x.flatten(1), logdet.unsqueeze(1)], 1)
+
+
+class ConvLSTM(nn.Module):
+    """A ConvLSTM over [B, 4, 2, 32, 32] video (4 frames of 2 channels): one cell, Conv2d(2 + 16,
+    64, 3, p1) on the frame concatenated with h, chunked to i, f, o, g (sigmoid, sigmoid,
+    sigmoid, tanh), c = f * c + i * g, h = o * tanh(c), unrolled over the frames with h and c
+    zeros at first; Conv2d(16, 8, 3, p1) + ReLU on the last h, AdaptiveAvgPool2d(1), flatten,
+    Linear(8, 10)."""
+    def __init__(self, cin=2, hid=16):
+        super().__init__()
+        self.hid = hid
+        self.cell = nn.Conv2d(cin + hid, 4 * hid, 3, padding=1)
+        self.head = nn.Sequential(nn.Conv2d(hid, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                                  nn.Flatten(), nn.Linear(8, 10))
+
+    def forward(self, x):
+        b, t, _, hh, ww = x.shape
+        h = torch.zeros(b, self.hid, hh, ww, dtype=x.dtype)
+        c = torch.zeros(b, self.hid, hh, ww, dtype=x.dtype)
+        for s in range(t):
+            i, f, o, g = self.cell(torch.cat([x[:, s], h], 1)).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return self.head(h)
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -1601,6 +1772,10 @@ MODELS = {
     "ho15_wavenet": (WaveNet, [("input", (1, 2048), F32)]),
     "ho15_vae": (ConvVAE, [("input", (1, 32, 32), F32)]),
     "ho15_swin": (Swin, [("input", (3, 64, 64), F32)]),
+    "ho16_stn": (STN, [("input", (1, 32, 32), F32)]),
+    "ho16_moe": (MoE, [("input", (128, 64), F32)]),
+    "ho16_realnvp": (RealNVP, [("input", (2, 16, 16), F32)]),
+    "ho16_convlstm": (ConvLSTM, [("input", (4, 2, 32, 32), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -1660,6 +1835,10 @@ EXPORTS = {
     "ho15_wavenet": (14, True, True),
     "ho15_vae": (13, True, True),
     "ho15_swin": (17, True, True),
+    "ho16_stn": (16, True, True),
+    "ho16_moe": (14, True, True),
+    "ho16_realnvp": (13, True, True),
+    "ho16_convlstm": (14, True, True),
 }
 
 
