@@ -664,7 +664,8 @@ def case_index_saved():
     backward, so the --grad figure of the steady state (the second call
     holds the first's graph) exceeds the same graph's with a stored index
     by exactly the index's bytes, for GatherElements and ScatterElements
-    alike; without autograd they are equal."""
+    alike; without autograd they are equal. torch.gather keeps its data as
+    well (its formula names self), the scatters do not."""
     def model(op, stored):
         inits = [craft.tensor("w", [1, 256, 64], raw=bytes(256 * 64 * 4))]
         nodes = [craft.node("Mul", ["x", "w"], ["xw"], name="/Mul")]
@@ -683,6 +684,7 @@ def case_index_saved():
                                     attrs=[craft.attr_int("axis", 2)]))
         return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 256, 64])], [craft.value_info("y", [1, 256, 64])],
                                        inits))
+    by_op = {}
     with tempfile.TemporaryDirectory() as tmp:
         for op in ("GatherElements", "ScatterElements"):
             peaks = {}
@@ -698,6 +700,13 @@ def case_index_saved():
                 continue
             kept = peaks[False, True] - peaks[True, True] - (peaks[False, False] - peaks[True, False])
             check(kept == 256 * 64 * 8, f"{op}: the computed index kept for backward: {kept} bytes, want {256 * 64 * 8} ({peaks})")
+            by_op[op] = peaks[True, True], peaks[True, False]
+        # gather names self in its formula (gather_backward(grad, self, dim,
+        # index, sparse_grad)): GatherElements keeps its data too, the scatter not
+        if len(by_op) == 2:
+            extra = (by_op["GatherElements"][0] - by_op["ScatterElements"][0]) - \
+                    (by_op["GatherElements"][1] - by_op["ScatterElements"][1])
+            check(extra == 256 * 64 * 4, f"GatherElements keeps its data: {extra} bytes beyond the scatter's, want {256 * 64 * 4}")
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}

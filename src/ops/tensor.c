@@ -948,17 +948,20 @@ const MeOpDesc me_op_pad = {
 TENSOR_OP(me_op_depth_to_space, "DepthToSpace", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_depth_to_space);
 TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, NO_VIEW, GT_NO, infer_space_to_depth);
 /* derivatives.yaml keeps the index of index ops for their gradients:
- * gather (gather_backward(grad, self, dim, index)), scatter and
- * scatter_add (src: grad.gather(dim, index)), index_put (values:
- * grad.index(indices)), index_select and embedding (the indices), never
- * the data; a constant or stored index costs nothing kept */
-#define INDEX_OP(sym, opname, ver, mi, xi, rl, fn) \
+ * scatter and scatter_add (src: grad.gather(dim, index)), index_put
+ * (values: grad.index(indices)), index_select and embedding (the indices),
+ * not the data; a constant or stored index costs nothing kept. gather
+ * (GatherElements) names self in its formula, gather_backward(grad, self,
+ * dim, index, sparse_grad), so autograd keeps self too (measured on torch
+ * 1.13: a top-2 mixture of experts keeps each block's stacked expert
+ * outputs) */
+#define INDEX_OP(sym, opname, ver, mi, xi, rl, fn, ag) \
     const MeOpDesc sym = { .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = 1, .max_out = 1, .roles = rl, \
-                           .cls = ME_C_MOVE, .infer = fn, .cost = cost_none, .autograd = ME_AG_INDEX, .autocast = ME_AC_FOLLOW, \
+                           .cls = ME_C_MOVE, .infer = fn, .cost = cost_none, .autograd = ag, .autocast = ME_AC_FOLLOW, \
                            .autocast_cpu = ME_AC_FOLLOW, .view = NO_VIEW, .grad_through = GT_NO }
-INDEX_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, "xcx", infer_like_input);
-INDEX_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, "xcx", infer_like_input);
-INDEX_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, "xc", infer_gather_elements);
+INDEX_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, "xcx", infer_like_input, ME_AG_INDEX);
+INDEX_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, "xcx", infer_like_input, ME_AG_INDEX);
+INDEX_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, "xc", infer_gather_elements, ME_AG_ALL);
 TENSOR_OP(me_op_trilu, "Trilu", 14, 1, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_like_input);
 
 /* torch.randn_like / rand_like (RandomNormalLike, RandomUniformLike: the
@@ -1031,10 +1034,13 @@ const MeOpDesc me_op_upsample = {
     .roles = "xc", .cls = ME_C_UPSAMPLE, .infer = infer_upsample, .cost = cost_resize,
     .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, .flags = ME_OPF_GRAD_CONTIG,
 };
+/* derivatives.yaml topk: value_selecting_reduction_backward(grad, dim,
+ * indices, self.sizes(), true): the Indices output is kept, self only by
+ * its sizes */
 const MeOpDesc me_op_topk = {
     .name = "TopK", .since = 1, .min_in = 1, .max_in = 2, .min_out = 2, .max_out = 2,
     .roles = "xc", .cls = ME_C_MOVE, .infer = infer_topk, .cost = cost_per_in,
-    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
+    .autograd = ME_AG_NONE, .saved_out = 1, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
 };
 /* on CUDA autocast's fp32_set_opt_dtype list */
 const MeOpDesc me_op_cumsum = {
