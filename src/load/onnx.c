@@ -1495,12 +1495,7 @@ static int unscoped_nodes(OCtx *o)
     for (int i = 0; i < g->nn; i++) {
         MeNode *n = &g->n[i];
         if (scoped_of(o, i) || !n->name || strchr(n->name, '/')) continue; /* '/': a function body's, named under its call */
-        size_t l = strlen(n->name);
-        char *s = me_arena_alloc(&g->arena, l + 2);
-        if (!s) return ME_ENOMEM;
-        s[0] = '/';
-        memcpy(s + 1, n->name, l + 1);
-        n->module = s;
+        if (!(n->module = me_torch_root_name(g, n->name))) return ME_ENOMEM;
     }
     return 0;
 }

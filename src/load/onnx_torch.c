@@ -59,6 +59,34 @@ static bool encloses(const char *a, size_t al, const char *b, size_t bl)
     return al < bl && !memcmp(a, b, al) && b[al] == '.';
 }
 
+/* "/" seg "/" seg ... "/" leaf, each seg a module's name below the
+ * previous one ("layer1", "0", "conv1"; "h.0" under an uncalled h) with
+ * "_<k>" on its k-th call after the first, as TorchScript writes; m = 0:
+ * an op of the root forward, "/leaf". In g's arena; NULL: no memory. */
+static char *scoped_string(MeGraph *g, const char **mod, const size_t *ml, const int *inst, int m, const char *leaf,
+                           size_t leaf_len)
+{
+    size_t total = 2 + leaf_len;
+    for (int i = 0; i < m; i++) total += ml[i] + 13;
+    char *s = me_arena_alloc(&g->arena, total);
+    if (!s) return NULL;
+    size_t o = 0;
+    for (int i = 0; i < m; i++) {
+        size_t skip = i ? ml[i - 1] + 1 : 0;
+        s[o++] = '/';
+        memcpy(s + o, mod[i] + skip, ml[i] - skip);
+        o += ml[i] - skip;
+        if (inst[i]) o += (size_t)snprintf(s + o, total - o, "_%d", inst[i]);
+    }
+    s[o++] = '/';
+    memcpy(s + o, leaf, leaf_len);
+    o += leaf_len;
+    s[o] = 0;
+    return s;
+}
+
+char *me_torch_root_name(MeGraph *g, const char *name) { return scoped_string(g, NULL, NULL, NULL, 0, name, strlen(name)); }
+
 int me_torch_scoped_name(MeGraph *g, MeTorchScopes *ts, const char *v, size_t len, char **out)
 {
     const char *item[ME_TORCH_MAX_DEPTH + 2];
@@ -75,7 +103,7 @@ int me_torch_scoped_name(MeGraph *g, MeTorchScopes *ts, const char *v, size_t le
     const char *mod[ME_TORCH_MAX_DEPTH];
     size_t ml[ME_TORCH_MAX_DEPTH];
     int m = 0;
-    for (int i = first; i <= last; i++) {
+    for (int i = first; first && i <= last; i++) {
         if (!il[i]) continue;
         if (i < last && !encloses(item[i], il[i], item[last], il[last])) continue;
         if (m && !encloses(mod[m - 1], ml[m - 1], item[i], il[i])) continue;
@@ -84,18 +112,9 @@ int me_torch_scoped_name(MeGraph *g, MeTorchScopes *ts, const char *v, size_t le
     }
     /* the calls still open from the previous node, then new ones; a node
      * with no module stack at all (no root: the exporter's own, not the
-     * model's) leaves them open */
+     * model's) leaves them open and is an op of the root forward */
     int inst[ME_TORCH_MAX_DEPTH];
     int keep = 0;
-    if (!first) {
-        char *s = me_arena_alloc(&g->arena, leaf_len + 2);
-        if (!s) return ME_ENOMEM;
-        s[0] = '/';
-        memcpy(s + 1, leaf, leaf_len);
-        s[leaf_len + 1] = 0;
-        *out = s;
-        return 0;
-    }
     while (keep < m && keep < ts->nopen && strlen(ts->open[keep].path) == ml[keep] &&
            !memcmp(ts->open[keep].path, mod[keep], ml[keep])) {
         inst[keep] = ts->open[keep].inst;
@@ -110,28 +129,8 @@ int me_torch_scoped_name(MeGraph *g, MeTorchScopes *ts, const char *v, size_t le
         ts->open[i].path = key;
         ts->open[i].inst = inst[i] = c;
     }
-    ts->nopen = m;
-    /* "/" seg "/" seg ... "/" leaf, each seg the module's name below the
-     * previous one ("layer1", "0", "conv1"; "h.0" under an uncalled h),
-     * and "_<k>" on the k-th call after the first, as TorchScript writes */
-    size_t total = 2 + leaf_len;
-    for (int i = 0; i < m; i++) total += ml[i] + 13;
-    char *s = me_arena_alloc(&g->arena, total);
-    if (!s) return ME_ENOMEM;
-    size_t o = 0;
-    for (int i = 0; i < m; i++) {
-        size_t skip = i ? ml[i - 1] + 1 : 0;
-        s[o++] = '/';
-        memcpy(s + o, mod[i] + skip, ml[i] - skip);
-        o += ml[i] - skip;
-        if (inst[i]) o += (size_t)snprintf(s + o, total - o, "_%d", inst[i]);
-    }
-    s[o++] = '/';
-    memcpy(s + o, leaf, leaf_len);
-    o += leaf_len;
-    s[o] = 0;
-    *out = s;
-    return 0;
+    if (first) ts->nopen = m;
+    return (*out = scoped_string(g, mod, ml, inst, m, leaf, leaf_len)) ? 0 : ME_ENOMEM;
 }
 
 void me_torch_scopes_free(MeTorchScopes *ts) { me_strmap_free(&ts->calls); }

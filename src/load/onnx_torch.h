@@ -31,6 +31,9 @@ typedef struct MeTorchScopes {
  * (execution order). 0 or ME_ENOMEM. */
 int me_torch_scoped_name(MeGraph *g, MeTorchScopes *ts, const char *v, size_t len, char **out);
 void me_torch_scopes_free(MeTorchScopes *ts);
+/* "/name" in g's arena: how TorchScript names an op of the root forward;
+ * NULL: no memory */
+char *me_torch_root_name(MeGraph *g, const char *name);
 
 /* The ExportedProgram's graph signature (a ModelProto metadata value):
  * the stored tensors it lists as buffers or constants are known not to be

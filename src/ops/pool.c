@@ -7,20 +7,29 @@
 
 #include "ops.h"
 
+/* A pooling window over sp spatial dims: kernel_shape (required),
+ * strides and dilations (1 where absent), pads (begins then ends, 0) */
+static int pool_window(MeCtx *c, int sp, int64_t *k, int64_t *s, int64_t *dil, int64_t *pads)
+{
+    int n = me_attr_ints(c, "kernel_shape", k, ME_MAX_RANK);
+    if (c->d->code) return c->d->code;
+    if (n != sp) return me_fail(c, "attribute kernel_shape must have %d values (has %d)", sp, n < 0 ? 0 : n);
+    for (int i = 0; i < sp; i++) s[i] = dil[i] = 1;
+    for (int i = 0; i < 2 * sp; i++) pads[i] = 0;
+    if ((n = me_attr_ints(c, "strides", s, ME_MAX_RANK)) >= 0 && n != sp) return me_fail(c, "strides must have %d values", sp);
+    if ((n = me_attr_ints(c, "dilations", dil, ME_MAX_RANK)) >= 0 && n != sp) return me_fail(c, "dilations must have %d values", sp);
+    if ((n = me_attr_ints(c, "pads", pads, 2 * ME_MAX_RANK)) >= 0 && n != 2 * sp) return me_fail(c, "pads must have %d values", 2 * sp);
+    return c->d->code;
+}
+
 static int infer_pool(MeCtx *c)
 {
     const MeShape *x = me_in_shape(c, 0);
     if (x->rank < 3) return me_fail(c, "input must be at least 3-d (N, C, spatial...), got rank %d", x->rank);
     int sp = x->rank - 2;
-    int64_t k[ME_MAX_RANK], s[ME_MAX_RANK], dil[ME_MAX_RANK], pads[2 * ME_MAX_RANK] = { 0 };
-    int n = me_attr_ints(c, "kernel_shape", k, ME_MAX_RANK);
-    if (c->d->code) return c->d->code;
-    if (n != sp) return me_fail(c, "attribute kernel_shape must have %d values (has %d)", sp, n < 0 ? 0 : n);
-    for (int i = 0; i < sp; i++) s[i] = dil[i] = 1;
-    if ((n = me_attr_ints(c, "strides", s, ME_MAX_RANK)) >= 0 && n != sp) return me_fail(c, "strides must have %d values", sp);
-    if ((n = me_attr_ints(c, "dilations", dil, ME_MAX_RANK)) >= 0 && n != sp) return me_fail(c, "dilations must have %d values", sp);
-    if ((n = me_attr_ints(c, "pads", pads, 2 * ME_MAX_RANK)) >= 0 && n != 2 * sp) return me_fail(c, "pads must have %d values", 2 * sp);
-    if (c->d->code) return c->d->code;
+    int64_t k[ME_MAX_RANK], s[ME_MAX_RANK], dil[ME_MAX_RANK], pads[2 * ME_MAX_RANK];
+    int rc = pool_window(c, sp, k, s, dil, pads);
+    if (rc) return rc;
     int ceil_mode = (int)me_attr_i(c->n, "ceil_mode", 0);
     const char *ap = me_attr_s(c->n, "auto_pad", "NOTSET");
     MeShape o = *x;
@@ -40,7 +49,7 @@ static int infer_pool(MeCtx *c)
         if (ceil_mode && (out - 1) * s[i] >= in + pads[i]) out--;
         o.d[i + 2] = out;
     }
-    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
+    rc = me_set_out(c, 0, me_in(c, 0)->dtype, &o);
     if (rc >= 0) rc = me_set_out(c, 1, ME_DT_I64, &o); /* MaxPool's optional Indices */
     return rc;
 }
@@ -174,14 +183,9 @@ static int infer_max_unpool(MeCtx *c)
         for (int i = 2; i < x->rank; i++) o.d[i] = v[i];
         return me_set_out(c, 0, me_in(c, 0)->dtype, &o);
     }
-    int64_t k[ME_MAX_RANK], s[ME_MAX_RANK], pads[2 * ME_MAX_RANK] = { 0 };
-    int n = me_attr_ints(c, "kernel_shape", k, ME_MAX_RANK);
-    if (c->d->code) return c->d->code;
-    if (n != sp) return me_fail(c, "attribute kernel_shape must have %d values (has %d)", sp, n < 0 ? 0 : n);
-    for (int i = 0; i < sp; i++) s[i] = 1;
-    if ((n = me_attr_ints(c, "strides", s, ME_MAX_RANK)) >= 0 && n != sp) return me_fail(c, "strides must have %d values", sp);
-    if ((n = me_attr_ints(c, "pads", pads, 2 * ME_MAX_RANK)) >= 0 && n != 2 * sp) return me_fail(c, "pads must have %d values", 2 * sp);
-    if (c->d->code) return c->d->code;
+    int64_t k[ME_MAX_RANK], s[ME_MAX_RANK], dil[ME_MAX_RANK], pads[2 * ME_MAX_RANK];
+    int rc = pool_window(c, sp, k, s, dil, pads); /* MaxUnpool has no dilations: 1 */
+    if (rc) return rc;
     for (int i = 0; i < sp; i++) {
         if (k[i] < 1 || s[i] < 1 || pads[i] < 0 || pads[i + sp] < 0 || k[i] > ME_MAX_DIM || s[i] > ME_MAX_DIM ||
             pads[i] > ME_MAX_DIM || pads[i + sp] > ME_MAX_DIM)

@@ -870,8 +870,11 @@ static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops
  * backward passes the output gradient through (MeGradThrough). */
 /* A tensor op's descriptor fields (TENSOR_FIELDS), for the few that add more */
 #define TENSOR_FIELDS(opname, ver, mi, xi, mo, xo, rl, klass, vw, gt, fn) \
+    TENSOR_FIELDS_AG(opname, ver, mi, xi, mo, xo, rl, klass, vw, gt, fn, ME_AG_NONE)
+/* ... and for the few with an autograd rule of their own */
+#define TENSOR_FIELDS_AG(opname, ver, mi, xi, mo, xo, rl, klass, vw, gt, fn, ag) \
     .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = mo, .max_out = xo, .roles = rl, .cls = klass, \
-    .infer = fn, .cost = cost_none, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, \
+    .infer = fn, .cost = cost_none, .autograd = ag, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW, \
     .view = vw, .grad_through = gt
 #define TENSOR_OP(sym, ...) const MeOpDesc sym = { TENSOR_FIELDS(__VA_ARGS__) }
 #define NO_VIEW ME_VIEW_NONE
@@ -956,9 +959,7 @@ TENSOR_OP(me_op_space_to_depth, "SpaceToDepth", 1, 1, 1, 1, 1, "x", ME_C_MOVE, N
  * 1.13: a top-2 mixture of experts keeps each block's stacked expert
  * outputs) */
 #define INDEX_OP(sym, opname, ver, mi, xi, rl, fn, ag) \
-    const MeOpDesc sym = { .name = opname, .since = ver, .min_in = mi, .max_in = xi, .min_out = 1, .max_out = 1, .roles = rl, \
-                           .cls = ME_C_MOVE, .infer = fn, .cost = cost_none, .autograd = ag, .autocast = ME_AC_FOLLOW, \
-                           .autocast_cpu = ME_AC_FOLLOW, .view = NO_VIEW, .grad_through = GT_NO }
+    const MeOpDesc sym = { TENSOR_FIELDS_AG(opname, ver, mi, xi, 1, 1, rl, ME_C_MOVE, NO_VIEW, GT_NO, fn, ag) }
 INDEX_OP(me_op_scatter_nd, "ScatterND", 11, 3, 3, "xcx", infer_like_input, ME_AG_INDEX);
 INDEX_OP(me_op_scatter_elements, "ScatterElements", 11, 3, 3, "xcx", infer_like_input, ME_AG_INDEX);
 INDEX_OP(me_op_gather_elements, "GatherElements", 11, 2, 2, "xc", infer_gather_elements, ME_AG_ALL);
@@ -1003,9 +1004,7 @@ static int infer_random(MeCtx *c)
 }
 
 #define RANDOM_OP(sym, opname, mi, xi, rl, fn) \
-    const MeOpDesc sym = { .name = opname, .since = 1, .min_in = mi, .max_in = xi, .min_out = 1, .max_out = 1, .roles = rl, \
-                           .cls = ME_C_MOVE, .infer = fn, .cost = cost_none, .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, \
-                           .autocast_cpu = ME_AC_FOLLOW, .view = NO_VIEW, .grad_through = GT_NO, .flags = ME_OPF_NO_GRAD }
+    const MeOpDesc sym = { TENSOR_FIELDS(opname, 1, mi, xi, 1, 1, rl, ME_C_MOVE, NO_VIEW, GT_NO, fn), .flags = ME_OPF_NO_GRAD }
 RANDOM_OP(me_op_random_normal_like, "RandomNormalLike", 1, 1, "x", infer_random_like);
 RANDOM_OP(me_op_random_uniform_like, "RandomUniformLike", 1, 1, "x", infer_random_like);
 RANDOM_OP(me_op_random_normal, "RandomNormal", 0, 0, "-", infer_random);
