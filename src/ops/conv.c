@@ -899,14 +899,14 @@ const MeOpDesc me_op_conv = {
  * sums into the output; backward makes one again for the input's gradient
  * (im2col of the output gradient) and one for the weight's. Measured on
  * torch 1.13, 2 threads: the buffer at batch 1 and 8 alike. Grouped
- * transposed convolutions run per group (not modelled: -1). With a bias,
+ * transposed convolutions run per group (not modelled: 0). With a bias,
  * also a plane of ones, [∏out_spatial] (measured: 64 KiB at 128x128). */
-static int64_t convt_columns(const MeRunCtx *r)
+static int64_t convt_cpu_temp(const MeRunCtx *r)
 {
     const MeValue *x = me_in(&r->c, 0), *w = me_in(&r->c, 1);
     if (!x || !w || x->dtype != ME_DT_F32 || lowered(r) || x->shape.rank < 3 || x->shape.rank > 5 ||
         w->shape.rank != x->shape.rank || me_attr_i(r->c.n, "group", 1) != 1)
-        return -1;
+        return 0;
     uint64_t b = me_smul((uint64_t)w->shape.d[1], 4);
     for (int i = 2; i < w->shape.rank; i++) b = me_smul(b, me_smul((uint64_t)w->shape.d[i], (uint64_t)x->shape.d[i]));
     /* with a bias, a plane of ones the bias is spread with (gemm by ones) */
@@ -917,12 +917,6 @@ static int64_t convt_columns(const MeRunCtx *r)
         b = me_sadd(b, plane);
     }
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
-}
-
-static int64_t convt_cpu_temp(const MeRunCtx *r)
-{
-    int64_t cols = convt_columns(r);
-    return cols > 0 ? cols : 0;
 }
 
 const MeOpDesc me_op_conv_transpose = {
