@@ -416,6 +416,60 @@ aten::affine_grid_generator at any opset (ONNX's AffineGrid is opset 20),
 so the grid is written out as above, equal to F.affine_grid's within
 1.2e-7; grid_sample exports as GridSample at opset 16.
 
+The seventeenth set (ho17_*, made after the check of ho16, the same method,
+measured before memest was run on them, checked once): a two-stack
+hourglass pose network (Newell et al.; a stem Conv2d(3, 32, 7, stride 2,
+p3) + BatchNorm2d + ReLU on a 3x64x64 image and a residual to 64 channels
+at 32 px; pre-activation bottleneck residuals, BatchNorm2d + ReLU + Conv2d
+1x1 to half the channels, BatchNorm2d + ReLU + Conv2d 3x3 p1, BatchNorm2d +
+ReLU + Conv2d 1x1 back, plus the input (a Conv2d 1x1 where the channels
+change); each stack an hourglass of depth 3 over 64 channels, 32 -> 16 -> 8
+-> 4 px, each level a residual on the upper branch and MaxPool2d(2), a
+residual, the next level (a residual at the bottom), a residual and
+nn.Upsample x2 nearest on the lower, added; a residual, Conv2d 1x1 +
+BatchNorm2d + ReLU and a heatmap Conv2d 1x1 to 16 joints per stack, the
+next stack's input x plus a Conv2d 1x1 of the features and one of the
+heatmaps; both stacks' heatmaps concatenated, [B, 32, 32, 32], pow2_mean
+loss) at opset 11 (eval export, fixed batch 1: the BatchNorms after a Conv
+are folded into it, the 23 that open a residual, after an Add, a MaxPool or
+a ReLU, stay BatchNormalization, their fresh ones and zeros deduplicated by
+torch.onnx to four initializers read through 88 Identity nodes; each
+upsample a Resize with constant scales, nearest, asymmetric, floor), a
+PixelCNN (van den Oord et al. 2016; a masked Conv2d type A 7x7 1 -> 64 on
+a 1x28x28 image, 5 residual blocks of ReLU, Conv2d 1x1 64 -> 32, ReLU, a
+masked Conv2d type B 3x3 32 -> 32, ReLU, Conv2d 1x1 32 -> 64 and the
+input added, ReLU, Conv2d 1x1 64 -> 64, ReLU, Conv2d 1x1 64 -> 256 to
+per-pixel logits of 256 intensities, [B, 256, 28, 28]; each masked
+convolution F.conv2d(x, weight * mask, bias) with the mask a registered
+float buffer of the weight's shape, so the file has six Muls of two
+initializers feeding a Conv's weight; per-pixel cross-entropy over the 256
+levels, seg_ce, by adding it to the oracle's SEGMENTATION set) at opset 14
+(training export, dynamic batch), a capsule network with dynamic routing
+(Sabour et al. 2017, smaller: Conv2d(1, 64, 9) + ReLU on a 1x28x28 image to
+20 px, primary capsules Conv2d(64, 128, 9, stride 2) to 6 px viewed and
+permuted to [B, 576, 8] and squashed, s * |s|^2 / (1 + |s|^2) / sqrt(|s|^2
++ 1e-8) as Mul, ReduceSum, Add, Div and Sqrt; a weight nn.Parameter [1,
+576, 10, 16, 8] and u_hat = torch.matmul(W, u[:, :, None, :, None]), one
+MatMul broadcast over the batch and the 10 digit capsules, squeezed to [B,
+576, 10, 16]; routing logits zeros_like(u_hat[..., 0]), Gather, Shape and
+ConstantOfShape in the file; 3 routing iterations unrolled, c = softmax(b,
+2), s = (c * u_hat).sum(1), v = squash(s) and, but after the last, b = b +
+(u_hat * v).sum(-1), u_hat not detached; the capsules' lengths sqrt(sum(v^2)
++ 1e-8), [B, 10]; cross-entropy loss, not the margin loss) at opset 16
+(training export, dynamic batch) and a NeRF MLP (Mildenhall et al. 2020
+with view directions, over [B, 1024, 6] samples, points and directions
+sliced from the input (two Slices); positional encodings [x, sin(2^k x),
+cos(2^k x)], k < 10 for the points (63 features) and k < 4 for the
+directions (27), the reference code's loop of torch.sin and torch.cos, 14
+Sin and 14 Cos nodes, each after a Mul by 2^k (by 1.0 too); 8 Linear layers
+of width 128 with ReLU, the point encoding concatenated in again after the
+fifth; alpha by Linear 128 -> 1, a feature Linear 128 -> 128 concatenated
+with the direction encoding, Linear 155 -> 64 + ReLU, rgb by Linear 64 ->
+3; the raw [rgb, alpha], [B, 1024, 4], so the oracle's loss is pow2_mean, as
+for any 3-D output of a model not in its VOCAB; every Linear on the 3-D
+input a Transpose of the weight, MatMul and Add) at opset 17 (training
+export, dynamic batch). Every first choice exported with torch 1.13.
+
 What the checks of ho10 to ho16 found (each set checked once, each rule
 cited from PyTorch's code, doc/memory.md): ho10 found that reflection and
 replication padding keep their input, that an fp32 CPU transposed
@@ -1723,6 +1777,182 @@ class ConvLSTM(nn.Module):
         return self.head(h)
 
 
+class HGResidual(nn.Module):
+    """A stacked-hourglass pre-activation bottleneck (Newell et al.): BatchNorm2d + ReLU +
+    Conv2d 1x1 c -> o/2, BatchNorm2d + ReLU + Conv2d 3x3 p1, BatchNorm2d + ReLU + Conv2d 1x1
+    o/2 -> o, plus the input (through a Conv2d 1x1 where c != o)."""
+    def __init__(self, c, o):
+        super().__init__()
+        m = o // 2
+        self.body = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, m, 1),
+                                  nn.BatchNorm2d(m), nn.ReLU(), nn.Conv2d(m, m, 3, padding=1),
+                                  nn.BatchNorm2d(m), nn.ReLU(), nn.Conv2d(m, o, 1))
+        self.skip = nn.Conv2d(c, o, 1) if c != o else None
+
+    def forward(self, x):
+        return self.body(x) + (x if self.skip is None else self.skip(x))
+
+
+class Hourglass(nn.Module):
+    """One hourglass of the given depth over c channels: up = Residual(x); low = MaxPool2d(2),
+    Residual, the next hourglass (a Residual at depth 1), Residual, nn.Upsample x2 nearest;
+    up + low."""
+    def __init__(self, depth, c):
+        super().__init__()
+        self.up = HGResidual(c, c)
+        self.pool = nn.MaxPool2d(2)
+        self.low1 = HGResidual(c, c)
+        self.low2 = Hourglass(depth - 1, c) if depth > 1 else HGResidual(c, c)
+        self.low3 = HGResidual(c, c)
+        self.upsample = nn.Upsample(scale_factor=2, mode="nearest")
+
+    def forward(self, x):
+        return self.up(x) + self.upsample(self.low3(self.low2(self.low1(self.pool(x)))))
+
+
+class StackedHourglass(nn.Module):
+    """A two-stack hourglass pose network on a 3x64x64 image: a stem Conv2d(3, 32, 7, stride 2,
+    p3) + BatchNorm2d + ReLU, HGResidual(32, 64) at 32 px; per stack an Hourglass of depth 3
+    over 64 channels (32 -> 16 -> 8 -> 4 px), HGResidual(64, 64), Conv2d 1x1 + BatchNorm2d +
+    ReLU, a heatmap Conv2d 1x1 to 16 joints; between the stacks x = x + Conv2d 1x1 of the
+    features + Conv2d 1x1 of the heatmaps; both stacks' heatmaps concatenated, [B, 32, 32, 32]
+    (intermediate supervision)."""
+    def __init__(self, c=64, joints=16, stacks=2):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 7, stride=2, padding=3), nn.BatchNorm2d(32), nn.ReLU(),
+                                  HGResidual(32, c))
+        self.hg = nn.ModuleList([Hourglass(3, c) for _ in range(stacks)])
+        self.feat = nn.ModuleList([nn.Sequential(HGResidual(c, c), nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.ReLU())
+                                   for _ in range(stacks)])
+        self.heat = nn.ModuleList([nn.Conv2d(c, joints, 1) for _ in range(stacks)])
+        self.merge_feat = nn.ModuleList([nn.Conv2d(c, c, 1) for _ in range(stacks - 1)])
+        self.merge_heat = nn.ModuleList([nn.Conv2d(joints, c, 1) for _ in range(stacks - 1)])
+
+    def forward(self, x):
+        x = self.stem(x)
+        outs = []
+        for i, hg in enumerate(self.hg):
+            f = self.feat[i](hg(x))
+            h = self.heat[i](f)
+            outs.append(h)
+            if i < len(self.hg) - 1:
+                x = x + self.merge_feat[i](f) + self.merge_heat[i](h)
+        return torch.cat(outs, 1)
+
+
+class MaskedConv2d(nn.Conv2d):
+    """PixelCNN's masked convolution: the weight multiplied in forward by a registered float mask
+    buffer [out, in, k, k] that zeroes the kernel right of the centre in its row and every row
+    below it; type A also zeroes the centre."""
+    def __init__(self, kind, cin, cout, k):
+        super().__init__(cin, cout, k, padding=k // 2)
+        mask = torch.ones(cout, cin, k, k)
+        mask[:, :, k // 2, k // 2 + (kind == "B"):] = 0
+        mask[:, :, k // 2 + 1:] = 0
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.mask, self.bias, padding=self.padding)
+
+
+class PixelCNNBlock(nn.Module):
+    """PixelCNN's residual block: ReLU, Conv2d 1x1 2h -> h, ReLU, MaskedConv2d type B 3x3,
+    ReLU, Conv2d 1x1 h -> 2h, plus the input."""
+    def __init__(self, h):
+        super().__init__()
+        self.body = nn.Sequential(nn.ReLU(), nn.Conv2d(2 * h, h, 1), nn.ReLU(), MaskedConv2d("B", h, h, 3),
+                                  nn.ReLU(), nn.Conv2d(h, 2 * h, 1))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class PixelCNN(nn.Module):
+    """A PixelCNN (van den Oord et al. 2016) on a 1x28x28 image: MaskedConv2d type A 7x7 1 -> 64,
+    5 PixelCNNBlocks of 64 channels, ReLU, Conv2d 1x1 64 -> 64, ReLU, Conv2d 1x1 64 -> 256, the
+    per-pixel logits of 256 intensities, [B, 256, 28, 28]."""
+    def __init__(self, h=32, blocks=5, levels=256):
+        super().__init__()
+        self.net = nn.Sequential(MaskedConv2d("A", 1, 2 * h, 7), *[PixelCNNBlock(h) for _ in range(blocks)],
+                                 nn.ReLU(), nn.Conv2d(2 * h, 2 * h, 1), nn.ReLU(), nn.Conv2d(2 * h, levels, 1))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def _squash(s):
+    """The capsule non-linearity: s * |s|^2 / (1 + |s|^2) / sqrt(|s|^2 + 1e-8) over the last dim."""
+    n2 = (s * s).sum(-1, keepdim=True)
+    return s * (n2 / (1 + n2)) / torch.sqrt(n2 + 1e-8)
+
+
+class CapsNet(nn.Module):
+    """A capsule network with dynamic routing (Sabour et al. 2017), smaller, on a 1x28x28 image:
+    Conv2d(1, 64, 9) + ReLU to 20 px; primary capsules Conv2d(64, 16 * 8, 9, stride 2) to 6 px,
+    viewed and permuted to [B, 576, 8] (16 types x 36 positions) and squashed; a weight
+    nn.Parameter [1, 576, 10, 16, 8], u_hat = W @ u by torch.matmul broadcast over the batch and
+    the 10 digit capsules, squeezed to [B, 576, 10, 16]; 3 routing iterations from logits b =
+    zeros_like(u_hat[..., 0]): c = softmax(b, dim 2), s = (c[..., None] * u_hat).sum(1), v =
+    squash(s), b = b + (u_hat * v[:, None]).sum(-1) but after the last; the digit capsules'
+    lengths sqrt(sum(v^2) + 1e-8), [B, 10]."""
+    def __init__(self, types=16, dim=8, classes=10, out_dim=16, iters=3):
+        super().__init__()
+        self.types, self.dim, self.iters = types, dim, iters
+        self.conv = nn.Sequential(nn.Conv2d(1, 64, 9), nn.ReLU())
+        self.primary = nn.Conv2d(64, types * dim, 9, stride=2)
+        self.W = nn.Parameter(0.05 * torch.randn(1, types * 36, classes, out_dim, dim))
+
+    def forward(self, x):
+        p = self.primary(self.conv(x))
+        u = _squash(p.view(-1, self.types, self.dim, 36).permute(0, 1, 3, 2).reshape(-1, self.types * 36, self.dim))
+        u_hat = torch.matmul(self.W, u[:, :, None, :, None]).squeeze(-1)
+        b = torch.zeros_like(u_hat[..., 0])
+        for i in range(self.iters):
+            c = torch.softmax(b, 2)
+            v = _squash((c.unsqueeze(-1) * u_hat).sum(1))
+            if i < self.iters - 1:
+                b = b + (u_hat * v.unsqueeze(1)).sum(-1)
+        return torch.sqrt((v * v).sum(-1) + 1e-8)
+
+
+class NeRF(nn.Module):
+    """A NeRF MLP (Mildenhall et al. 2020, use_viewdirs) over [B, 1024, 6] samples, points and
+    view directions sliced from the input: positional encodings [x, sin(2^k x), cos(2^k x)], k <
+    10 for the points (63 features) and k < 4 for the directions (27), written as the reference
+    code's loop of torch.sin and torch.cos; 8 Linear layers of width 128 with ReLU, the point
+    encoding concatenated back in after the fifth; alpha by Linear 128 -> 1; a feature Linear
+    128 -> 128 concatenated with the direction encoding, Linear 155 -> 64 + ReLU, rgb by Linear
+    64 -> 3; raw [rgb, alpha], [B, 1024, 4]."""
+    def __init__(self, w=128, depth=8, skip=4, lp=10, ld=4):
+        super().__init__()
+        self.lp, self.ld, self.skip = lp, ld, skip
+        cp, cd = 3 + 6 * lp, 3 + 6 * ld
+        self.pts = nn.ModuleList([nn.Linear(cp, w)] + [nn.Linear(w + cp if i == skip + 1 else w, w)
+                                                       for i in range(1, depth)])
+        self.alpha = nn.Linear(w, 1)
+        self.feature = nn.Linear(w, w)
+        self.views = nn.Linear(w + cd, w // 2)
+        self.rgb = nn.Linear(w // 2, 3)
+
+    @staticmethod
+    def _embed(x, levels):
+        out = [x]
+        for k in range(levels):
+            out += [torch.sin(x * 2.0 ** k), torch.cos(x * 2.0 ** k)]
+        return torch.cat(out, -1)
+
+    def forward(self, x):
+        ep, ed = self._embed(x[..., :3], self.lp), self._embed(x[..., 3:], self.ld)
+        h = ep
+        for i, lin in enumerate(self.pts):
+            if i == self.skip + 1:
+                h = torch.cat([ep, h], -1)
+            h = F.relu(lin(h))
+        alpha = self.alpha(h)
+        h = F.relu(self.views(torch.cat([self.feature(h), ed], -1)))
+        return torch.cat([self.rgb(h), alpha], -1)
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -1784,6 +2014,10 @@ MODELS = {
     "ho16_moe": (MoE, [("input", (128, 64), F32)]),
     "ho16_realnvp": (RealNVP, [("input", (2, 16, 16), F32)]),
     "ho16_convlstm": (ConvLSTM, [("input", (4, 2, 32, 32), F32)]),
+    "ho17_hourglass": (StackedHourglass, [("input", (3, 64, 64), F32)]),
+    "ho17_pixelcnn": (PixelCNN, [("input", (1, 28, 28), F32)]),
+    "ho17_capsnet": (CapsNet, [("input", (1, 28, 28), F32)]),
+    "ho17_nerf": (NeRF, [("input", (1024, 6), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -1847,6 +2081,10 @@ EXPORTS = {
     "ho16_moe": (14, True, True),
     "ho16_realnvp": (13, True, True),
     "ho16_convlstm": (14, True, True),
+    "ho17_hourglass": (11, False, False),
+    "ho17_pixelcnn": (14, True, True),
+    "ho17_capsnet": (16, True, True),
+    "ho17_nerf": (17, True, True),
 }
 
 
@@ -1906,7 +2144,7 @@ def export(names):
 
 # per-pixel class scores: the oracle's loss_kind picks its segmentation cross-entropy (seg_ce)
 # only for names in its SEGMENTATION set; added to it here like MODELS to its LOCAL registry
-SEGMENTATION = {"ho12_segnet", "ho13_enet"}
+SEGMENTATION = {"ho12_segnet", "ho13_enet", "ho17_pixelcnn"}
 # (model, batch) -> the only modes run there, added to the oracle's BATCH_MODES: PointNet's
 # training forward raises at batch 1 (the head's BatchNorm1d sees one value per channel)
 BATCH_MODES = {("ho12_pointnet", 1): ("infer_nograd", "infer_grad")}
