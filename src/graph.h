@@ -176,6 +176,9 @@ enum {
      * (CTX), which torch 2 runs as one scaled_dot_product_attention call */
     ME_N_ATTN_CORE  = 1 << 7,
     ME_N_ATTN_CTX   = 1 << 8,
+    /* the context MatMul of F.scaled_dot_product_attention as torch >= 2.0
+     * exports it (canon/sdpa.c): the file states the call (also ATTN_CTX) */
+    ME_N_SDPA       = 1 << 9,
 };
 
 struct MeOpDesc;
@@ -262,6 +265,8 @@ typedef struct MeGraph {
     bool frames_unseen;  /* the loader cannot show which tensors the Python forwards bound to names (an
                           * export): memory.c also gives the peak if every one were (peak_frames) */
     struct MeRebind *rebind; /* a binding's re-bound fixed dims (model.c owns it, shape.c reads it) */
+    char *torch_version; /* the torch.__version__ that wrote the file, NULL: not stated */
+    int torch_major;     /* its major number, 0: not stated */
 } MeGraph;
 
 int me_graph_init(MeGraph *g, const char *path);

@@ -728,6 +728,17 @@ static void keep_for_backward(Sim *m, int ni, int vi)
 static bool attn_core(const Sim *m, const MeNode *n) { return m->sdpa && (n->flags & ME_N_ATTN_CORE); }
 static bool attn_ctx(const Sim *m, const MeNode *n) { return m->sdpa && (n->flags & ME_N_ATTN_CTX); }
 
+/* v, or what a core scale (q / sqrt(E), x * sqrt(scale)) multiplied */
+static int unscaled_operand(const MeGraph *g, int v)
+{
+    int p = v >= 0 ? g->v[v].producer : -1;
+    if (p < 0 || !(g->n[p].flags & ME_N_ATTN_CORE) || g->n[p].n_in < 1) return v;
+    const MeNode *n = &g->n[p];
+    int a = n->in[0], pa = a >= 0 ? g->v[a].producer : -1;
+    bool scale = a < 0 || g->v[a].kind == ME_V_INIT || (pa >= 0 && g->n[pa].desc && !strcmp(g->n[pa].desc->name, "Sqrt"));
+    return scale && n->n_in == 2 ? n->in[1] : a;
+}
+
 /* The call's q and k.transpose(-2, -1): the scores bmm's operands, the
  * scale undone, found back from the context bmm through the core */
 static void attn_operands(const MeGraph *g, const MeNode *ctx, int *q, int *kt)
@@ -739,10 +750,8 @@ static void attn_operands(const MeGraph *g, const MeNode *ctx, int *q, int *kt)
         if (p < 0 || !(g->n[p].flags & ME_N_ATTN_CORE)) return;
         const MeNode *x = &g->n[p];
         if (x->desc && x->desc->cls == ME_C_MATMUL && x->n_in == 2) {
-            *kt = x->in[1];
-            *q = x->in[0];
-            int sp = *q >= 0 ? g->v[*q].producer : -1; /* q / sqrt(E) */
-            if (sp >= 0 && (g->n[sp].flags & ME_N_ATTN_CORE)) *q = g->n[sp].in[0];
+            *q = unscaled_operand(g, x->in[0]); /* q / sqrt(E), or q * sqrt(scale) */
+            *kt = unscaled_operand(g, x->in[1]); /* SDPA's export scales kᵀ too (canon/sdpa.c) */
             return;
         }
         /* the link the chain came through: an input a core op made */
@@ -1209,8 +1218,23 @@ static void attn_out_layout(Sim *m, const MeNode *ctx, int q)
     const MeGraph *g = m->g;
     int out = ctx->out[0];
     const MeShape *s = &g->v[out].shape;
-    if (s->rank != 3) return;
     bool half = attn_half_cuda(m, ctx);
+    if (s->rank == 4) {
+        /* F.scaled_dot_product_attention's [B, H, S, hd] (canon/sdpa.c):
+         * flash and cuDNN allocate it as q (empty_like of q.transpose(1,
+         * 2)); the memory-efficient kernel (res [B, M, H, K]) and the
+         * CPU's flash kernel (_scaled_dot_product_flash_attention_cpu:
+         * empty({B, S, H, hd}) then transpose(1, 2)) as [B, S, H, hd], so
+         * the caller's transpose(1, 2).reshape(B, S, H * hd) copies nothing */
+        int64_t tmp[ME_MAX_RANK];
+        if (half && q >= 0 && g->v[q].shape.rank == 4 && !memcmp(g->v[q].shape.d, s->d, sizeof(s->d[0]) * 4)) set_strides(m, out, strides_of(m, q, tmp));
+        else if (!half) {
+            int64_t st[4] = { sat_mul(sat_mul(s->d[2], s->d[1]), s->d[3]), s->d[3], sat_mul(s->d[1], s->d[3]), 1 };
+            set_strides(m, out, st);
+        }
+        return;
+    }
+    if (s->rank != 3) return;
     int p = q >= 0 ? g->v[q].producer : -1; /* q.view(T, B * H, hd).transpose(0, 1) */
     int r = p >= 0 && g->n[p].desc && g->n[p].desc->view == ME_VIEW_PERMUTE && g->n[p].in[0] >= 0 ? g->v[g->n[p].in[0]].producer : -1;
     const MeShape *x = r >= 0 && g->n[r].desc && g->n[r].desc->view == ME_VIEW_RESHAPE && g->n[r].in[0] >= 0 ? &g->v[g->n[r].in[0]].shape : NULL;
@@ -2221,6 +2245,33 @@ static int bn_batch_ok(const MeGraph *g, char *err, size_t errlen)
     return 0;
 }
 
+/* A file that calls F.scaled_dot_product_attention (canon/sdpa.c) was
+ * written by torch >= 2.0 for a torch that has it: 1.13 has nothing to
+ * simulate. */
+static int err_sdpa_call(const MeGraph *g, char *err, size_t errlen)
+{
+    for (int i = 0; i < g->nn; i++)
+        if (g->n[i].flags & ME_N_SDPA) {
+            char e[256];
+            if (err && errlen)
+                snprintf(err, errlen, "%s: node '%s' calls F.scaled_dot_product_attention (torch >= 2.0), which torch 1.13 "
+                         "does not have: --torch 1.13 cannot run this model (leave --torch unset or give 2)",
+                         g->path ? g->path : "", me_escape(g->n[i].name ? g->n[i].name : "", e, sizeof(e)));
+            return -1;
+        }
+    return 0;
+}
+
+MemestTorch memest_model_torch(const MemestModel *model)
+{
+    if (!model) return MEMEST_TORCH_1_13;
+    const MeGraph *g = &model->g;
+    if (g->torch_major >= 2) return MEMEST_TORCH_2;
+    for (int i = 0; i < g->nn; i++)
+        if (g->n[i].flags & ME_N_SDPA) return MEMEST_TORCH_2;
+    return MEMEST_TORCH_1_13;
+}
+
 /* The step, told to the statistics (out, and the series rec->series[slot]
  * when rec is given), on CUDA the caching-allocator model, and extra when
  * given. prev: step 1's figures when the caller has them (--grad's step 2
@@ -2248,6 +2299,7 @@ static int run_step_events(const MemestModel *model, const MemestMemorySettings 
         return ME_EINVAL;
     }
     if (s->mode == MEMEST_RUN_TRAIN && (err_optimizer_impl(s, err, errlen) < 0)) return ME_EINVAL;
+    if (s->torch == MEMEST_TORCH_1_13 && err_sdpa_call(g, err, errlen) < 0) return ME_EINVAL;
     m.grad = s->mode != MEMEST_RUN_INFER;
     m.sdpa = s->torch == MEMEST_TORCH_2;
     m.dp.ranks = s->gpus > 1 ? s->gpus : 1;
@@ -2790,8 +2842,8 @@ static void attn_note(const MemestModel *model, const MemestMemorySettings *s, M
     const MeGraph *g = &model->g;
     int calls = 0;
     const char *first = NULL;
-    for (int i = 0; i < g->nn; i++)
-        if (g->n[i].flags & ME_N_ATTN_CTX) {
+    for (int i = 0; i < g->nn; i++) /* nn.MultiheadAttention's (mha.c); a stated SDPA call has sdpa.c's note */
+        if ((g->n[i].flags & ME_N_ATTN_CTX) && !(g->n[i].flags & ME_N_SDPA)) {
             if (!calls++) first = g->n[i].module;
         }
     if (!calls || !r->n_mem) return;

@@ -290,6 +290,12 @@ MEMEST_API const char *memest_optimizer_impl_name(MemestOptimizerImpl i);
 MEMEST_API int memest_optimizer_impl_from_name(const char *name);
 MEMEST_API const char *memest_torch_name(MemestTorch t);
 MEMEST_API int memest_torch_from_name(const char *name);
+/* The torch a model's file says it runs on, which the memest command
+ * and the Python package follow when not told (--torch): MEMEST_TORCH_2
+ * for a file written by torch >= 2 (an ONNX file's producer_version) or
+ * one that calls F.scaled_dot_product_attention, which 1.13 lacks;
+ * MEMEST_TORCH_1_13 otherwise. */
+MEMEST_API MemestTorch memest_model_torch(const MemestModel *model);
 
 typedef enum MemestRuntime {
     MEMEST_RUNTIME_CUDA = 0, /* PyTorch on a GPU (cuDNN, cuBLAS) */

@@ -105,7 +105,8 @@ def _dtype_name(v):
 def memory_settings(mode="infer", optimizer=None, loss=None, runtime="cuda", checkpoint=None, input_grad=False,
                     amp=None, gpu=None, gpus=1, shard=None, series=True, torch=None):
     """MemestMemorySettings as the memest command fills them; torch: '1.13'
-    (the default) or '2', whose code the timeline follows where they differ
+    (the default; Model.analyze takes the file's, memest_model_torch) or
+    '2', whose code the timeline follows where they differ
     (nn.MultiheadAttention's attention, what a mean over dims saves, a
     training step's optimizer path)."""
     s = L.MemorySettings()
@@ -227,6 +228,8 @@ class Model:
         g = memory.pop("gpu", None)
         g = gpu(g) if g is not None else None
         ms = memory_settings(gpu=g, **memory)
+        if memory.get("torch") is None:  # the torch the file says it runs on (memest_model_torch)
+            ms.torch = L.lib().memest_model_torch(self._h)
         h, err = ctypes.c_void_p(), _err()
         _check(L.lib().memest_analyze(self._h, ctypes.byref(a), ctypes.byref(h), err, L.ERRLEN), err)
         r = Report(self, h, ms, g)

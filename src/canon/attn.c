@@ -23,7 +23,9 @@
  * (the context). Marked `local` (memory.c holds them to the scope's last
  * op): both operands of each MatMul and the weights on the way. The
  * scores are not: HF's Llama, GPT-2 and Whisper re-bind them to the
- * weights, BERT and T5 keep them; the python_names note bounds that. */
+ * weights, BERT and T5 keep them; the python_names note bounds that.
+ * An F.scaled_dot_product_attention call (sdpa.c) makes no weights: only
+ * q, k and v are the caller's names. */
 #include <stdbool.h>
 
 #include "canon/canon.h"
@@ -95,6 +97,20 @@ int me_canon_attn(MeGraph *g, MeDiag *d)
             if (sm < 0 || g->n[sm].n_in < 1) continue;
             int s = scores_of(g, g->n[sm].in[0], sc, 0);
             if (s < 0) continue;
+            if (ctx->flags & ME_N_SDPA) {
+                /* one SDPA call (sdpa.c): the weights are the kernel's, the
+                 * caller names q, k and v, which the call's scales read */
+                mark(g, ctx->in[1], sc);
+                for (int k = 0; k < 2; k++) {
+                    int x = g->n[s].in[k], px = x >= 0 ? g->v[x].producer : -1;
+                    if (px >= 0 && (g->n[px].flags & ME_N_ATTN_CORE) && g->n[px].n_in == 2) { /* Mul(x, sqrt(scale)) */
+                        int a = g->n[px].in[0], pa = a >= 0 ? g->v[a].producer : -1;
+                        x = computed(g, a) && !me_canon_is(g, &g->n[pa], "Sqrt") ? a : g->n[px].in[1];
+                    }
+                    mark(g, x, sc);
+                }
+                break;
+            }
             /* the weights: Softmax's result and what dropout or a cast made of it */
             for (v = ctx->in[side]; v >= 0;) {
                 mark(g, v, sc);

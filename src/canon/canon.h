@@ -24,6 +24,7 @@
     X(pool_index)   /* canon/fuse.c: pooling indices moved between ONNX's and PyTorch's numbering */ \
     X(linear)      /* MatMul [+ Add] of a stored weight: nn.Linear (linear.c) */ \
     X(rnn_weights) /* an RNN's weights reordered for ONNX: no tensor PyTorch makes (rnn.c) */ \
+    X(sdpa)        /* F.scaled_dot_product_attention as torch >= 2.0 exports it: one kernel (sdpa.c) */ \
     X(mha)         /* nn.MultiheadAttention's .contiguous().view() reshapes (mha.c) */ \
     X(attn)        /* a Python forward's attention: its names hold q, k, v and the weights (attn.c) */ \
     X(fpn)         /* torchvision's FeaturePyramidNetwork: its loop's names (fpn.c) */ \

@@ -28,6 +28,11 @@
  * without binding them to names: its scope says so (unnamed_temps), and
  * memory.c's Python holds then keep them only as long as their readers.
  *
+ * torch 2's function, whose attention the file shows as an SDPA call
+ * (canon/sdpa.c, which runs first), views q, k and v without
+ * .contiguous(): only its output's permute(2, 0, 1, 3).contiguous().view()
+ * is marked there.
+ *
  * The attention itself, as the v1.13 function writes it and the file
  * shows it (_scaled_dot_product_attention: q / sqrt(E), bmm with
  * k.transpose(-2, -1) or baddbmm with the mask, softmax, dropout, bmm with
@@ -77,6 +82,7 @@ typedef struct MhaFacts {
     bool batch_first, packed, act;
     bool dropout; /* a dropout of p > 0 in its forward: a training export shows the module's dropout */
     bool python;  /* its function runs as Python, names and all (runs_python) */
+    bool sdpa;    /* torch 2's function: its attention an F.scaled_dot_product_attention call (sdpa.c) */
 } MhaFacts;
 
 /* Dropout's p, from its attribute (opset < 12) or its ratio input when
@@ -90,13 +96,29 @@ static double dropout_p(MeGraph *g, const MeNode *n, MeDiag *d)
     return 0.5; /* ONNX's default */
 }
 
+/* torch 2's function (its attention an SDPA call, canon/sdpa.c) views q, k
+ * and v without .contiguous() (its in-projection made them contiguous);
+ * only attn_output.permute(2, 0, 1, 3).contiguous().view(...) copies */
+static bool reads_sdpa_permute(const MeGraph *g, const MeNode *x)
+{
+    int t = x->n_in && x->in[0] >= 0 ? g->v[x->in[0]].producer : -1;
+    if (t < 0 || !me_canon_is(g, &g->n[t], "Transpose") || !g->n[t].n_in || g->n[t].in[0] < 0) return false;
+    int c = g->v[g->n[t].in[0]].producer;
+    return c >= 0 && (g->n[c].flags & ME_N_SDPA);
+}
+
 static void node_facts(MeGraph *g, char **mods, int m, MhaFacts *f, MeDiag *d)
 {
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *x = &g->n[i];
+        int k = x->module && (x->flags & ME_N_SDPA) ? find(mods, m, x->module, strlen(x->module), "") : -1;
+        if (k >= 0) f[k].sdpa = true;
+    }
     for (int i = 0; i < g->nn; i++) {
         MeNode *x = &g->n[i];
         if (!x->module) continue;
         int k = find(mods, m, x->module, strlen(x->module), "");
-        if (k >= 0 && me_canon_is(g, x, "Reshape")) x->flags |= ME_N_CONTIGUOUS;
+        if (k >= 0 && me_canon_is(g, x, "Reshape") && (!f[k].sdpa || reads_sdpa_permute(g, x))) x->flags |= ME_N_CONTIGUOUS;
         if (k >= 0 && me_canon_is(g, x, "Dropout") && dropout_p(g, x, d) > 0) f[k].dropout = true;
         if (k >= 0 && me_canon_is(g, x, "Transpose") && x->n_in == 1 && x->in[0] >= 0) {
             const MeAttr *perm = me_node_attr(x, "perm");

@@ -584,6 +584,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "memest: %s\n", err);
         goto end;
     }
+    if (!(c.given & OPT_BIT(TORCH))) /* the torch the file says it runs on (its note says so) */
+        ms->torch = c.plan_ms.torch = memest_model_torch(m);
     for (int k = 0; k < c.n_freeze; k++)
         if (memest_freeze(m, c.freeze[k]) == 0) {
             fprintf(stderr, "memest: --freeze '%s': no layer's module name matches\n", c.freeze[k]);

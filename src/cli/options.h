@@ -60,7 +60,8 @@
       "fused: adam, and sgd, momentum, adamw in 2; CUDA)")                                                       \
     X(TORCH, "--torch", "VERSION", 0, 0,                                                                        \
       "1.13 | 2: the PyTorch whose code the timeline follows where they\n"                                      \
-      "differ (default 1.13; 2: nn.MultiheadAttention runs\n"                                                   \
+      "differ (default: the file's, 2 for a file torch >= 2 wrote or\n"                                          \
+      "one calling scaled_dot_product_attention, else 1.13; 2: MHA runs\n"                                      \
       "scaled_dot_product_attention, mean over dims saves no input,\n"                                          \
       "optimizers foreach by default on CUDA, in-place denominators)")                                           \
     X(LOSS, "--loss", "NAME", 0, OPT_BIT(TRAIN),                                                                 \

@@ -1520,6 +1520,7 @@ static int load_model(OCtx *o, const char *path)
     PbField f;
     int r;
     int64_t opset = -1;
+    char producer[65] = "", version[65] = "";
     while ((r = pb_next(o->r, &cur, end, &f)) > 0) {
         any = true;
         if (f.num == 7 && f.wt == 2) {
@@ -1541,6 +1542,18 @@ static int load_model(OCtx *o, const char *path)
             memset(&o->fn[o->nfn], 0, sizeof(Func));
             int rr = load_function(o, &f, &o->fn[o->nfn++]);
             if (rr < 0) return rr;
+        } else if ((f.num == 2 || f.num == 3) && f.wt == 2 && f.len <= 64) {
+            /* producer_name, producer_version: torch.onnx writes "pytorch"
+             * and torch.__version__ (torch/onnx/utils.py, _export; the
+             * torch.export-based exporter the same) */
+            const uint8_t *data;
+            uint8_t *buf;
+            int rr = read_message(o, &f, &data, &buf);
+            if (rr < 0) return rr;
+            char *dst = f.num == 2 ? producer : version;
+            memcpy(dst, data, (size_t)f.len);
+            dst[f.len] = 0;
+            me_free(buf);
         } else if (f.num == 14 && f.wt == 2) { /* metadata_props */
             int rr;
             Onnx__StringStringEntryProto *e = (Onnx__StringStringEntryProto *)unpack_field(o, &f, &onnx__string_string_entry_proto__descriptor, &rr);
@@ -1561,6 +1574,7 @@ static int load_model(OCtx *o, const char *path)
     o->g->opset = (int)opset;
     int rc = load_graph(o, graph_off, graph_len);
     if (rc >= 0 && o->signature) me_torch_signature(o->g, o->signature, strlen(o->signature));
+    if (rc >= 0 && !strcmp(producer, "pytorch") && version[0]) rc = me_torch_version(o->g, version);
     return rc;
 }
 

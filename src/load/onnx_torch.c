@@ -21,6 +21,7 @@
  * are named by their targets. A TorchScript export cannot tell a
  * register_buffer table from an nn.Parameter; this one can. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "load/onnx_torch.h"
@@ -173,4 +174,20 @@ int me_torch_signature(MeGraph *g, const char *sig, size_t len)
         named++;
     }
     return named;
+}
+
+int me_torch_version(MeGraph *g, const char *version)
+{
+    char *end;
+    long major = strtol(version, &end, 10);
+    if (end == version || major < 1 || major > 99) return 0; /* not a version: nothing stated */
+    if (!(g->torch_version = me_graph_strdup(g, version))) return ME_ENOMEM;
+    g->torch_major = (int)major;
+    if (major < 2) return 0;
+    char e[80];
+    return me_graph_add_note(g, "torch_version", ME_NOTE_ALWAYS,
+                             "the file was written by PyTorch %s (its producer_version): where torch 1.13's code and "
+                             "2's differ (nn.MultiheadAttention's attention, what a mean over dims saves, the optimizers' "
+                             "default paths), memest follows torch 2's unless --torch 1.13 is given",
+                             me_escape(version, e, sizeof(e)));
 }

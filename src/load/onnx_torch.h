@@ -41,4 +41,9 @@ char *me_torch_root_name(MeGraph *g, const char *name);
  * tensors must be loaded. Returns how many stored tensors it named. */
 int me_torch_signature(MeGraph *g, const char *sig, size_t len);
 
+/* The torch.__version__ that wrote the file (ModelProto.producer_version
+ * where producer_name is "pytorch"): recorded in g, with a note when it
+ * is 2 or later. 0 or ME_ENOMEM. */
+int me_torch_version(MeGraph *g, const char *version);
+
 #endif

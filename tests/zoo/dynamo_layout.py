@@ -154,7 +154,10 @@ def convert(model, src, dst):
         m.graph.value_info.append(vi)
     p = m.metadata_props.add()
     p.key, p.value = "pkg.torch.export.ExportedProgram.graph_signature", "\n".join(lines) + "\n"
-    m.producer_name, m.producer_version = "pytorch", "2.9.0"
+    # the producer stays the source's (pytorch 1.13.0): the ops are torch
+    # 1.13's, and a producer_version of 2 or later makes memest follow
+    # torch 2's code (memest_model_torch), as a real 2.9 file does
+    m.producer_name, m.producer_version = "pytorch", onnx.load(src, load_external_data=False).producer_version
     onnx.save(m, dst)
     return len(params), len(buffers)
 

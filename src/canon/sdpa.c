@@ -1,0 +1,124 @@
+/* F.scaled_dot_product_attention as torch.onnx writes it.
+ *
+ * torch >= 2.0 has one attention function, F.scaled_dot_product_attention
+ * (SDPA), which nn.MultiheadAttention (need_weights=False:
+ * nn.TransformerEncoderLayer, torchvision's ViT), HF transformers'
+ * "sdpa" attention (their default), timm's fused_attn and diffusers call.
+ * PyTorch runs it as one kernel (flash, memory-efficient or cuDNN on
+ * CUDA, the CPU's flash kernel) that makes no [B, H, S, T] scores. Both
+ * exporters spell it out: the TorchScript one
+ * (torch/onnx/symbolic_opset14.py, scaled_dot_product_attention, torch
+ * 2.x) and torchlib's (onnxscript's aten_scaled_dot_product_attention, the
+ * torch.export-based exporter's) scale q and kᵀ each by the square root of
+ * the scale, "for stability" as aten's math kernel does:
+ *
+ *   MatMul(Mul(q, Sqrt(scale)), Mul(Transpose(k), Sqrt(scale)))
+ *   [Add(·, mask)]  Softmax(-1)  [Dropout]  MatMul(·, v)
+ *
+ * No forward written by hand scales both operands so, and torch 1.13's
+ * exporter has no such symbolic (nor 1.13 the function), so the spelling
+ * says the model called SDPA and was exported by torch >= 2.0. The
+ * scales, scores, mask add, softmax and dropout are marked ME_N_ATTN_CORE
+ * and the context MatMul ME_N_ATTN_CTX, as canon/mha.c marks
+ * nn.MultiheadAttention's attention; ME_N_SDPA on the context MatMul says
+ * the file states the call, so memory.c runs it as torch 2 does whatever
+ * --torch the user left unset (memest_model_torch), and an explicit
+ * --torch 1.13 is an error. The caller's names (q, k, v) are canon/attn.c's. */
+#include <stdbool.h>
+
+#include "canon/canon.h"
+#include "util.h"
+
+/* The node that made v when v has one reader (the next link), else -1 */
+static int link_of(const MeGraph *g, int v)
+{
+    int p = v >= 0 ? g->v[v].producer : -1;
+    return p >= 0 && g->v[v].n_uses == 1 && !g->v[v].is_output ? p : -1;
+}
+
+/* A scalar the exporter wrote for sqrt(scale): a Sqrt's result, or a
+ * constant of at most one element (an optimizer folded the Sqrt) */
+static bool sqrt_scale(const MeGraph *g, int v)
+{
+    if (v < 0) return false;
+    int p = g->v[v].producer;
+    if (p >= 0 && me_canon_is(g, &g->n[p], "Sqrt")) return true;
+    if (g->v[v].kind != ME_V_INIT) return false;
+    const MeShape *s = &g->v[v].shape;
+    for (int k = 0; k < s->rank; k++)
+        if (s->d[k] != 1) return false;
+    return true;
+}
+
+/* The scaled operand: Mul(x, sqrt(scale)) with one reader; its node, or -1 */
+static int scaled(const MeGraph *g, int v)
+{
+    int p = link_of(g, v);
+    if (p < 0 || !me_canon_is(g, &g->n[p], "Mul") || g->n[p].n_in != 2) return -1;
+    const MeNode *m = &g->n[p];
+    return sqrt_scale(g, m->in[1]) || sqrt_scale(g, m->in[0]) ? p : -1;
+}
+
+/* Transpose swapping the last two axes */
+static bool swaps_last(const MeGraph *g, int v)
+{
+    int p = v >= 0 ? g->v[v].producer : -1;
+    if (p < 0 || !me_canon_is(g, &g->n[p], "Transpose")) return false;
+    const MeAttr *perm = me_node_attr(&g->n[p], "perm");
+    if (!perm || perm->type != ME_A_INTS || perm->n < 2) return false;
+    int r = perm->n;
+    for (int k = 0; k < r - 2; k++)
+        if (perm->ints[k] != k) return false;
+    return perm->ints[r - 2] == r - 1 && perm->ints[r - 1] == r - 2;
+}
+
+/* The scaled operand's other input: x of Mul(x, sqrt(scale)) */
+static int unscaled(const MeGraph *g, int mul)
+{
+    const MeNode *m = &g->n[mul];
+    return sqrt_scale(g, m->in[1]) ? m->in[0] : m->in[1];
+}
+
+int me_canon_sdpa(MeGraph *g, MeDiag *d)
+{
+    (void)d;
+    int calls = 0;
+    const char *first = NULL;
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *ctx = &g->n[i];
+        if (ctx->n_in != 2 || ctx->n_out != 1 || !me_canon_is(g, ctx, "MatMul") || (ctx->flags & ME_N_ATTN_CTX)) continue;
+        int chain[8], nc = 0, p = link_of(g, ctx->in[0]);
+        if (p >= 0 && me_canon_is(g, &g->n[p], "Dropout")) {
+            chain[nc++] = p;
+            p = link_of(g, g->n[p].in[0]);
+        }
+        if (p < 0 || !me_canon_is(g, &g->n[p], "Softmax")) continue;
+        chain[nc++] = p;
+        p = link_of(g, g->n[p].in[0]);
+        if (p >= 0 && me_canon_is(g, &g->n[p], "Add") && g->n[p].n_in == 2) {
+            /* the mask's add: the scores are the operand a MatMul made */
+            const MeNode *a = &g->n[p];
+            chain[nc++] = p;
+            int q0 = link_of(g, a->in[0]), q1 = link_of(g, a->in[1]);
+            p = q0 >= 0 && me_canon_is(g, &g->n[q0], "MatMul") ? q0 : q1;
+        }
+        if (p < 0 || !me_canon_is(g, &g->n[p], "MatMul") || g->n[p].n_in != 2) continue;
+        const MeNode *s = &g->n[p];
+        int mq = scaled(g, s->in[0]), mk = scaled(g, s->in[1]);
+        if (mq < 0 || mk < 0 || !swaps_last(g, unscaled(g, mk))) continue;
+        chain[nc++] = p;
+        chain[nc++] = mq;
+        chain[nc++] = mk;
+        for (int k = 0; k < nc; k++) g->n[chain[k]].flags |= ME_N_ATTN_CORE;
+        ctx->flags |= ME_N_ATTN_CTX | ME_N_SDPA;
+        if (!calls++) first = ctx->module ? ctx->module : ctx->name;
+    }
+    if (!calls) return 0;
+    char e[256];
+    return me_graph_add_note(g, "sdpa", ME_NOTE_ALWAYS,
+                             "%d attention(s) ('%s'%s) are F.scaled_dot_product_attention as torch >= 2.0 exports it (q and "
+                             "k scaled by the square root of the scale): modelled as that one kernel, which makes no "
+                             "[B, H, S, T] scores or softmax (flash or memory-efficient on CUDA, the flash kernel on a "
+                             "CPU), as torch 2 runs it",
+                             calls, me_escape(first ? first : "", e, sizeof(e)), calls > 1 ? ", ..." : "");
+}
