@@ -9,10 +9,12 @@ exports: each idiom's real torch.onnx exports (models/onnx/canon, made by
   2 % of PyTorch's (golden/truth/canon, the module's truth).
 crafted: for each idiom a crafted chain spelled as torch.onnx writes it and
   the one canonical node give the same rows, params, MACs and peaks
-  (batch 1 and 8; no_grad, grad, SGD, Adam).
+  (batch 1 and 8; no_grad, grad, SGD, Adam); gelu also as torchlib writes
+  it (the torch.export-based exporter: x multiplied last).
 inner_used: the same chains with an inner value read elsewhere (a graph
   output, another node) are not fused: that value is a tensor the model
-  really made, so the chain's nodes stay rows.
+  really made, so the chain's nodes stay rows; nor is gelu written in
+  Python (x * 0.5 first).
 cast: LayerNorm between a Cast to fp32 and a Cast back (fp16/bf16 exports).
 conventions: every convention counts an opset-13 LayerNorm export as its
   opset-17 LayerNormalization export.
@@ -181,6 +183,27 @@ def decomposed(idiom, leak=None):
         c.op("Add", [c.const(1.0), "t"], "a")
         c.op("Mul", ["h", "a"], "m")
         c.op("Mul", [c.const(0.5), "m"], "y")
+    elif idiom == "gelu_torchlib":  # onnxscript torch_lib nn.py _aten_gelu_approximate_none
+        c.op("Div", ["h", c.const(2 ** 0.5)], "d")
+        c.op("Erf", ["d"], "e")
+        c.op("Add", ["e", c.const(1.0)], "a")
+        c.op("Mul", [c.const(0.5), "a"], "hf")
+        c.op("Mul", ["h", "hf"], "y")
+    elif idiom == "gelu_tanh_torchlib":  # _aten_gelu_approximate_tanh
+        c.op("Pow", ["h", c.const(3.0)], "cube")
+        c.op("Mul", [c.const(0.044715), "cube"], "kc")
+        c.op("Add", ["h", "kc"], "inner")
+        c.op("Mul", [c.const((2 / 3.141592653589793) ** 0.5), "inner"], "bi")
+        c.op("Tanh", ["bi"], "t")
+        c.op("Add", ["t", c.const(1.0)], "a")
+        c.op("Mul", [c.const(0.5), "a"], "hf")
+        c.op("Mul", ["h", "hf"], "y")
+    elif idiom == "gelu_python":  # BERT's and HF's Python gelu: x * 0.5 first, four aten ops PyTorch ran
+        c.op("Mul", ["h", c.const(0.5)], "hx")
+        c.op("Div", ["h", c.const(2 ** 0.5)], "d")
+        c.op("Erf", ["d"], "e")
+        c.op("Add", ["e", c.const(1.0)], "a")
+        c.op("Mul", ["hx", "a"], "y")
     elif idiom == "layernorm":
         ln_chain(c, "h", "y")
     elif idiom == "layernorm_cast":  # fp16 activations, the chain in fp32 between two Casts
@@ -203,17 +226,18 @@ def canonical(idiom):
         c.op("LayerNormalization", ["h", "g", "b"], "y", [oc.attr_int("axis", -1), attr_float("epsilon", 1e-5)])
     elif idiom == "logsoftmax":
         c.op("LogSoftmax", ["h"], "y", [oc.attr_int("axis", 1)])
-    elif idiom == "gelu_tanh":
+    elif idiom in ("gelu_tanh", "gelu_tanh_torchlib"):
         c.op("Gelu", ["h"], "y", [attr_str("approximate", "tanh")])
     else:
-        op = {"silu": "SiLU", "mish": "Mish", "hardswish": "HardSwish", "gelu": "Gelu"}[idiom]
+        op = {"silu": "SiLU", "mish": "Mish", "hardswish": "HardSwish", "gelu": "Gelu", "gelu_torchlib": "Gelu"}[idiom]
         c.op(op, ["h"], "y")
     return c.write(idiom + "_canon", opset=17)
 
 
-CRAFTED = ["silu", "mish", "hardswish", "gelu", "gelu_tanh", "layernorm", "logsoftmax"]
+CRAFTED = ["silu", "mish", "hardswish", "gelu", "gelu_tanh", "gelu_torchlib", "gelu_tanh_torchlib", "layernorm", "logsoftmax"]
 # an inner value of each chain (read by the chain and, here, by the caller too)
-INNER = {"silu": "s", "mish": "t", "hardswish": "hs", "gelu": "e", "gelu_tanh": "cube", "layernorm": "mean", "logsoftmax": "ls"}
+INNER = {"silu": "s", "mish": "t", "hardswish": "hs", "gelu": "e", "gelu_tanh": "cube", "gelu_torchlib": "e",
+         "gelu_tanh_torchlib": "cube", "layernorm": "mean", "logsoftmax": "ls"}
 
 
 def case_crafted():
@@ -239,6 +263,9 @@ def case_cast():
 
 
 def case_inner_used():
+    d = report(decomposed("gelu_python"))
+    ops = [l["op"] for l in d["layers"]] if d else []
+    check("Gelu" not in ops, f"[gelu_python] x * 0.5 * (1 + erf(x / sqrt 2)), written in Python, was fused: rows {ops}")
     for idiom in CRAFTED:
         # fused, the chain's inner values are named as such in the JSON report
         d = report(decomposed(idiom))

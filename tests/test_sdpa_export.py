@@ -6,11 +6,17 @@ Two files of one attention layer are written here (stdlib only,
 tests/onnx_craft.py): x [B, 128, 64] through q, k, v projections, viewed
 to 4 heads [B, 4, 128, 16]; then
   sdpa   the spelling of torch/onnx/symbolic_opset14.py's
-         scaled_dot_product_attention (torch 2.x; torchlib's is the same):
+         scaled_dot_product_attention (torch 2.x):
          scale = 1 / sqrt(Shape(q)[-1]), Mul(q, Sqrt(scale)),
          Mul(Transpose(k), Sqrt(scale)), MatMul, Softmax, MatMul with v;
+  torchlib  the torch.export-based exporter's (onnxscript's torch_lib
+         nn.py): k^T by Reshape [-1, S, E], Transpose and Reshape back,
+         Sqrt(scale) through CastLike, and with a bool mask a
+         Where(IsNaN(w), 0, w) after the softmax;
   eager  the same layer written out by hand (q @ k^T * scale, softmax, @ v),
          as torch 1.13 exports a forward that does so;
+sdpa and torchlib also with a bool mask [B, 1, T, T] (Where to a float
+mask, added to the scores);
 then the heads merged and an output projection.
 
 Checked (each fails on a memest without the rule):
@@ -22,6 +28,9 @@ Checked (each fails on a memest without the rule):
            below the eager file's, and with autograd on (--grad) the
            scores' softmax is not kept: 4 MiB below (the eager timeline
            keeps the softmax's output and the scaled scores' input);
+  torchlib each torchlib file gives the peaks of the sdpa file with the
+           same mask (no_grad, --grad, Adam; CPU and CUDA) within 1 KiB
+           (its shape arithmetic's scalars differ);
   version  the eager file with producer_version 2.4.0 carries the
            "torch_version" note and gives exactly what --torch 2 gives
            (Adam on CUDA: torch 2's default foreach path), and --torch
@@ -54,21 +63,42 @@ def f32(v):
     return struct.pack("<f", v)
 
 
-def layer(spelling, producer=None):
+def layer(spelling, producer=None, mask=False):
     w = lambda n: c.tensor(n, [E, E], raw=bytes(4 * E * E))  # noqa: E731
     inits = [w("attn.q.weight"), w("attn.k.weight"), w("attn.v.weight"), w("attn.o.weight"),
              c.tensor("heads", [4], c.INT64, raw=c.int64_raw([0, T, H, HD])),
              c.tensor("merged", [3], c.INT64, raw=c.int64_raw([0, T, E])),
              c.tensor("one", [], raw=f32(1.0)), c.tensor("scale_c", [], raw=f32(HD ** -0.5)),
              c.tensor("last_s", [1], c.INT64, raw=c.int64_raw([-1])),
-             c.tensor("last_e", [1], c.INT64, raw=c.int64_raw([2 ** 62]))]
+             c.tensor("last_e", [1], c.INT64, raw=c.int64_raw([2 ** 62])),
+             c.tensor("zero", [], raw=f32(0.0)), c.tensor("ninf", [], raw=f32(-3.4e38)),
+             c.tensor("k3", [3], c.INT64, raw=c.int64_raw([-1, T, HD])),
+             c.tensor("k4", [4], c.INT64, raw=c.int64_raw([-1, H, HD, T]))]
     n = c.node
     nodes = []
     for p in "qkv":
         nodes += [n("MatMul", ["x", "attn.%s.weight" % p], [p + "_p"], "/attn/%s/MatMul" % p),
                   n("Reshape", [p + "_p", "heads"], [p + "_r"], "/attn/Reshape_" + p),
                   n("Transpose", [p + "_r"], [p + "h"], "/attn/Transpose_" + p, [c.attr_ints("perm", [0, 2, 1, 3])])]
-    nodes.append(n("Transpose", ["kh"], ["kt"], "/attn/Transpose_kt", [c.attr_ints("perm", [0, 1, 3, 2])]))
+    if spelling == "torchlib":
+        # nn.py _aten_scaled_dot_product_attention_*_onnx: kᵀ through [-1, S, E],
+        # k's Sqrt(scale) through CastLike, a bool mask's NaN guard after the softmax
+        nodes += [n("Reshape", ["kh", "k3"], ["k3d"], "/attn/Reshape_k3"),
+                  n("Transpose", ["k3d"], ["k3t"], "/attn/Transpose_k3", [c.attr_ints("perm", [0, 2, 1])]),
+                  n("Reshape", ["k3t", "k4"], ["kt"], "/attn/Reshape_k4"),
+                  n("Shape", ["qh"], ["qs"], "/attn/Shape"),
+                  n("Gather", ["qs", "last_s"], ["ql"], "/attn/Gather"),
+                  n("CastLike", ["ql", "qh"], ["qf"], "/attn/CastLike"),
+                  n("Sqrt", ["qf"], ["qsq"], "/attn/Sqrt"),
+                  n("Div", ["one", "qsq"], ["scale"], "/attn/Div"),
+                  n("Sqrt", ["scale"], ["s1"], "/attn/Sqrt_1"),
+                  n("Mul", ["qh", "s1"], ["q_s"], "/attn/Mul"),
+                  n("Sqrt", ["scale"], ["s2r"], "/attn/Sqrt_2"),
+                  n("CastLike", ["s2r", "kt"], ["s2"], "/attn/CastLike_1"),
+                  n("Mul", ["kt", "s2"], ["k_s"], "/attn/Mul_1"),
+                  n("MatMul", ["q_s", "k_s"], ["scores"], "/attn/MatMul")]
+    else:
+        nodes.append(n("Transpose", ["kh"], ["kt"], "/attn/Transpose_kt", [c.attr_ints("perm", [0, 1, 3, 2])]))
     if spelling == "sdpa":
         nodes += [n("Shape", ["qh"], ["qs"], "/attn/Shape"),
                   n("Slice", ["qs", "last_s", "last_e"], ["ql"], "/attn/Slice"),
@@ -80,16 +110,26 @@ def layer(spelling, producer=None):
                   n("Sqrt", ["scale"], ["s2"], "/attn/Sqrt_2"),
                   n("Mul", ["kt", "s2"], ["k_s"], "/attn/Mul_1"),
                   n("MatMul", ["q_s", "k_s"], ["scores"], "/attn/MatMul")]
-    else:
+    elif spelling == "eager":
         nodes += [n("MatMul", ["qh", "kt"], ["qk"], "/attn/MatMul"),
                   n("Mul", ["qk", "scale_c"], ["scores"], "/attn/Mul")]
-    nodes += [n("Softmax", ["scores"], ["probs"], "/attn/Softmax", [c.attr_int("axis", -1)]),
-              n("MatMul", ["probs", "vh"], ["ctx"], "/attn/MatMul_1"),
+    sm_in, probs = "scores", "probs"
+    if mask:  # a bool mask made a float one (Where), added to the scores
+        nodes += [n("Where", ["mask", "zero", "ninf"], ["fmask"], "/attn/Where_mask"),
+                  n("Add", ["scores", "fmask"], ["masked"], "/attn/Add")]
+        sm_in = "masked"
+    nodes.append(n("Softmax", [sm_in], ["probs0" if mask and spelling == "torchlib" else probs], "/attn/Softmax",
+                   [c.attr_int("axis", -1)]))
+    if mask and spelling == "torchlib":
+        nodes += [n("IsNaN", ["probs0"], ["nan"], "/attn/IsNaN"),
+                  n("Where", ["nan", "zero", "probs0"], [probs], "/attn/Where_nan")]
+    nodes += [n("MatMul", [probs, "vh"], ["ctx"], "/attn/MatMul_1"),
               n("Transpose", ["ctx"], ["ctx_t"], "/attn/Transpose_o", [c.attr_ints("perm", [0, 2, 1, 3])]),
               n("Reshape", ["ctx_t", "merged"], ["ctx_m"], "/attn/Reshape_o"),
               n("MatMul", ["ctx_m", "attn.o.weight"], ["y"], "/attn/o/MatMul")]
-    g = c.graph(nodes, [c.value_info("x", ["batch", T, E])], [c.value_info("y", ["batch", T, E])], inits)
-    m = c.model(g, 14)
+    ins = [c.value_info("x", ["batch", T, E])] + ([c.value_info("mask", ["batch", 1, T, T], 9)] if mask else [])
+    g = c.graph(nodes, ins, [c.value_info("y", ["batch", T, E])], inits)
+    m = c.model(g, 18 if spelling == "torchlib" else 14)
     if producer:
         m += c.f_bytes(2, "pytorch") + c.f_bytes(3, producer)
     return m
@@ -106,10 +146,12 @@ def peak(d):
 
 with tempfile.TemporaryDirectory() as tmp:
     files = {}
-    for name, spelling, producer in (("sdpa", "sdpa", None), ("eager", "eager", None),
-                                     ("eager2", "eager", "2.4.0"), ("eager113", "eager", "1.13.0")):
+    for name, spelling, producer, mask in (("sdpa", "sdpa", None, False), ("eager", "eager", None, False),
+                                           ("eager2", "eager", "2.4.0", False), ("eager113", "eager", "1.13.0", False),
+                                           ("torchlib", "torchlib", None, False), ("sdpa_mask", "sdpa", None, True),
+                                           ("torchlib_mask", "torchlib", None, True)):
         files[name] = os.path.join(tmp, name + ".onnx")
-        open(files[name], "wb").write(layer(spelling, producer))
+        open(files[name], "wb").write(layer(spelling, producer, mask))
 
     # call
     rc, d, err = run(files["sdpa"], ["--runtime", "cpu"])
@@ -134,6 +176,19 @@ with tempfile.TemporaryDirectory() as tmp:
             check(gap >= want, "%s: the sdpa file is %d B below the eager one, want >= %d" % (mode, gap, want))
         else:
             check(False, "%s: exit %d / %d" % (mode, rc1, rc2))
+
+    # torchlib: the same call, the same figures, with and without a mask
+    for a_, b_ in (("sdpa", "torchlib"), ("sdpa_mask", "torchlib_mask")):
+        for extra in ([], ["--grad"], ["--train", "--optimizer", "adam", "--loss", "mse"]):
+            for rt in ("cpu", "cuda"):
+                rc1, x, e1 = run(files[a_], ["--runtime", rt] + extra)
+                rc2, y, e2 = run(files[b_], ["--runtime", rt] + extra)
+                check(rc1 == 0 and rc2 == 0, "%s/%s %s: exit %d/%d %s" % (a_, b_, extra, rc1, rc2, (e1 + e2)[-300:]))
+                if x and y:
+                    px, py = [s["peak"] for s in x["memory"]["steps"]], [s["peak"] for s in y["memory"]["steps"]]
+                    check(len(px) == len(py) and all(abs(u - w) <= 1024 for u, w in zip(px, py)) and
+                          any(z["code"] == "sdpa" for z in y.get("notes", [])),
+                          "%s vs %s %s %s: peaks %s and %s" % (a_, b_, rt, " ".join(extra), px, py))
 
     # version
     adam = ["--runtime", "cuda", "--train", "--optimizer", "adam", "--loss", "mse"]

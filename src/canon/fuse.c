@@ -411,6 +411,49 @@ static int m_gelu_tanh(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     return 0;
 }
 
+/* gelu's two forms as torchlib writes them (onnxscript's torch_lib nn.py,
+ * _aten_gelu_approximate_none and _approximate_tanh, the torch.export-based
+ * exporter's): x · (0.5 · (f + 1)), f = Erf(x / √2) or Tanh(√(2/π) · (x +
+ * 0.044715 · x³)), x multiplied last. A Python forward writes 0.5 · x
+ * first (HF's gelu, BERT's) and torch.onnx's symbolic multiplies 0.5
+ * last, so this order is the aten op's. */
+static int m_gelu_torchlib(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
+{
+    if (!is_op(g, a, "Mul") || g->n[a].n_in != 2) return 0;
+    for (int j = 0; j < 2; j++) {
+        int x = g->n[a].in[1 - j], half = inner(g, g->n[a].in[j], 1, "Mul");
+        int s = half >= 0 && g->n[half].n_in == 2 ? scalar_slot(g, half, 0.5, d) : -1;
+        int ad = s >= 0 ? inner(g, g->n[half].in[1 - s], 1, "Add") : -1;
+        int one = ad >= 0 && g->n[ad].n_in == 2 ? scalar_slot(g, ad, 1.0, d) : -1;
+        int f = one >= 0 ? prod(g, g->n[ad].in[1 - one]) : -1;
+        if (f < 0 || x < 0 || g->v[g->n[ad].in[1 - one]].n_uses != 1) continue;
+        double q;
+        if (is_op(g, f, "Erf")) {
+            int dv = inner(g, g->n[f].in[0], 1, "Div");
+            if (dv < 0 || g->n[dv].n_in != 2 || g->n[dv].in[0] != x || !me_canon_scalar(g, g->n[dv].in[1], &q, d) ||
+                !near(q, sqrt(2.0)))
+                continue;
+            int ch[] = { dv, f, ad, half, a };
+            for (int i = 0; i < 5; i++) c->nodes[c->n++] = ch[i];
+            *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1 };
+            return 1;
+        }
+        if (!is_op(g, f, "Tanh")) continue;
+        int mb = inner(g, g->n[f].in[0], 1, "Mul");
+        int a0 = mb >= 0 ? through(g, mb, sqrt(2.0 / M_PI), "Add", d) : -1;
+        int mk = a0 >= 0 && g->n[a0].n_in == 2 ? other(g, a0, x) : -1;
+        int mkn = mk >= 0 ? inner(g, mk, 1, "Mul") : -1;
+        int sc = mkn >= 0 ? scalar_slot(g, mkn, 0.044715, d) : -1;
+        int cube = sc >= 0 ? inner(g, g->n[mkn].in[1 - sc], 1, "Pow") : -1;
+        if (cube < 0 || g->n[cube].in[0] != x || !me_canon_scalar(g, g->n[cube].in[1], &q, d) || !near(q, 3)) continue;
+        int ch[] = { cube, mkn, a0, mb, f, ad, half, a };
+        for (int i = 0; i < 8; i++) c->nodes[c->n++] = ch[i];
+        *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1, .approximate = "tanh" };
+        return 1;
+    }
+    return 0;
+}
+
 /* softmax / log_softmax over a non-last axis below opset 13
  * (symbolic_opset9._softmax): Transpose(p) → op(last axis) → Transpose(p),
  * p swapping that axis with the last. */
@@ -713,8 +756,8 @@ int me_canon_layer_norm(MeGraph *g, MeDiag *d)
 
 int me_canon_gelu(MeGraph *g, MeDiag *d)
 {
-    static const Matcher ms[] = { m_gelu_erf, m_gelu_tanh };
-    return run_matchers(g, ms, 2, d);
+    static const Matcher ms[] = { m_gelu_erf, m_gelu_tanh, m_gelu_torchlib };
+    return run_matchers(g, ms, 3, d);
 }
 
 int me_canon_activations(MeGraph *g, MeDiag *d)

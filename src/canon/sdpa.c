@@ -15,10 +15,14 @@
  *   MatMul(Mul(q, Sqrt(scale)), Mul(Transpose(k), Sqrt(scale)))
  *   [Add(·, mask)]  Softmax(-1)  [Dropout]  MatMul(·, v)
  *
+ * (torchlib: kᵀ as Reshape [-1, S, E], Transpose, Reshape back; k's
+ * Sqrt(scale) through CastLike; with a bool mask, Where(IsNaN(w), 0, w)
+ * after the softmax: nn.py, _aten_scaled_dot_product_attention_*_onnx).
+ *
  * No forward written by hand scales both operands so, and torch 1.13's
  * exporter has no such symbolic (nor 1.13 the function), so the spelling
  * says the model called SDPA and was exported by torch >= 2.0. The
- * scales, scores, mask add, softmax and dropout are marked ME_N_ATTN_CORE
+ * scales, kᵀ, scores, mask add, softmax, NaN guard and dropout are marked ME_N_ATTN_CORE
  * and the context MatMul ME_N_ATTN_CTX, as canon/mha.c marks
  * nn.MultiheadAttention's attention; ME_N_SDPA on the context MatMul says
  * the file states the call, so memory.c runs it as torch 2 does whatever
@@ -29,19 +33,27 @@
 #include "canon/canon.h"
 #include "util.h"
 
+/* CastLike reads its input 1 for the type alone (torchlib's
+ * CastLike(Sqrt(scale), kᵀ)): value → such reads */
+static int *type_reads;
+
 /* The node that made v when v has one reader (the next link), else -1 */
 static int link_of(const MeGraph *g, int v)
 {
     int p = v >= 0 ? g->v[v].producer : -1;
-    return p >= 0 && g->v[v].n_uses == 1 && !g->v[v].is_output ? p : -1;
+    return p >= 0 && g->v[v].n_uses - type_reads[v] == 1 && !g->v[v].is_output ? p : -1;
 }
 
-/* A scalar the exporter wrote for sqrt(scale): a Sqrt's result, or a
- * constant of at most one element (an optimizer folded the Sqrt) */
+/* A scalar the exporter wrote for sqrt(scale): a Sqrt's result (through
+ * torchlib's CastLike to k's type), or a constant of at most one element
+ * (an optimizer folded the Sqrt) */
 static bool sqrt_scale(const MeGraph *g, int v)
 {
     if (v < 0) return false;
     int p = g->v[v].producer;
+    if (p >= 0 && (me_canon_is(g, &g->n[p], "CastLike") || me_canon_is(g, &g->n[p], "Cast")) && g->n[p].n_in >= 1 &&
+        g->n[p].in[0] >= 0)
+        p = g->v[g->n[p].in[0]].producer;
     if (p >= 0 && me_canon_is(g, &g->n[p], "Sqrt")) return true;
     if (g->v[v].kind != ME_V_INIT) return false;
     const MeShape *s = &g->v[v].shape;
@@ -72,6 +84,28 @@ static bool swaps_last(const MeGraph *g, int v)
     return perm->ints[r - 2] == r - 1 && perm->ints[r - 1] == r - 2;
 }
 
+/* kᵀ, the scaled operand's other input: a Transpose swapping k's last
+ * two axes (symbolic_opset14.py), or torchlib's Reshape to [-1, S, E],
+ * Transpose [0, 2, 1] and Reshape back, each read once. The nodes that
+ * make it go to chain (at most 3); false when it is neither. */
+static bool k_transposed(const MeGraph *g, int v, int *chain, int *nc)
+{
+    int p = link_of(g, v), r = -1;
+    if (p >= 0 && me_canon_is(g, &g->n[p], "Reshape") && g->n[p].n_in >= 1) {
+        r = p;
+        v = g->n[p].in[0];
+        p = link_of(g, v);
+    }
+    if (p < 0 || !swaps_last(g, v)) return false;
+    chain[(*nc)++] = p;
+    if (r < 0) return true;
+    chain[(*nc)++] = r;
+    int q = link_of(g, g->n[p].in[0]); /* the Reshape to [-1, S, E] */
+    if (q < 0 || !me_canon_is(g, &g->n[q], "Reshape")) return false;
+    chain[(*nc)++] = q;
+    return true;
+}
+
 /* The scaled operand's other input: x of Mul(x, sqrt(scale)) */
 static int unscaled(const MeGraph *g, int mul)
 {
@@ -84,13 +118,27 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
     (void)d;
     int calls = 0;
     const char *first = NULL;
+    if (!(type_reads = me_calloc((size_t)g->nv + 1, sizeof(int)))) return ME_ENOMEM;
+    for (int i = 0; i < g->nn; i++)
+        if (g->n[i].n_in == 2 && g->n[i].in[1] >= 0 && me_canon_is(g, &g->n[i], "CastLike")) type_reads[g->n[i].in[1]]++;
     for (int i = 0; i < g->nn; i++) {
         MeNode *ctx = &g->n[i];
         if (ctx->n_in != 2 || ctx->n_out != 1 || !me_canon_is(g, ctx, "MatMul") || (ctx->flags & ME_N_ATTN_CTX)) continue;
-        int chain[8], nc = 0, p = link_of(g, ctx->in[0]);
+        int chain[12], nc = 0, p = link_of(g, ctx->in[0]);
         if (p >= 0 && me_canon_is(g, &g->n[p], "Dropout")) {
             chain[nc++] = p;
             p = link_of(g, g->n[p].in[0]);
+        }
+        if (p >= 0 && me_canon_is(g, &g->n[p], "Where") && g->n[p].n_in == 3) {
+            /* torchlib's bool mask: Where(IsNaN(w), 0, w), a fully masked row's NaNs to 0 */
+            const MeNode *w = &g->n[p];
+            int isnan = w->in[0] >= 0 ? g->v[w->in[0]].producer : -1, sm = w->in[2];
+            if (isnan < 0 || !me_canon_is(g, &g->n[isnan], "IsNaN") || g->n[isnan].in[0] != sm || sm < 0 ||
+                g->v[sm].n_uses != 2 || g->v[w->in[0]].n_uses != 1)
+                continue;
+            chain[nc++] = p;
+            chain[nc++] = isnan;
+            p = g->v[sm].producer;
         }
         if (p < 0 || !me_canon_is(g, &g->n[p], "Softmax")) continue;
         chain[nc++] = p;
@@ -105,7 +153,7 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
         if (p < 0 || !me_canon_is(g, &g->n[p], "MatMul") || g->n[p].n_in != 2) continue;
         const MeNode *s = &g->n[p];
         int mq = scaled(g, s->in[0]), mk = scaled(g, s->in[1]);
-        if (mq < 0 || mk < 0 || !swaps_last(g, unscaled(g, mk))) continue;
+        if (mq < 0 || mk < 0 || !k_transposed(g, unscaled(g, mk), chain, &nc)) continue;
         chain[nc++] = p;
         chain[nc++] = mq;
         chain[nc++] = mk;
@@ -113,6 +161,8 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
         ctx->flags |= ME_N_ATTN_CTX | ME_N_SDPA;
         if (!calls++) first = ctx->module ? ctx->module : ctx->name;
     }
+    me_free(type_reads);
+    type_reads = NULL;
     if (!calls) return 0;
     char e[256];
     return me_graph_add_note(g, "sdpa", ME_NOTE_ALWAYS,

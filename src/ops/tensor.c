@@ -537,10 +537,27 @@ static int infer_slice(MeCtx *c)
     return fold_map(c, &o, &v, 1, map_strided, &f);
 }
 
+static int cast_to(MeCtx *c, int64_t to);
+
 static int infer_cast(MeCtx *c)
 {
     int64_t to = me_attr_i(c->n, "to", 0);
     if (to <= 0 || to >= ME_DT_COUNT) return me_fail(c, "attribute 'to' is not a known type (%lld)", (long long)to);
+    return cast_to(c, to);
+}
+
+/* CastLike (opset 15): Cast to input 1's type, which torchlib (the
+ * torch.export-based exporter's op library) writes for scalars made to
+ * match a tensor (the attention scale, GELU's constants) */
+static int infer_cast_like(MeCtx *c)
+{
+    MeDType to = me_in(c, 1)->dtype;
+    if (to <= ME_DT_UNDEF || to >= ME_DT_COUNT) return me_fail(c, "input 1's element type is not known");
+    return cast_to(c, to);
+}
+
+static int cast_to(MeCtx *c, int64_t to)
+{
     int rc = me_set_out(c, 0, (MeDType)to, me_in_shape(c, 0));
     if (rc < 0 || !me_in_has_val(c, 0)) return rc;
     MeValue *v = me_in(c, 0), *o = me_out(c, 0);
@@ -915,6 +932,10 @@ const MeOpDesc me_op_cast = { .name = "Cast", .since = 1, .min_in = 1, .max_in =
                               .roles = "x", .cls = ME_C_MOVE, .infer = infer_cast, .cost = cost_none,
                               .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
                               .view = NO_VIEW, .grad_through = GT_NO, .flags = ME_OPF_SAME_TYPE_ALIAS };
+const MeOpDesc me_op_cast_like = { .name = "CastLike", .since = 15, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+                                   .roles = "xc", .cls = ME_C_MOVE, .infer = infer_cast_like, .cost = cost_none,
+                                   .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
+                                   .view = NO_VIEW, .grad_through = GT_NO, .flags = ME_OPF_SAME_TYPE_ALIAS };
 TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_range);
 TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, ME_VIEW_EXPAND, GT_NO, infer_expand);
 TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_split);
