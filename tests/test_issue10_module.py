@@ -458,14 +458,16 @@ def case_folded_consts():
 
 
 def addend_model(shape, reader):
-    """x [1, 4, 4] and an initializer t of `shape` read by Add(x, t) or
-    MatMul(x, t)."""
+    """x [1, 4, 4] and an initializer t of `shape` read by Add(x, t),
+    MatMul(x, t) (a weight's place), Mul(x, t) (a mask's) or MatMul(t, x)
+    (a fixed grid's)."""
     n = 1
     for d in shape:
         n *= d
     t = craft.tensor("pos.table", list(shape), raw=bytes(4 * n))
-    op = "MatMul" if reader == "matmul" else "Add"
-    nodes = [craft.node(op, ["x", "pos.table"], ["y"], name="/" + op)]
+    op = {"matmul": "MatMul", "matmul_left": "MatMul", "mul": "Mul"}.get(reader, "Add")
+    ins = ["pos.table", "x"] if reader == "matmul_left" else ["x", "pos.table"]
+    nodes = [craft.node(op, ins, ["y"], name="/" + op)]
     return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 4, 4])], [craft.value_info("y", [1, 4, 4])], [t]))
 
 
@@ -487,7 +489,8 @@ def case_param_or_buffer():
     check(doc is not None and [n["text"].split("'")[1] for n in doc["notes"] if n["code"] == "parameter_or_buffer"] == ["encoder.pos_embedding"],
           "ViT's learned position embedding is named")
     with tempfile.TemporaryDirectory() as tmp:
-        for shape, reader, want in (((4, 4), "add", True), ((1, 4, 4), "add", True), ((4, 4), "matmul", False), ((4, 1, 1), "add", False)):
+        for shape, reader, want in (((4, 4), "add", True), ((1, 4, 4), "add", True), ((4, 4), "matmul", False), ((4, 1, 1), "add", False),
+                                    ((1, 4, 4), "mul", True), ((4, 1, 1), "mul", False), ((4, 4), "matmul_left", True)):
             p = os.path.join(tmp, "a.onnx")
             with open(p, "wb") as fh:
                 fh.write(addend_model(shape, reader))
