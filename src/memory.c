@@ -157,7 +157,11 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
      * frame that made it, or the one that passes it on to its readers when
      * a child module made it (attention_probs = self.dropout(...)) */
     for (int i = 0; i < g->nv; i++)
-        if (g->v[i].local && g->v[i].producer >= 0) hold_end[i] = last[g->n[g->v[i].producer].scope];
+        if (g->v[i].local && g->v[i].producer >= 0) {
+            const MeNode *p = &g->n[g->v[i].producer];
+            /* the root forward's own op (module "/Concat_1"): its frame returns at the end */
+            hold_end[i] = p->module && p->module[0] == '/' ? g->nn - 1 : last[p->scope];
+        }
     /* a loop's name (torchvision's FPN: inner_lateral) keeps each value
      * until the next iteration assigns it again */
     int *pos = NULL;
