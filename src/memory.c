@@ -185,7 +185,8 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
             if (v < 0 || g->v[v].producer < 0) continue;
             int from = g->n[g->v[v].producer].scope, to = n->scope;
             int c = me_scope_common(g, from, to), a;
-            if (g->v[v].local && c >= 0 && last[c] > hold_end[v]) hold_end[v] = last[c];
+            /* a local the root forward passes on (c < 0) is held until it returns, at the end */
+            if (g->v[v].local && (c >= 0 ? last[c] : g->nn - 1) > hold_end[v]) hold_end[v] = c >= 0 ? last[c] : g->nn - 1;
             /* The bound for a graph that does not state its frames' names:
              * every tensor bound to a name in the frame that passes it to
              * its reader (c, the innermost scope holding both), alive until

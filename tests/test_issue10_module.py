@@ -58,6 +58,7 @@ usage: test_issue10_module.py MEMEST SOURCE_ROOT CASE
 import csv
 import io
 import json
+import struct
 import os
 import sys
 import tempfile
@@ -710,6 +711,64 @@ def case_index_saved():
             extra = (by_op["GatherElements"][0] - by_op["ScatterElements"][0]) - \
                     (by_op["GatherElements"][1] - by_op["ScatterElements"][1])
             check(extra == 256 * 64 * 4, f"GatherElements keeps its data: {extra} bytes beyond the scatter's, want {256 * 64 * 4}")
+
+
+def case_loop_names():
+    """A module called again in a loop (SegNet's `x, i = self.pool(stage(x));
+    idx.append(i)`): a result of one call that the root forward reads after
+    the next call has run was stored by the forward and lives until it
+    returns. Here pool's [1, 8, 32, 32] result (32 KiB) is read by an Add
+    after pool_1 ran, then a Conv to 64 channels sets the peak: held, the
+    peak is exactly 32 KiB above the same graph whose second pool is another
+    module (other, TorchScript's numbering gone). And the pieces of a chunk
+    of a module's result are names: `a, b = self.fc(x).chunk(2)` keeps fc's
+    output (64 KiB) through the output projection (a = a * tanh(b) first),
+    which a Split of a tensor the forward made itself (a ReLU's, 64 KiB
+    too, freed at its pieces' last reader) does not: exactly 64 KiB apart."""
+    def model(second):
+        w = craft.tensor("conv.weight", [8, 8, 3, 3], raw=bytes(8 * 8 * 9 * 4))
+        w2 = craft.tensor("conv2.weight", [64, 8, 3, 3], raw=bytes(64 * 8 * 9 * 4))
+        sc = craft.tensor("scales", [4], raw=struct.pack("<4f", 1, 1, 2, 2))
+        pk = [craft.attr_ints("kernel_shape", [2, 2]), craft.attr_ints("strides", [2, 2])]
+        pads = [craft.attr_ints("pads", [1, 1, 1, 1])]
+        nodes = [craft.node("MaxPool", ["x"], ["p1"], name="/pool/MaxPool", attrs=pk),
+                 craft.node("Conv", ["p1", "conv.weight"], ["c1"], name="/conv/Conv", attrs=pads),
+                 craft.node("MaxPool", ["c1"], ["p2"], name="/%s/MaxPool" % second, attrs=pk),
+                 craft.node("Resize", ["p2", "", "scales"], ["u"], name="/up/Resize", attrs=[craft.attr_str("mode", "nearest")]),
+                 craft.node("Add", ["u", "p1"], ["s"], name="/Add"),
+                 craft.node("Conv", ["s", "conv2.weight"], ["y"], name="/conv2/Conv", attrs=pads)]
+        return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 8, 64, 64])], [craft.value_info("y", [1, 64, 32, 32])],
+                                       [w, w2, sc]))
+
+    def chunked(split_own):
+        w = craft.tensor("blk.fc.weight", [64, 128], raw=bytes(64 * 128 * 4))
+        o = craft.tensor("blk.out.weight", [64, 256], raw=bytes(64 * 256 * 4))
+        nodes = [craft.node("MatMul", ["x", "blk.fc.weight"], ["h"], name="/blk/fc/MatMul")]
+        if split_own:  # the frame's own op makes the chunked tensor
+            nodes.append(craft.node("Relu", ["h"], ["h2"], name="/blk/Relu"))
+        nodes += [craft.node("Split", ["h2" if split_own else "h"], ["a", "b"], name="/blk/Split", attrs=[craft.attr_int("axis", 2)]),
+                  craft.node("Tanh", ["b"], ["sb"], name="/blk/Tanh"),
+                  craft.node("Mul", ["a", "sb"], ["m"], name="/blk/Mul"),
+                  craft.node("MatMul", ["m", "blk.out.weight"], ["y"], name="/blk/out/MatMul")]
+        return craft.model(craft.graph(nodes, [craft.value_info("x", [1, 128, 64])], [craft.value_info("y", [1, 128, 256])], [w, o]))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        peaks = {}
+        for name, data in (("pool_1", model("pool_1")), ("other", model("other")), ("chunk", chunked(False)),
+                           ("own", chunked(True))):
+            p = os.path.join(tmp, name + ".onnx")
+            with open(p, "wb") as fh:
+                fh.write(data)
+            doc, err = report(p, "--runtime", "cpu")
+            check(doc is not None, f"{name}: {err[-300:]!r}")
+            peaks[name] = doc["memory"]["steps"][0]["peak"] if doc else None
+        if None not in peaks.values():
+            check(peaks["pool_1"] - peaks["other"] == 8 * 32 * 32 * 4,
+                  f"pool's result read after pool_1 ran: peak {peaks['pool_1']} vs {peaks['other']}, want 32768 more")
+            # chunk: fc's output [1, 128, 128] held through out's [1, 128, 256] result; own: the
+            # Relu's result is a temporary of the frame, freed at the Split's last reader
+            check(peaks["chunk"] - peaks["own"] == 128 * 128 * 4,
+                  f"chunk names: peak {peaks['chunk']} vs {peaks['own']}, want fc's 65536 B more")
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}

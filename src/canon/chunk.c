@@ -24,7 +24,9 @@
  * unless the same chunk runs again later in the frame on the next call of
  * the same module or the next element of the same container (an unrolled
  * loop): then each piece is re-bound by its counterpart there (rebound_by).
- * nn.MultiheadAttention's frame is mha.c's, whose names are known. */
+ * nn.MultiheadAttention's frame is mha.c's, whose names are known.
+ *
+ * And a module called again in a loop: see stored_results. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,14 +67,29 @@ static int call_of(const MeGraph *g, int f, int p)
     return (f < 0 ? g->scopes[top].parent < 0 : g->scopes[top].parent == f) ? s : -1;
 }
 
+/* The length of a scope name without TorchScript's call number: a
+ * module's later calls are "pool_1", "pool_2" (the loaders number a
+ * torch.export file's calls the same way) */
+static size_t call_base(const char *name)
+{
+    size_t n = strlen(name), k = n;
+    while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') k--;
+    return k < n && k > 1 && name[k - 1] == '_' ? k - 1 : n;
+}
+
 /* Whether call b is call a again: the same module (a stored tensor both
- * read) or the next element of the container both belong to */
+ * read, or TorchScript's numbering of a module's later calls, for one that
+ * has no parameters: a MaxPool) or the next element of the container both
+ * belong to */
 static bool same_place(const MeGraph *g, const int *weight, int a, int b)
 {
     if (a < 0 || b < 0 || a == b) return false;
     int pa = g->scopes[a].parent, pb = g->scopes[b].parent;
     if (pa == pb && pa >= 0 && g->scopes[pa].uncalled) return true;
-    return weight[a] >= 0 && weight[a] == weight[b];
+    if (weight[a] >= 0 || weight[b] >= 0) return weight[a] == weight[b];
+    const char *na = g->scopes[a].name, *nb = g->scopes[b].name;
+    size_t la = call_base(na), lb = call_base(nb);
+    return pa == pb && la == lb && !strncmp(na, nb, la);
 }
 
 /* A piece of a chunk: read (or returned), and not only by one Concat
@@ -88,11 +105,60 @@ static bool chunk_piece(const MeGraph *g, int v)
     return false;
 }
 
+/* A module called again in a loop (SegNet's `x, i = self.pool(stage(x));
+ * idx.append(i)`): a result of one call that the frame reads after the
+ * next call has run was stored by the frame, in a container or a name the
+ * loop does not re-bind, and lives until the frame returns (memory.c's
+ * loop_frame says the same of a ModuleList's elements). */
+static int stored_results(MeGraph *g, const int *weight)
+{
+    int *pos = me_malloc(sizeof(int) * (size_t)(g->nn + 1)), *first = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1));
+    int *nextc = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1)), *calls = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1));
+    int rc = pos && first && nextc && calls ? 0 : ME_ENOMEM;
+    for (int oi = 0; rc == 0 && oi < g->nn; oi++) pos[g->order[oi]] = oi;
+    for (int s = 0; rc == 0 && s < g->nscopes; s++) first[s] = nextc[s] = -1;
+    for (int oi = g->nn - 1; rc == 0 && oi >= 0; oi--) {
+        int s = g->n[g->order[oi]].scope;
+        for (; s >= 0; s = g->scopes[s].parent) first[s] = oi;
+    }
+    /* each call's next call of the same module (not a container's next
+     * element: memory.c's loop_frame keeps those), among the scopes that
+     * are calls of their parent */
+    int nc = 0;
+    for (int s = 0; rc == 0 && s < g->nscopes; s++)
+        if (first[s] >= 0 && !g->scopes[s].uncalled) calls[nc++] = s;
+    for (int a = 0; rc == 0 && a < nc; a++)
+        for (int b = 0; b < nc; b++) {
+            int x = calls[a], y = calls[b];
+            int px = g->scopes[x].parent;
+            if (first[y] > first[x] && px == g->scopes[y].parent && !(px >= 0 && g->scopes[px].uncalled) &&
+                same_place(g, weight, x, y) && (nextc[x] < 0 || first[y] < first[nextc[x]]))
+                nextc[x] = y;
+        }
+    for (int i = 0; rc == 0 && i < g->nn; i++) {
+        const MeNode *r = &g->n[i];
+        for (int k = 0; k < r->n_in; k++) {
+            int v = r->in[k], p = v >= 0 ? g->v[v].producer : -1;
+            if (p < 0 || g->v[v].local || g->v[v].rebound_by || r->scope < 0 || g->n[p].scope < 0) continue;
+            /* the frame that passes v from its maker to its reader */
+            int f = me_scope_common(g, g->n[p].scope, r->scope);
+            if (f >= 0 && (f == g->n[p].scope || g->scopes[f].torch_mha)) continue;
+            int c = call_of(g, f, p);
+            if (c >= 0 && nextc[c] >= 0 && first[nextc[c]] < pos[i] && call_of(g, f, i) != c) g->v[v].local = true;
+        }
+    }
+    me_free(calls);
+    me_free(nextc);
+    me_free(first);
+    me_free(pos);
+    return rc;
+}
+
 int me_canon_chunk(MeGraph *g, MeDiag *d)
 {
     (void)d;
     if (!g->frames_unseen || !g->scopes || !g->nscopes) return 0; /* a loader that knows the names states them */
-    int *weight = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1)); /* scope → a stored float tensor its ops read */
+    int *weight = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1)); /* scope → the first stored float tensor its subtree reads */
     Group *gr = NULL;
     int ng = 0, rc = 0;
     if (!weight) {
@@ -103,10 +169,15 @@ int me_canon_chunk(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         for (int k = 0; k < n->n_in && n->scope >= 0; k++) {
-            int v = n->in[k];
-            if (v >= 0 && g->v[v].kind == ME_V_INIT && me_dtype_is_float(g->v[v].dtype) && weight[n->scope] < 0)
-                weight[n->scope] = me_canon_identity_root(g, v);
+            int v = n->in[k], r = v >= 0 && g->v[v].kind == ME_V_INIT && me_dtype_is_float(g->v[v].dtype) ? me_canon_identity_root(g, v) : -1;
+            if (r >= 0 && (weight[n->scope] < 0 || r < weight[n->scope])) weight[n->scope] = r;
         }
+    }
+    /* over each scope's subtree (scopes come after their parents): two
+     * calls of one module read the same stored tensors, two modules do not */
+    for (int s = g->nscopes - 1; s >= 0; s--) {
+        int q = g->scopes[s].parent;
+        if (q >= 0 && weight[s] >= 0 && (weight[q] < 0 || weight[s] < weight[q])) weight[q] = weight[s];
     }
     /* the chunks, in run order */
     for (int oi = 0; oi < g->nn && rc == 0; oi++) {
@@ -148,6 +219,7 @@ int me_canon_chunk(MeGraph *g, MeDiag *d)
             else if (!next) v->local = true;
         }
     }
+    if (rc == 0) rc = stored_results(g, weight);
 out:
     me_free(gr);
     me_free(weight);
