@@ -859,6 +859,9 @@ static void record_saved(Sim *m, int ni, const MeNode *n)
     }
     int so = n->desc->saved_out;
     if (so > 0 && so < n->n_out && n->out[so] >= 0) keep_for_backward(m, ni, n->out[so]);
+    /* SDPA's backward reads its output (derivatives.yaml:
+     * _scaled_dot_product_{flash,efficient}_attention_backward(grad_out, query, key, value, out, logsumexp, ...)) */
+    if ((n->desc->flags & ME_OPF_SDPA_OUT) && n->out[0] >= 0) keep_for_backward(m, ni, n->out[0]);
     uint64_t kept = n->desc->cls == ME_C_DROPOUT && me_dropout_identity(m->g, n, train_mode(m)) ? 0 : me_autograd_extra(&c, train_mode(m));
     int64_t extra = kept > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)kept; /* saturated: st_new reports it */
     /* on a CPU, dropout is not the fused kernel with a bool mask: it
@@ -1343,6 +1346,8 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     int aq = -1, akt = -1; /* the call's q and k.transpose(-2, -1) */
     if (ctx) attn_operands(g, n, &aq, &akt);
     if (ctx && n->out[0] >= 0) attn_out_layout(m, n, aq);
+    else if ((n->desc->flags & ME_OPF_SDPA_OUT) && n->out[0] >= 0 && g->v[n->out[0]].shape.rank == 4)
+        attn_out_layout(m, n, n->in[0]); /* ONNX's Attention: the call itself */
     if (m->cuda && !m->workspace && gemm_class(n->desc->cls) && !ctx) {
         if (cublas_workspace(m) < 0) return;
         m->workspace = true;

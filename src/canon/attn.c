@@ -24,8 +24,8 @@
  * op): both operands of each MatMul and the weights on the way. The
  * scores are not: HF's Llama, GPT-2 and Whisper re-bind them to the
  * weights, BERT and T5 keep them; the python_names note bounds that.
- * An F.scaled_dot_product_attention call (sdpa.c) makes no weights: only
- * q, k and v are the caller's names. */
+ * An F.scaled_dot_product_attention call (sdpa.c, or ONNX's Attention
+ * node) makes no weights: only q, k and v are the caller's names. */
 #include <stdbool.h>
 
 #include "canon/canon.h"
@@ -80,6 +80,10 @@ int me_canon_attn(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++) {
         const MeNode *ctx = &g->n[i];
         int sc = ctx->scope;
+        if (sc >= 0 && sc < g->nscopes && !g->scopes[sc].torch_mha && me_canon_is(g, ctx, "Attention")) {
+            for (int k = 0; k < 3 && k < ctx->n_in; k++) mark(g, ctx->in[k], sc); /* ONNX's Attention: q, k, v */
+            continue;
+        }
         if (sc < 0 || sc >= g->nscopes || g->scopes[sc].torch_mha || ctx->n_in != 2 || !me_canon_is(g, ctx, "MatMul")) continue;
         for (int side = 0; side < 2; side++) {
             /* back from the operand to a Softmax of this scope */

@@ -143,3 +143,85 @@ const MeOpDesc me_op_sdpa = {
     .roles = "xxxx", .cls = ME_C_ATTENTION, .infer = infer_sdpa, .cost = cost_sdpa,
     .autograd = ME_AG_OPERANDS, .saved_extra = sdpa_saved_extra, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
 };
+
+/* ONNX Attention (opset 23): F.scaled_dot_product_attention as one node,
+ * which torch.onnx (torch >= 2.9, opset 23, dropout 0) writes for it.
+ * Inputs Q, K, V: 4-d [B, Hq, S, hd], [B, Hkv, T, hd], [B, Hkv, T, hdv], or
+ * 3-d [B, S, Hq·hd] with attributes q_num_heads and kv_num_heads; then
+ * attn_mask, past_key and past_value (optional). Outputs Y (Q's rank:
+ * [B, Hq, S, hdv] or [B, S, Hq·hdv]), present_key and present_value (the
+ * past concatenated with K, V along the sequence), qk_matmul_output
+ * [B, Hq, S, P+T] (optional). PyTorch runs the SDPA kernel: no scores
+ * made unless that output is asked for; Y laid out as the kernel allocates
+ * it and kept for backward with q, k, v and the logsumexp
+ * (ME_OPF_SDPA_OUT), as the spelled-out call (canon/sdpa.c) is. */
+static int infer_onnx_attention(MeCtx *c)
+{
+    const MeShape *q = me_in_shape(c, 0), *k = me_in_shape(c, 1), *v = me_in_shape(c, 2);
+    int r = q->rank;
+    if ((r != 3 && r != 4) || k->rank != r || v->rank != r) return me_fail(c, "Q, K and V must all be 3-d or all 4-d");
+    int64_t B = q->d[0], hq, hkv, S, T, hd, hdv;
+    if (r == 4) {
+        hq = q->d[1], S = q->d[2], hd = q->d[3], hkv = k->d[1], T = k->d[2], hdv = v->d[3];
+        if (k->d[3] != hd || v->d[1] != hkv || v->d[2] != T) return me_fail(c, "Q [.,.,.,%lld], K and V disagree", (long long)hd);
+    } else {
+        hq = me_attr_i(c->n, "q_num_heads", 0), hkv = me_attr_i(c->n, "kv_num_heads", 0);
+        if (hq < 1 || hkv < 1 || q->d[2] % hq || k->d[2] % hkv || v->d[2] % hkv)
+            return me_fail(c, "3-d inputs need q_num_heads and kv_num_heads dividing their last dims");
+        S = q->d[1], T = k->d[1], hd = q->d[2] / hq, hdv = v->d[2] / hkv;
+        if (k->d[2] / hkv != hd || v->d[1] != T) return me_fail(c, "Q, K and V disagree on the head size or key length");
+    }
+    if (hkv < 1 || hq % hkv) return me_fail(c, "%lld query heads are not a multiple of %lld key heads", (long long)hq, (long long)hkv);
+    int64_t past = 0;
+    if (c->n->n_in > 4 && c->n->in[4] >= 0) {
+        const MeShape *pk = me_in_shape(c, 4);
+        if (pk->rank != 4) return me_fail(c, "past_key must be 4-d");
+        past = pk->d[2];
+    }
+    MeShape y = r == 4 ? (MeShape){ .rank = 4, .d = { B, hq, S, hdv } } : (MeShape){ .rank = 3, .d = { B, S, hq * hdv } };
+    int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &y);
+    MeShape pk = { .rank = 4, .d = { B, hkv, past + T, hd } }, pv = { .rank = 4, .d = { B, hkv, past + T, hdv } };
+    if (rc >= 0 && c->n->n_out > 1) rc = me_set_out(c, 1, me_in(c, 1)->dtype, &pk);
+    if (rc >= 0 && c->n->n_out > 2) rc = me_set_out(c, 2, me_in(c, 2)->dtype, &pv);
+    MeShape qk = { .rank = 4, .d = { B, hq, S, past + T } };
+    if (rc >= 0 && c->n->n_out > 3) rc = me_set_out(c, 3, me_in(c, 0)->dtype, &qk);
+    return rc;
+}
+
+/* B·Hq·S query rows, each against the key length (past included) */
+static void attention_dims(const MeCtx *c, uint64_t *rows, uint64_t *t, uint64_t *hd)
+{
+    int r = me_in_shape(c, 0)->rank;
+    int64_t hq = r == 4 ? me_in_shape(c, 0)->d[1] : me_attr_i(c->n, "q_num_heads", 1);
+    int64_t S = r == 4 ? me_in_shape(c, 0)->d[2] : me_in_shape(c, 0)->d[1];
+    int64_t T = r == 4 ? me_in_shape(c, 1)->d[2] : me_in_shape(c, 1)->d[1];
+    if (c->n->n_in > 4 && c->n->in[4] >= 0) T += me_in_shape(c, 4)->d[2];
+    *rows = me_smul(me_smul((uint64_t)me_in_shape(c, 0)->d[0], (uint64_t)hq), (uint64_t)S);
+    *t = (uint64_t)T;
+    *hd = r == 4 ? (uint64_t)me_in_shape(c, 0)->d[3] : (uint64_t)(me_in_shape(c, 0)->d[2] / (hq > 0 ? hq : 1));
+}
+
+static void cost_onnx_attention(const MeCtx *c, MeOpCost *o)
+{
+    uint64_t rows, t, hd;
+    attention_dims(c, &rows, &t, &hd);
+    o->macs = me_smul(2, me_smul(me_smul(rows, t), hd));
+    o->flops = me_sadd(me_smul(2, o->macs), me_smul(6, me_smul(rows, t)));
+}
+
+/* the logsumexp (fp32, a row each); the output itself is kept by
+ * reference (ME_OPF_SDPA_OUT), q, k and v as operands */
+static uint64_t onnx_attention_saved_extra(const MeCtx *c, bool training)
+{
+    (void)training;
+    uint64_t rows, t, hd;
+    attention_dims(c, &rows, &t, &hd);
+    return me_smul(4, rows);
+}
+
+const MeOpDesc me_op_onnx_attention = {
+    .name = "Attention", .since = 23, .min_in = 3, .max_in = 7, .min_out = 1, .max_out = 4,
+    .roles = "xxxx", .cls = ME_C_ATTENTION, .infer = infer_onnx_attention, .cost = cost_onnx_attention,
+    .autograd = ME_AG_OPERANDS, .saved_extra = onnx_attention_saved_extra, .autocast = ME_AC_LOWER, .autocast_cpu = ME_AC_LOWER,
+    .flags = ME_OPF_SDPA_OUT,
+};

@@ -136,6 +136,8 @@ enum {
                                       * absent affine, not a parameter (shape.c weights_in_constants) */
     ME_OPF_NO_GRAD = 1 << 8, /* its result is a new tensor that requires no gradient whatever its
                               * inputs (torch.randn_like): autograd records nothing (memory.c) */
+    ME_OPF_SDPA_OUT = 1 << 9, /* output 0 is F.scaled_dot_product_attention's: laid out as its kernels
+                               * allocate it (memory.c attn_out_layout), kept for its backward */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by

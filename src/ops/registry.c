@@ -9,7 +9,7 @@
 
 #define OPS(X) \
     X(me_op_abs) X(me_op_adaptive_avg_pool) X(me_op_add) X(me_op_all_gather) X(me_op_all_reduce) X(me_op_all_to_all) X(me_op_and) X(me_op_argmax) \
-    X(me_op_argmin) X(me_op_average_pool) X(me_op_batch_norm) X(me_op_cast) X(me_op_cast_like) X(me_op_ceil) \
+    X(me_op_argmin) X(me_op_onnx_attention) X(me_op_average_pool) X(me_op_batch_norm) X(me_op_cast) X(me_op_cast_like) X(me_op_ceil) \
     X(me_op_celu) X(me_op_clip_1) X(me_op_clip) X(me_op_concat) X(me_op_constant) X(me_op_constant_of_shape) \
     X(me_op_conv) X(me_op_conv_transpose) X(me_op_cos) X(me_op_cumsum) X(me_op_depth_to_space) \
     X(me_op_div) X(me_op_dropout) X(me_op_einsum) X(me_op_elu) X(me_op_equal) X(me_op_erf) \

@@ -60,6 +60,9 @@ static const Row rows[] = {
     { "BatchNormalization", 9, "[2,16,8,8] w[16] w[16] w[16] w[16]", "", "[2,16,8,8] [16] [16] [16] [16]" },
     { "Cast", 0, "[2,3]", "to=7", "i64[2,3]" },
     { "Cast", 0, "[2,3]", "to=10", "f16[2,3]" },
+    /* CastLike (opset 15): input 0 cast to input 1's type */
+    { "CastLike", 15, "[2,3] x:i64[1]", "", "i64[2,3]" },
+    { "CastLike", 15, "x:i64[4] [1]", "", "[4]" },
     { "Ceil", 0, "[5]", "", "[5]" },
     { "Celu", 0, "[2,3]", "", "[2,3]" },
     /* opset 11+: min and max are optional inputs */
@@ -235,6 +238,13 @@ static const Row rows[] = {
      * memory-efficient kernel's logsumexp empty in inference and its mask
      * padded to a multiple of 8 (attention.cpp preprocess_mask: 12 -> 16);
      * the paged kernel reads the pool [2,blocks,16,Hkv,hd] */
+    /* ONNX Attention (opset 23, Operators.md): 4-d Q [B, Hq, S, hd], K [B, Hkv, T, hd], V [B, Hkv, T, hdv]
+     * give Y [B, Hq, S, hdv]; 3-d [B, S, H·hd] with q_num_heads/kv_num_heads give [B, S, Hq·hdv];
+     * present_key/value [B, Hkv, P+T, hd] after a past of P; qk_matmul_output [B, Hq, S, P+T] */
+    { "Attention", 23, "[2,8,10,16] [2,2,12,16] [2,2,12,32]", "", "[2,8,10,32]" },
+    { "Attention", 23, "[2,10,128] [2,12,32] [2,12,64]", "q_num_heads=8 kv_num_heads=2", "[2,10,256]" },
+    { "Attention", 23, "[1,4,1,16] [1,4,1,16] [1,4,1,16] - [1,4,7,16] [1,4,7,16]", "",
+      "[1,4,1,16] [1,4,8,16] [1,4,8,16] [1,4,1,8]" },
     { "ScaledDotProductAttention", 0, "[2,8,10,16] [2,2,10,16] [2,2,10,16]", "kernel=flash", "[2,10,8,16] [2,8,10] [0]" },
     { "ScaledDotProductAttention", 0, "[2,8,10,16] [2,2,12,16] [2,2,12,16] [2,1,10,12]", "kernel=efficient",
       "[2,10,8,16] [2,8,0] [2,1,10,16]" },
