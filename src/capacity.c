@@ -40,7 +40,7 @@ static int needed_at(MemestModel *m, const MemestMemorySettings *mem, bool seq, 
     MemestMemorySettings ms = *mem;
     ms.record_series = 0;
     MeMemResult r = { 0 };
-    rc = me_memory_run(m, &ms, &r, err, errlen);
+    rc = me_memory_run(m, &ms, &r, err, errlen, false); /* the figure alone */
     if (rc >= 0 && !r.n_mem) {
         snprintf(err, errlen, "%s", r.skipped);
         rc = ME_EUNSUPPORTED;

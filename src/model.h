@@ -147,8 +147,11 @@ bool me_convention_covers(MemestConvention conv, MeCostClass cls);
 /* Positions until which Python's module scopes hold each value (memory.c). */
 int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end);
 /* Runs the timeline for s into r (memory.c). An unknown op is modelled by
- * its outputs alone (r->assumed says so) and is not an error. */
-int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen);
+ * its outputs alone (r->assumed says so) and is not an error. names_bound:
+ * also the peak had every tensor been a named Python local (peak_frames and
+ * the python_names note: a second run; the capacity search needs neither). */
+int me_memory_run(const MemestModel *model, const MemestMemorySettings *s, MeMemResult *r, char *err, size_t errlen,
+                  bool names_bound);
 void me_memory_result_free(MeMemResult *r);
 /* What a step needs on a GPU (capacity.c): the largest of the steps. */
 uint64_t me_memory_needed(const MeMemResult *r);

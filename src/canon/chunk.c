@@ -34,6 +34,7 @@
 #include "util.h"
 
 typedef struct Group {
+    bool slices;  /* Slices (one a piece), not a Split */
     int src;      /* the chunked tensor */
     int frame;    /* scope of the frame that chunks it, -1: the root forward */
     int call;     /* the call scope that made src, seen from the frame (-1: none) */
@@ -77,32 +78,59 @@ static size_t call_base(const char *name)
     return k < n && k > 1 && name[k - 1] == '_' ? k - 1 : n;
 }
 
-/* Whether call b is call a again: the same module (a stored tensor both
- * read, or TorchScript's numbering of a module's later calls, for one that
- * has no parameters: a MaxPool) or the next element of the container both
- * belong to */
-static bool same_place(const MeGraph *g, const int *weight, int a, int b)
+/* Where a call is, for "the same call again": the same module (the first
+ * stored tensor its subtree reads; for one without parameters, a MaxPool,
+ * TorchScript's numbering of its later calls, pool_1, under one parent)
+ * or, with elements, the container they belong to (its next element) */
+typedef struct Place {
+    int kind;         /* 0 a container's element, 1 a module by its parameters, 2 by its name */
+    int key;          /* the container, the stored tensor, the parent */
+    int parent;       /* kind 1: the scope calling it (a module and its first child read one tensor first) */
+    const char *name; /* kind 2: the name without its call number */
+    size_t len;
+    int frame, n;     /* a chunk's frame and pieces (0 for a call): chunks of one place match on both */
+    int first;        /* the call's first position */
+    int id;           /* the call's scope, or the chunk's group */
+} Place;
+
+static Place place_of(const MeGraph *g, const int *weight, int s)
 {
-    if (a < 0 || b < 0 || a == b) return false;
-    int pa = g->scopes[a].parent, pb = g->scopes[b].parent;
-    if (pa == pb && pa >= 0 && g->scopes[pa].uncalled) return true;
-    if (weight[a] >= 0 || weight[b] >= 0) return weight[a] == weight[b];
-    const char *na = g->scopes[a].name, *nb = g->scopes[b].name;
-    size_t la = call_base(na), lb = call_base(nb);
-    return pa == pb && la == lb && !strncmp(na, nb, la);
+    int p = g->scopes[s].parent;
+    if (p >= 0 && g->scopes[p].uncalled) return (Place){ .kind = 0, .key = p };
+    if (weight[s] >= 0) return (Place){ .kind = 1, .key = weight[s], .parent = p };
+    return (Place){ .kind = 2, .key = p, .name = g->scopes[s].name, .len = call_base(g->scopes[s].name) };
+}
+
+static int place_cmp(const Place *a, const Place *b)
+{
+    if (a->frame != b->frame) return a->frame < b->frame ? -1 : 1;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    if (a->kind != b->kind) return a->kind - b->kind;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    if (a->parent != b->parent) return a->parent < b->parent ? -1 : 1;
+    if (a->kind == 2) {
+        if (a->len != b->len) return a->len < b->len ? -1 : 1;
+        int c = strncmp(a->name, b->name, a->len);
+        if (c) return c;
+    }
+    return 0;
+}
+
+static int by_place_then_first(const void *x, const void *y)
+{
+    const Place *a = x, *b = y;
+    int c = place_cmp(a, b);
+    return c ? c : (a->first > b->first) - (a->first < b->first);
 }
 
 /* A piece of a chunk: read (or returned), and not only by one Concat
- * (torch.roll's export: two Slices concatenated, one op in PyTorch) */
-static bool chunk_piece(const MeGraph *g, int v)
+ * (torch.roll's export: two Slices concatenated, one op in PyTorch);
+ * reader: a node reading each value */
+static bool chunk_piece(const MeGraph *g, const int *reader, int v)
 {
     if (v < 0) return false;
     if (g->v[v].is_output || g->v[v].n_uses > 1) return true;
-    if (g->v[v].n_uses != 1) return false;
-    for (int i = 0; i < g->nn; i++)
-        for (int k = 0; k < g->n[i].n_in; k++)
-            if (g->n[i].in[k] == v) return !me_canon_is(g, &g->n[i], "Concat");
-    return false;
+    return g->v[v].n_uses == 1 && reader[v] >= 0 && !me_canon_is(g, &g->n[reader[v]], "Concat");
 }
 
 /* A module called again in a loop (SegNet's `x, i = self.pool(stage(x));
@@ -113,8 +141,8 @@ static bool chunk_piece(const MeGraph *g, int v)
 static int stored_results(MeGraph *g, const int *weight)
 {
     int *pos = me_malloc(sizeof(int) * (size_t)(g->nn + 1)), *first = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1));
-    int *nextc = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1)), *calls = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1));
-    int rc = pos && first && nextc && calls ? 0 : ME_ENOMEM;
+    int *nextc = me_malloc(sizeof(int) * (size_t)(g->nscopes + 1));
+    int rc = pos && first && nextc ? 0 : ME_ENOMEM;
     for (int oi = 0; rc == 0 && oi < g->nn; oi++) pos[g->order[oi]] = oi;
     for (int s = 0; rc == 0 && s < g->nscopes; s++) first[s] = nextc[s] = -1;
     for (int oi = g->nn - 1; rc == 0 && oi >= 0; oi--) {
@@ -123,18 +151,24 @@ static int stored_results(MeGraph *g, const int *weight)
     }
     /* each call's next call of the same module (not a container's next
      * element: memory.c's loop_frame keeps those), among the scopes that
-     * are calls of their parent */
+     * are calls (the root forward's own ops, "/Add", are none) */
+    Place *pl = rc == 0 ? me_malloc(sizeof(Place) * (size_t)(g->nscopes + 1)) : NULL;
     int nc = 0;
-    for (int s = 0; rc == 0 && s < g->nscopes; s++)
-        if (first[s] >= 0 && !g->scopes[s].uncalled) calls[nc++] = s;
-    for (int a = 0; rc == 0 && a < nc; a++)
-        for (int b = 0; b < nc; b++) {
-            int x = calls[a], y = calls[b];
-            int px = g->scopes[x].parent;
-            if (first[y] > first[x] && px == g->scopes[y].parent && !(px >= 0 && g->scopes[px].uncalled) &&
-                same_place(g, weight, x, y) && (nextc[x] < 0 || first[y] < first[nextc[x]]))
-                nextc[x] = y;
+    if (rc == 0 && !pl) rc = ME_ENOMEM;
+    for (int s = 0; rc == 0 && s < g->nscopes; s++) {
+        if (first[s] < 0 || g->scopes[s].uncalled || g->scopes[s].name[0] == '/') continue;
+        Place x = place_of(g, weight, s);
+        if (x.kind == 0) continue;
+        x.first = first[s];
+        x.id = s;
+        pl[nc++] = x;
+    }
+    if (nc) qsort(pl, (size_t)nc, sizeof(Place), by_place_then_first);
+    for (int a = 0; a + 1 < nc; a++)
+        if (!place_cmp(&pl[a], &pl[a + 1])) {
+            nextc[pl[a].id] = pl[a + 1].id;
         }
+    me_free(pl);
     for (int i = 0; rc == 0 && i < g->nn; i++) {
         const MeNode *r = &g->n[i];
         for (int k = 0; k < r->n_in; k++) {
@@ -147,7 +181,6 @@ static int stored_results(MeGraph *g, const int *weight)
             if (c >= 0 && nextc[c] >= 0 && first[nextc[c]] < pos[i] && call_of(g, f, i) != c) g->v[v].local = true;
         }
     }
-    me_free(calls);
     me_free(nextc);
     me_free(first);
     me_free(pos);
@@ -179,7 +212,18 @@ int me_canon_chunk(MeGraph *g, MeDiag *d)
         int q = g->scopes[s].parent;
         if (q >= 0 && weight[s] >= 0 && (weight[q] < 0 || weight[s] < weight[q])) weight[q] = weight[s];
     }
-    /* the chunks, in run order */
+    /* the chunks, in run order; bysrc: a value's latest group of Slices */
+    int *bysrc = me_malloc(sizeof(int) * (size_t)(g->nv + 1)), *reader = me_malloc(sizeof(int) * (size_t)(g->nv + 1));
+    if (!bysrc || !reader) {
+        me_free(bysrc);
+        me_free(reader);
+        rc = ME_ENOMEM;
+        goto out;
+    }
+    for (int v = 0; v < g->nv; v++) bysrc[v] = reader[v] = -1;
+    for (int i = 0; i < g->nn; i++)
+        for (int k = 0; k < g->n[i].n_in; k++)
+            if (g->n[i].in[k] >= 0) reader[g->n[i].in[k]] = i;
     for (int oi = 0; oi < g->nn && rc == 0; oi++) {
         int i = g->order[oi];
         const MeNode *n = &g->n[i];
@@ -188,37 +232,48 @@ int me_canon_chunk(MeGraph *g, MeDiag *d)
         int src = n->in[0], f = frame_of(g, n);
         const MeValue *t = &g->v[src];
         if (t->kind == ME_V_INIT || (f >= 0 && g->scopes[f].torch_mha)) continue;
-        Group *cur = NULL;
-        if (slice)
-            for (int k = ng - 1; k >= 0 && !cur; k--)
-                if (gr[k].src == src && gr[k].frame == f && gr[k].n < 8 && gr[k].n >= 1 && g->v[gr[k].piece[0]].producer >= 0 &&
-                    me_canon_is(g, &g->n[g->v[gr[k].piece[0]].producer], "Slice"))
-                    cur = &gr[k];
+        Group *cur = slice && bysrc[src] >= 0 && gr[bysrc[src]].frame == f && gr[bysrc[src]].slices && gr[bysrc[src]].n < 8
+                   ? &gr[bysrc[src]] : NULL;
         if (!cur) {
             Group *ng2 = me_realloc(gr, sizeof(Group) * (size_t)(ng + 1));
             if (!ng2) { rc = ME_ENOMEM; break; }
             gr = ng2;
             cur = &gr[ng++];
-            *cur = (Group){ .src = src, .frame = f, .call = call_of(g, f, t->producer), .first = oi };
+            *cur = (Group){ .src = src, .frame = f, .call = call_of(g, f, t->producer), .first = oi, .slices = slice };
+            if (slice) bysrc[src] = ng - 1;
         }
         for (int k = 0; k < n->n_out && cur->n < 8; k++)
             if (n->out[k] >= 0) cur->piece[cur->n++] = n->out[k];
     }
+    /* the chunks whose pieces are names, by frame, size and place, then in run order:
+     * each one's next at the same place re-binds its pieces */
+    Place *pl = rc == 0 ? me_malloc(sizeof(Place) * (size_t)(ng + 1)) : NULL;
+    int np = 0;
+    if (rc == 0 && !pl) rc = ME_ENOMEM;
     for (int a = 0; a < ng && rc == 0; a++) {
         Group *x = &gr[a];
         bool ok = x->n >= 2 && x->call >= 0;
-        for (int k = 0; ok && k < x->n; k++) ok = chunk_piece(g, x->piece[k]);
+        for (int k = 0; ok && k < x->n; k++) ok = chunk_piece(g, reader, x->piece[k]);
         if (!ok) continue;
-        /* the same chunk on the next call of the same place: its pieces re-bind these */
-        Group *next = NULL;
-        for (int b = a + 1; b < ng && !next; b++)
-            if (gr[b].frame == x->frame && gr[b].n == x->n && same_place(g, weight, x->call, gr[b].call)) next = &gr[b];
+        pl[np] = place_of(g, weight, x->call);
+        pl[np].frame = x->frame;
+        pl[np].n = x->n;
+        pl[np].first = x->first;
+        pl[np++].id = a;
+    }
+    if (np) qsort(pl, (size_t)np, sizeof(Place), by_place_then_first);
+    for (int a = 0; a < np; a++) {
+        const Group *x = &gr[pl[a].id];
+        const Group *next = a + 1 < np && !place_cmp(&pl[a], &pl[a + 1]) ? &gr[pl[a + 1].id] : NULL;
         for (int k = 0; k < x->n; k++) {
             MeValue *v = &g->v[x->piece[k]];
             if (next && !v->rebound_by) v->rebound_by = next->piece[k] + 1;
             else if (!next) v->local = true;
         }
     }
+    me_free(pl);
+    me_free(bysrc);
+    me_free(reader);
     if (rc == 0) rc = stored_results(g, weight);
 out:
     me_free(gr);

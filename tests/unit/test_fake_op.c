@@ -180,7 +180,7 @@ static void test_in_model(void)
         MemestMemorySettings s = { .mode = MEMEST_RUN_TRAIN, .optimizer = MEMEST_OPT_NONE, .record_series = 1 };
         char err[256] = "";
         MeMemResult r = { 0 };
-        rc = me_memory_run(m, &s, &r, err, sizeof(err));
+        rc = me_memory_run(m, &s, &r, err, sizeof(err), true);
         CHECK(rc == 0 && r.n_mem == 1, "memory: %s", err);
         const MemestSeriesPoint *pts = r.series[0];
         int np = r.n_series[0];
