@@ -25,9 +25,9 @@
  * scales, kᵀ, scores, mask add, softmax, NaN guard and dropout are marked ME_N_ATTN_CORE
  * and the context MatMul ME_N_ATTN_CTX, as canon/mha.c marks
  * nn.MultiheadAttention's attention; ME_N_SDPA on the context MatMul says
- * the file states the call, so memory.c runs it as torch 2 does whatever
- * --torch the user left unset (memest_model_torch), and an explicit
- * --torch 1.13 is an error. The caller's names (q, k, v) are canon/attn.c's. */
+ * the file states the call: without --torch it runs as torch 2 does
+ * (memest_model_torch), and the memest command refuses --torch 1.13
+ * (memest_model_sdpa_calls). The caller's names (q, k, v) are canon/attn.c's. */
 #include <stdbool.h>
 
 #include "canon/canon.h"
