@@ -165,9 +165,7 @@ static int stored_results(MeGraph *g, const int *weight)
     }
     if (nc) qsort(pl, (size_t)nc, sizeof(Place), by_place_then_first);
     for (int a = 0; a + 1 < nc; a++)
-        if (!place_cmp(&pl[a], &pl[a + 1])) {
-            nextc[pl[a].id] = pl[a + 1].id;
-        }
+        if (!place_cmp(&pl[a], &pl[a + 1])) nextc[pl[a].id] = pl[a + 1].id;
     me_free(pl);
     for (int i = 0; rc == 0 && i < g->nn; i++) {
         const MeNode *r = &g->n[i];

@@ -33,15 +33,19 @@
 #include "canon/canon.h"
 #include "util.h"
 
-/* CastLike reads its input 1 for the type alone (torchlib's
- * CastLike(Sqrt(scale), kᵀ)): value → such reads */
-static int *type_reads;
+/* The graph and, per value, the reads of CastLike's input 1, which reads
+ * the type alone (torchlib's CastLike(Sqrt(scale), kᵀ)) */
+typedef struct Ctx {
+    const MeGraph *g;
+    const int *type_reads;
+} Ctx;
 
 /* The node that made v when v has one reader (the next link), else -1 */
-static int link_of(const MeGraph *g, int v)
+static int link_of(const Ctx *c, int v)
 {
+    const MeGraph *g = c->g;
     int p = v >= 0 ? g->v[v].producer : -1;
-    return p >= 0 && g->v[v].n_uses - type_reads[v] == 1 && !g->v[v].is_output ? p : -1;
+    return p >= 0 && g->v[v].n_uses - c->type_reads[v] == 1 && !g->v[v].is_output ? p : -1;
 }
 
 /* A scalar the exporter wrote for sqrt(scale): a Sqrt's result (through
@@ -63,9 +67,10 @@ static bool sqrt_scale(const MeGraph *g, int v)
 }
 
 /* The scaled operand: Mul(x, sqrt(scale)) with one reader; its node, or -1 */
-static int scaled(const MeGraph *g, int v)
+static int scaled(const Ctx *c, int v)
 {
-    int p = link_of(g, v);
+    const MeGraph *g = c->g;
+    int p = link_of(c, v);
     if (p < 0 || !me_canon_is(g, &g->n[p], "Mul") || g->n[p].n_in != 2) return -1;
     const MeNode *m = &g->n[p];
     return sqrt_scale(g, m->in[1]) || sqrt_scale(g, m->in[0]) ? p : -1;
@@ -88,19 +93,20 @@ static bool swaps_last(const MeGraph *g, int v)
  * two axes (symbolic_opset14.py), or torchlib's Reshape to [-1, S, E],
  * Transpose [0, 2, 1] and Reshape back, each read once. The nodes that
  * make it go to chain (at most 3); false when it is neither. */
-static bool k_transposed(const MeGraph *g, int v, int *chain, int *nc)
+static bool k_transposed(const Ctx *c, int v, int *chain, int *nc)
 {
-    int p = link_of(g, v), r = -1;
+    const MeGraph *g = c->g;
+    int p = link_of(c, v), r = -1;
     if (p >= 0 && me_canon_is(g, &g->n[p], "Reshape") && g->n[p].n_in >= 1) {
         r = p;
         v = g->n[p].in[0];
-        p = link_of(g, v);
+        p = link_of(c, v);
     }
     if (p < 0 || !swaps_last(g, v)) return false;
     chain[(*nc)++] = p;
     if (r < 0) return true;
     chain[(*nc)++] = r;
-    int q = link_of(g, g->n[p].in[0]); /* the Reshape to [-1, S, E] */
+    int q = link_of(c, g->n[p].in[0]); /* the Reshape to [-1, S, E] */
     if (q < 0 || !me_canon_is(g, &g->n[q], "Reshape")) return false;
     chain[(*nc)++] = q;
     return true;
@@ -118,16 +124,18 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
     (void)d;
     int calls = 0;
     const char *first = NULL;
-    if (!(type_reads = me_calloc((size_t)g->nv + 1, sizeof(int)))) return ME_ENOMEM;
+    int *type_reads = me_calloc((size_t)g->nv + 1, sizeof(int));
+    if (!type_reads) return ME_ENOMEM;
     for (int i = 0; i < g->nn; i++)
         if (g->n[i].n_in == 2 && g->n[i].in[1] >= 0 && me_canon_is(g, &g->n[i], "CastLike")) type_reads[g->n[i].in[1]]++;
+    const Ctx cx = { .g = g, .type_reads = type_reads }, *c = &cx;
     for (int i = 0; i < g->nn; i++) {
         MeNode *ctx = &g->n[i];
         if (ctx->n_in != 2 || ctx->n_out != 1 || !me_canon_is(g, ctx, "MatMul") || (ctx->flags & ME_N_ATTN_CTX)) continue;
-        int chain[12], nc = 0, p = link_of(g, ctx->in[0]);
+        int chain[12], nc = 0, p = link_of(c, ctx->in[0]);
         if (p >= 0 && me_canon_is(g, &g->n[p], "Dropout")) {
             chain[nc++] = p;
-            p = link_of(g, g->n[p].in[0]);
+            p = link_of(c, g->n[p].in[0]);
         }
         if (p >= 0 && me_canon_is(g, &g->n[p], "Where") && g->n[p].n_in == 3) {
             /* torchlib's bool mask: Where(IsNaN(w), 0, w), a fully masked row's NaNs to 0 */
@@ -142,18 +150,18 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
         }
         if (p < 0 || !me_canon_is(g, &g->n[p], "Softmax")) continue;
         chain[nc++] = p;
-        p = link_of(g, g->n[p].in[0]);
+        p = link_of(c, g->n[p].in[0]);
         if (p >= 0 && me_canon_is(g, &g->n[p], "Add") && g->n[p].n_in == 2) {
             /* the mask's add: the scores are the operand a MatMul made */
             const MeNode *a = &g->n[p];
             chain[nc++] = p;
-            int q0 = link_of(g, a->in[0]), q1 = link_of(g, a->in[1]);
+            int q0 = link_of(c, a->in[0]), q1 = link_of(c, a->in[1]);
             p = q0 >= 0 && me_canon_is(g, &g->n[q0], "MatMul") ? q0 : q1;
         }
         if (p < 0 || !me_canon_is(g, &g->n[p], "MatMul") || g->n[p].n_in != 2) continue;
         const MeNode *s = &g->n[p];
-        int mq = scaled(g, s->in[0]), mk = scaled(g, s->in[1]);
-        if (mq < 0 || mk < 0 || !k_transposed(g, unscaled(g, mk), chain, &nc)) continue;
+        int mq = scaled(c, s->in[0]), mk = scaled(c, s->in[1]);
+        if (mq < 0 || mk < 0 || !k_transposed(c, unscaled(g, mk), chain, &nc)) continue;
         chain[nc++] = p;
         chain[nc++] = mq;
         chain[nc++] = mk;
@@ -162,7 +170,6 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
         if (!calls++) first = ctx->module ? ctx->module : ctx->name;
     }
     me_free(type_reads);
-    type_reads = NULL;
     if (!calls) return 0;
     char e[256];
     return me_graph_add_note(g, "sdpa", ME_NOTE_ALWAYS,
