@@ -2273,11 +2273,7 @@ int memest_model_sdpa_calls(const MemestModel *model, int *first)
 MemestTorch memest_model_torch(const MemestModel *model)
 {
     if (!model) return MEMEST_TORCH_1_13;
-    const MeGraph *g = &model->g;
-    if (g->torch_major >= 2) return MEMEST_TORCH_2;
-    for (int i = 0; i < g->nn; i++)
-        if (g->n[i].flags & ME_N_SDPA) return MEMEST_TORCH_2;
-    return MEMEST_TORCH_1_13;
+    return model->g.torch_major >= 2 || memest_model_sdpa_calls(model, NULL) ? MEMEST_TORCH_2 : MEMEST_TORCH_1_13;
 }
 
 /* The step, told to the statistics (out, and the series rec->series[slot]

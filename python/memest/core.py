@@ -232,7 +232,7 @@ class Model:
             ms.torch = L.lib().memest_model_torch(self._h)
         first = ctypes.c_int(-1)
         if ms.torch == 0 and L.lib().memest_model_sdpa_calls(self._h, ctypes.byref(first)):
-            raise ValueError("torch='1.13': node %r calls F.scaled_dot_product_attention (as torch >= 2.0 exports it), "
+            raise ValueError("torch='1.13': %r calls F.scaled_dot_product_attention (as torch >= 2.0 exports it), "
                              "which torch 1.13 does not have (leave torch unset or give '2')"
                              % L.lib().memest_node_name(self._h, first.value).decode())
         h, err = ctypes.c_void_p(), _err()

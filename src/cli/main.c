@@ -588,7 +588,7 @@ int main(int argc, char **argv)
         ms->torch = c.plan_ms.torch = memest_model_torch(m);
     int sdpa_first, sdpa = memest_model_sdpa_calls(m, &sdpa_first);
     if (sdpa && ms->torch == MEMEST_TORCH_1_13) {
-        fprintf(stderr, "memest: %s: node '%s' calls F.scaled_dot_product_attention (%d call(s), as torch >= 2.0 exports it), "
+        fprintf(stderr, "memest: %s: '%s' calls F.scaled_dot_product_attention (%d call(s), as torch >= 2.0 exports it), "
                         "which torch 1.13 does not have: --torch 1.13 cannot run this model (leave --torch unset or give 2)\n",
                 c.model, memest_node_name(m, sdpa_first), sdpa);
         goto end;
