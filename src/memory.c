@@ -1119,6 +1119,26 @@ static void autocast_node(Sim *m, const MeNode *n)
     }
 }
 
+/* at::matmul with both operands batched (LinearAlgebra.cpp, v1.13):
+ * the batch dims both broadcast to (infer_size, right-aligned) go to
+ * batch[0..*nb), and the return is how many times operand i is expanded
+ * (1: its batch is the broadcast one; 0: not such a matmul) */
+static int64_t bmm_broadcast(const MeGraph *g, const MeNode *n, int i, int64_t *batch, int *nb)
+{
+    if (!(n->desc->flags & ME_OPF_BMM_FOLD) || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0) return 0;
+    const MeShape *as = &g->v[n->in[0]].shape, *bs = &g->v[n->in[1]].shape, *xs = &g->v[n->in[i]].shape;
+    if (as->rank < 3 || bs->rank < 3) return 0;
+    *nb = (as->rank > bs->rank ? as->rank : bs->rank) - 2;
+    int64_t factor = 1;
+    for (int j = 0; j < *nb; j++) { /* right-aligned: the operand's batch dim or 1 */
+        int ja = j - (*nb - (as->rank - 2)), jb = j - (*nb - (bs->rank - 2)), jx = j - (*nb - (xs->rank - 2));
+        int64_t da = ja >= 0 ? as->d[ja] : 1, db = jb >= 0 ? bs->d[jb] : 1, dx = jx >= 0 ? xs->d[jx] : 1;
+        batch[j] = da == 1 ? db : da;
+        if (dx != batch[j]) factor = sat_mul(factor, batch[j]);
+    }
+    return factor;
+}
+
 /* Bytes of the contiguous copy matmul's reshape() makes of operand i: under
  * autocast it copies the cast the op computes with (cached_cast's
  * arg.to(dtype) keeps the strides, preserve_format, so the cast is as
@@ -1352,19 +1372,36 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (cublas_workspace(m) < 0) return;
         m->workspace = true;
     }
-    /* at::matmul folds batched operands to 3-d with reshape(): a copy when
-     * their strides do not allow a view */
+    /* at::matmul (LinearAlgebra.cpp, v1.13) with both operands batched
+     * expands each to the broadcast batch (infer_size of the batch dims)
+     * and folds it to 3-d with reshape(): a copy when the strides do not
+     * allow a view, which an expanded batch dim (stride 0) never does; the
+     * copy is of the expanded size (a [1, 576, 10, 16, 8] weight against a
+     * batch of 8: 8 copies of it) */
     m->layout.mm_copy[0] = m->layout.mm_copy[1] = -1;
-    if ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && g->v[n->in[0]].shape.rank >= 3 && g->v[n->in[1]].shape.rank >= 3) {
-        for (int i = 0; i < 2; i++) {
-            int v = n->in[i];
-            const MeShape *xs = &g->v[v].shape;
-            MeShape f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
-            for (int k = 0; k < xs->rank - 2; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
-            int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
-            if (m->vst[v] >= 0 && !view_strides(xs, strides_of(m, v, tmp), &f, fst) && (m->layout.mm_copy[i] = st_new(m, fold_copy_bytes(m, n, i), MEMEST_MEM_ACTIVATIONS)) < 0)
-                return;
+    int64_t batch[ME_MAX_RANK];
+    int nb = 0;
+    for (int i = 0; i < 2 && bmm_broadcast(g, n, 0, batch, &nb); i++) {
+        int v = n->in[i];
+        const MeShape *xs = &g->v[v].shape;
+        int off = nb - (xs->rank - 2);
+        int64_t tmp[ME_MAX_RANK], est[ME_MAX_RANK], fst[ME_MAX_RANK];
+        const int64_t *st = m->vst[v] >= 0 ? strides_of(m, v, tmp) : NULL;
+        MeShape e = { .rank = nb + 2 }, f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
+        int64_t factor = bmm_broadcast(g, n, i, batch, &nb);
+        for (int j = 0; st && j < nb; j++) {
+            int64_t own = j >= off ? xs->d[j - off] : 1;
+            e.d[j] = batch[j];
+            est[j] = own == batch[j] && j >= off ? st[j - off] : 0; /* expand: stride 0 */
+            f.d[0] = sat_mul(f.d[0], batch[j]);
         }
+        for (int k = 0; st && k < 2; k++) {
+            e.d[nb + k] = xs->d[xs->rank - 2 + k];
+            est[nb + k] = st[xs->rank - 2 + k];
+        }
+        if (st && !view_strides(&e, est, &f, fst) &&
+            (m->layout.mm_copy[i] = st_new(m, sat_mul(fold_copy_bytes(m, n, i), factor), MEMEST_MEM_ACTIVATIONS)) < 0)
+            return;
     }
     /* at::linear (Linear.cpp, v1.13) views a contiguous input as 2-d
      * (_flatten_3d_linear) and otherwise runs matmul, whose reshape()
@@ -1396,6 +1433,18 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
     for (int i = 0; i < 8; i++)
         if (m->amp.cast[i] >= 0 && (i >= n->n_in || n->in[i] < 0 || m->amp.wcache[n->in[i]] != m->amp.cast[i])) st_release(m, m->amp.cast[i]);
     end_reads(m, n, redo, s);
+}
+
+/* bmm's gradient of an operand at::matmul expanded to the broadcast batch
+ * is of the expanded size, [batch, n, m]; ExpandBackward's sum_to_size
+ * reduces it to the operand's (derivatives.yaml: expand's self:
+ * at::sum_to(grad, self.sizes())), so it lives while that runs */
+static int64_t bmm_expanded_grad(const Sim *m, const MeNode *n, int i)
+{
+    int64_t batch[ME_MAX_RANK];
+    int nb = 0;
+    int64_t factor = i < 2 ? bmm_broadcast(m->g, n, i, batch, &nb) : 0;
+    return factor > 1 ? sat_mul(vb(m, &m->g->v[n->in[i]]), factor) : 0;
 }
 
 static void drop_autocast_cache(Sim *m)
@@ -1899,7 +1948,7 @@ static void backward(Sim *m, int *param_grad_st)
                 bool dup = false;
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v] || (i == 0 && attn_ctx(m, n))) continue;
-                int64_t tmp = attn_ctx(m, n) ? 0 : sat_add(tmp_node, temp_backward(m, n, i));
+                int64_t tmp = attn_ctx(m, n) ? 0 : sat_add(sat_add(tmp_node, temp_backward(m, n, i)), bmm_expanded_grad(m, n, i));
                 const MeValue *val = &g->v[v];
                 /* input i's gradient computed */
                 MeTlEvent r = me_tl_event(ME_TL_RUN);
