@@ -505,6 +505,26 @@ float tensor multiplied into activations or a MatMul operand looks like one
 in the file); its ConvLSTM is -32 % under no_grad and -8 % to -13 % with
 autograd on (the unrolled loop's names h and c), +2.7 % in training.
 
+The session after ho16 (rules from PyTorch's code, each checked on the
+seen sets): a chunk's pieces are Python names (ho15_wavenet under no_grad
+-19.8 % -> -0.02 %, ho16_convlstm -31.8 % -> -6.4 %, training -5 % ->
+-2.5 % and -10.9 % -> -4.4 % at batch 1), a module called again whose
+result the frame reads after the next call was stored (ho12_segnet under
+no_grad -19.9 % -> -6.6 %), the parameter_or_buffer note for masks and
+grids (ho16_realnvp, ho16_stn: counted, now said), and the python_names
+bound in training too (ho14_gnn's -11 % at batch 1 said now). ho17, checked
+once after that: the capsule network was -65 % at batch 8 under no_grad and
+-67 % in training (torch.matmul broadcasting its [1, 576, 10, 16, 8] weight
+to the batch copies it at the expanded size, at::matmul's expand and
+reshape; fixed: -0.4 % and +2.5 %), exact at batch 1; the PixelCNN exact in
+every cell but Adam's step 2 at batch 1 (+5.5 %: its six masks, buffers,
+counted as 49216 parameters, said by parameter_or_buffer); the NeRF MLP
+exact with autograd on and in training, -18.8 % and -23.3 % under no_grad
+(`h = F.relu(lin(h))` keeps the old h, the skip concatenation, through the
+ReLU: python_names); the hourglass eval export within 1.6 % under no_grad
+and -18 % to -23 % with autograd on (its folded BatchNorms: folded_batchnorm,
+and 5952 fewer parameters).
+
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
 import os, sys
