@@ -771,6 +771,27 @@ def case_loop_names():
                   f"chunk names: peak {peaks['chunk']} vs {peaks['own']}, want fc's 65536 B more")
 
 
+def case_einsum_note():
+    """torch.einsum runs in PyTorch as permutes and bmm per operand pair
+    (Linear.cpp sumproduct_pair), copying operands it cannot fold: one
+    Einsum node hides that, and the report says so (note "einsum"); a
+    graph without one has no such note."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for with_einsum in (True, False):
+            nodes = [craft.node("Einsum", ["x", "y"], ["z"], name="/attn/Einsum", attrs=[craft.attr_str("equation", "bthd,bthe->bhde")])
+                     if with_einsum else craft.node("Mul", ["x", "y"], ["z"], name="/attn/Mul")]
+            out = [1, 4, 16, 16] if with_einsum else [1, 32, 4, 16]
+            m = craft.model(craft.graph(nodes, [craft.value_info("x", [1, 32, 4, 16]), craft.value_info("y", [1, 32, 4, 16])],
+                                        [craft.value_info("z", out)]))
+            p = os.path.join(tmp, "e%d.onnx" % with_einsum)
+            with open(p, "wb") as fh:
+                fh.write(m)
+            doc, err = report(p, "--runtime", "cpu", "--grad")
+            got = doc is not None and any(n["code"] == "einsum" for n in doc["notes"])
+            check(doc is not None and got == with_einsum and ("einsum" in err) == with_einsum,
+                  f"einsum={with_einsum}: note {got}: {err[-300:]!r}")
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 if CASE not in CASES:
     sys.exit(f"unknown case {CASE}; one of {sorted(CASES)}")

@@ -36,7 +36,8 @@
     X(frozen_bn)   /* torchvision's FrozenBatchNorm2d: four buffers applied by elementwise ops (frozen_bn.c) */ \
     X(dropout)     /* an eval export without Dropout: a note for --train (dropout.c) */ \
     X(folded)      /* buffers folded into constants the forward reads: a note (folded.c) */ \
-    X(addend)      /* a table only added to activations: parameter or buffer? a note (addend.c) */
+    X(addend)      /* a table only added to activations: parameter or buffer? a note (addend.c) */ \
+    X(einsum)      /* torch.einsum's permutes and bmm copies, which one Einsum node hides: a note (einsum.c) */
 
 #define ME_CANON_DECL(name) int me_canon_##name(MeGraph *g, MeDiag *d);
 ME_CANON_PASSES(ME_CANON_DECL)
