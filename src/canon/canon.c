@@ -3,6 +3,7 @@
 
 #include "canon/canon.h"
 #include "ops/ops.h"
+#include "util.h"
 
 bool me_canon_is(const MeGraph *g, const MeNode *n, const char *name)
 {
@@ -27,6 +28,13 @@ int me_canon_identity_root(const MeGraph *g, int v)
         v = g->n[p].in[0];
     }
     return v;
+}
+
+int me_canon_calls_note(MeGraph *g, const char *code, int calls, const char *first, const char *noun, const char *rest)
+{
+    char e[256];
+    return me_graph_add_note(g, code, ME_NOTE_ALWAYS, "%d %s ('%s'%s)%s", calls, noun, me_escape(first ? first : "", e, sizeof(e)),
+                             calls > 1 ? ", ..." : "", rest);
 }
 
 int me_canonicalize(MeGraph *g, MeDiag *d)

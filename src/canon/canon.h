@@ -63,6 +63,10 @@ bool me_canon_scalar(MeGraph *g, int v, double *out, MeDiag *d);
  * deduplicated initializer comes from. */
 int me_canon_identity_root(const MeGraph *g, int v);
 
+/* A note on `calls` calls of something a pass found, the first in module
+ * `first`: "<calls> <noun> ('<first>'[, ...])<rest>" (sdpa.c, einsum.c). */
+int me_canon_calls_note(MeGraph *g, const char *code, int calls, const char *first, const char *noun, const char *rest);
+
 /* Runs every pass; called once per loaded graph, after finalize. */
 int me_canonicalize(MeGraph *g, MeDiag *d);
 

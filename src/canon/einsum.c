@@ -12,10 +12,7 @@
  * the equation; the timeline does not follow it. The note says so, with
  * the bound: the operands' bytes. Held-out ho12's linear attention, three
  * einsums a block, is -4 % to -9 % in training. */
-#include <stdio.h>
-
 #include "canon/canon.h"
-#include "util.h"
 
 int me_canon_einsum(MeGraph *g, MeDiag *d)
 {
@@ -25,12 +22,9 @@ int me_canon_einsum(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++)
         if (me_canon_is(g, &g->n[i], "Einsum") && !calls++) first = g->n[i].module ? g->n[i].module : g->n[i].name;
     if (!calls) return 0;
-    char e[256];
-    return me_graph_add_note(g, "einsum", ME_NOTE_ALWAYS,
-                             "%d torch.einsum call(s) ('%s'%s): PyTorch runs each as permutes and, a pair of operands at a "
-                             "time, reshapes into bmm (Linear.cpp sumproduct_pair), copying an operand whose permuted layout "
-                             "does not fold to 3-d and, with autograd on, keeping the copies for backward; memest runs one op "
-                             "(its output, and with autograd on its operands), so the peak can be higher by up to the "
-                             "operands' size",
-                             calls, me_escape(first ? first : "", e, sizeof(e)), calls > 1 ? ", ..." : "");
+    return me_canon_calls_note(g, "einsum", calls, first, "torch.einsum call(s)",
+                               ": PyTorch runs each as permutes and, a pair of operands at a time, reshapes into bmm "
+                               "(Linear.cpp sumproduct_pair), copying an operand whose permuted layout does not fold to 3-d "
+                               "and, with autograd on, keeping the copies for backward; memest runs one op (its output, and "
+                               "with autograd on its operands), so the peak can be higher by up to the operands' size");
 }

@@ -31,7 +31,6 @@
 #include <stdbool.h>
 
 #include "canon/canon.h"
-#include "util.h"
 
 /* The graph and, per value, the reads of CastLike's input 1, which reads
  * the type alone (torchlib's CastLike(Sqrt(scale), kᵀ)) */
@@ -171,11 +170,8 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
     }
     me_free(type_reads);
     if (!calls) return 0;
-    char e[256];
-    return me_graph_add_note(g, "sdpa", ME_NOTE_ALWAYS,
-                             "%d attention(s) ('%s'%s) are F.scaled_dot_product_attention as torch >= 2.0 exports it (q and "
-                             "k scaled by the square root of the scale): modelled as that one kernel, which makes no "
-                             "[B, H, S, T] scores or softmax (flash or memory-efficient on CUDA, the flash kernel on a "
-                             "CPU), as torch 2 runs it",
-                             calls, me_escape(first ? first : "", e, sizeof(e)), calls > 1 ? ", ..." : "");
+    return me_canon_calls_note(g, "sdpa", calls, first, "attention(s)",
+                               " are F.scaled_dot_product_attention as torch >= 2.0 exports it (q and k scaled by the square "
+                               "root of the scale): modelled as that one kernel, which makes no [B, H, S, T] scores or softmax "
+                               "(flash or memory-efficient on CUDA, the flash kernel on a CPU), as torch 2 runs it");
 }
