@@ -197,6 +197,10 @@ typedef struct MeNode {
     const struct MeOpDesc *desc; /* NULL: the registry does not know it */
 } MeNode;
 
+/* An op of the root forward itself, not of a module it calls: loaders name
+ * its module "/" and the node ("/Concat_1"), one scope an op */
+static inline bool me_node_root_op(const MeNode *n) { return n->module && n->module[0] == '/'; }
+
 /* A module scope: a node's module path or one of its '.'-prefixes
  * ("layer1.0.conv1", "layer1.0", "layer1"). Scopes are interned once so
  * later passes compare integers, not strings; a parent always has a

@@ -159,8 +159,7 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
     for (int i = 0; i < g->nv; i++)
         if (g->v[i].local && g->v[i].producer >= 0) {
             const MeNode *p = &g->n[g->v[i].producer];
-            /* the root forward's own op (module "/Concat_1"): its frame returns at the end */
-            hold_end[i] = p->module && p->module[0] == '/' ? g->nn - 1 : last[p->scope];
+            hold_end[i] = me_node_root_op(p) ? g->nn - 1 : last[p->scope]; /* the root forward returns at the end */
         }
     /* a loop's name (torchvision's FPN: inner_lateral) keeps each value
      * until the next iteration assigns it again */
@@ -733,15 +732,12 @@ static void keep_for_backward(Sim *m, int ni, int vi)
 static bool attn_core(const Sim *m, const MeNode *n) { return m->sdpa && (n->flags & ME_N_ATTN_CORE); }
 static bool attn_ctx(const Sim *m, const MeNode *n) { return m->sdpa && (n->flags & ME_N_ATTN_CTX); }
 
-/* v, or what a core scale (q / sqrt(E), x * sqrt(scale)) multiplied */
+/* v, or what a core scale multiplied: q / sqrt(E) (mha.c), x * sqrt(scale)
+ * (sdpa.c puts x first) */
 static int unscaled_operand(const MeGraph *g, int v)
 {
     int p = v >= 0 ? g->v[v].producer : -1;
-    if (p < 0 || !(g->n[p].flags & ME_N_ATTN_CORE) || g->n[p].n_in < 1) return v;
-    const MeNode *n = &g->n[p];
-    int a = n->in[0], pa = a >= 0 ? g->v[a].producer : -1;
-    bool scale = a < 0 || g->v[a].kind == ME_V_INIT || (pa >= 0 && g->n[pa].desc && !strcmp(g->n[pa].desc->name, "Sqrt"));
-    return scale && n->n_in == 2 ? n->in[1] : a;
+    return p >= 0 && (g->n[p].flags & ME_N_ATTN_CORE) && g->n[p].n_in >= 1 ? g->n[p].in[0] : v;
 }
 
 /* The call's q and k.transpose(-2, -1): the scores bmm's operands, the
@@ -1119,24 +1115,29 @@ static void autocast_node(Sim *m, const MeNode *n)
     }
 }
 
-/* at::matmul with both operands batched (LinearAlgebra.cpp, v1.13):
- * the batch dims both broadcast to (infer_size, right-aligned) go to
- * batch[0..*nb), and the return is how many times operand i is expanded
- * (1: its batch is the broadcast one; 0: not such a matmul) */
-static int64_t bmm_broadcast(const MeGraph *g, const MeNode *n, int i, int64_t *batch, int *nb)
+/* at::matmul with both operands batched (LinearAlgebra.cpp, v1.13): the
+ * batch dims both broadcast to (infer_size, right-aligned) go to batch,
+ * and factor[i] is how many times operand i is expanded to them (1: its
+ * batch is the broadcast one). Returns the batch's rank, 0: not such a
+ * matmul. */
+static int bmm_broadcast(const MeGraph *g, const MeNode *n, int64_t *batch, int64_t factor[2])
 {
     if (!(n->desc->flags & ME_OPF_BMM_FOLD) || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0) return 0;
-    const MeShape *as = &g->v[n->in[0]].shape, *bs = &g->v[n->in[1]].shape, *xs = &g->v[n->in[i]].shape;
-    if (as->rank < 3 || bs->rank < 3) return 0;
-    *nb = (as->rank > bs->rank ? as->rank : bs->rank) - 2;
-    int64_t factor = 1;
-    for (int j = 0; j < *nb; j++) { /* right-aligned: the operand's batch dim or 1 */
-        int ja = j - (*nb - (as->rank - 2)), jb = j - (*nb - (bs->rank - 2)), jx = j - (*nb - (xs->rank - 2));
-        int64_t da = ja >= 0 ? as->d[ja] : 1, db = jb >= 0 ? bs->d[jb] : 1, dx = jx >= 0 ? xs->d[jx] : 1;
-        batch[j] = da == 1 ? db : da;
-        if (dx != batch[j]) factor = sat_mul(factor, batch[j]);
+    const MeShape *s[2] = { &g->v[n->in[0]].shape, &g->v[n->in[1]].shape };
+    if (s[0]->rank < 3 || s[1]->rank < 3) return 0;
+    int nb = (s[0]->rank > s[1]->rank ? s[0]->rank : s[1]->rank) - 2;
+    factor[0] = factor[1] = 1;
+    for (int j = 0; j < nb; j++) {
+        int64_t d[2];
+        for (int i = 0; i < 2; i++) { /* the operand's batch dim, or 1 where it has fewer */
+            int ji = j - (nb - (s[i]->rank - 2));
+            d[i] = ji >= 0 ? s[i]->d[ji] : 1;
+        }
+        batch[j] = d[0] == 1 ? d[1] : d[0];
+        for (int i = 0; i < 2; i++)
+            if (d[i] != batch[j]) factor[i] = sat_mul(factor[i], batch[j]);
     }
-    return factor;
+    return nb;
 }
 
 /* Bytes of the contiguous copy matmul's reshape() makes of operand i: under
@@ -1379,16 +1380,15 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
      * copy is of the expanded size (a [1, 576, 10, 16, 8] weight against a
      * batch of 8: 8 copies of it) */
     m->layout.mm_copy[0] = m->layout.mm_copy[1] = -1;
-    int64_t batch[ME_MAX_RANK];
-    int nb = 0;
-    for (int i = 0; i < 2 && bmm_broadcast(g, n, 0, batch, &nb); i++) {
+    int64_t batch[ME_MAX_RANK], factor[2];
+    int nb = bmm_broadcast(g, n, batch, factor);
+    for (int i = 0; nb && i < 2; i++) {
         int v = n->in[i];
         const MeShape *xs = &g->v[v].shape;
         int off = nb - (xs->rank - 2);
         int64_t tmp[ME_MAX_RANK], est[ME_MAX_RANK], fst[ME_MAX_RANK];
         const int64_t *st = m->vst[v] >= 0 ? strides_of(m, v, tmp) : NULL;
         MeShape e = { .rank = nb + 2 }, f = { .rank = 3, .d = { 1, xs->d[xs->rank - 2], xs->d[xs->rank - 1] } };
-        int64_t factor = bmm_broadcast(g, n, i, batch, &nb);
         for (int j = 0; st && j < nb; j++) {
             int64_t own = j >= off ? xs->d[j - off] : 1;
             e.d[j] = batch[j];
@@ -1400,7 +1400,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             est[nb + k] = st[xs->rank - 2 + k];
         }
         if (st && !view_strides(&e, est, &f, fst) &&
-            (m->layout.mm_copy[i] = st_new(m, sat_mul(fold_copy_bytes(m, n, i), factor), MEMEST_MEM_ACTIVATIONS)) < 0)
+            (m->layout.mm_copy[i] = st_new(m, sat_mul(fold_copy_bytes(m, n, i), factor[i]), MEMEST_MEM_ACTIVATIONS)) < 0)
             return;
     }
     /* at::linear (Linear.cpp, v1.13) views a contiguous input as 2-d
@@ -1441,10 +1441,8 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
  * at::sum_to(grad, self.sizes())), so it lives while that runs */
 static int64_t bmm_expanded_grad(const Sim *m, const MeNode *n, int i)
 {
-    int64_t batch[ME_MAX_RANK];
-    int nb = 0;
-    int64_t factor = i < 2 ? bmm_broadcast(m->g, n, i, batch, &nb) : 0;
-    return factor > 1 ? sat_mul(vb(m, &m->g->v[n->in[i]]), factor) : 0;
+    int64_t batch[ME_MAX_RANK], factor[2];
+    return i < 2 && bmm_broadcast(m->g, n, batch, factor) && factor[i] > 1 ? sat_mul(vb(m, &m->g->v[n->in[i]]), factor[i]) : 0;
 }
 
 static void drop_autocast_cache(Sim *m)

@@ -107,11 +107,7 @@ int me_canon_attn(MeGraph *g, MeDiag *d)
                 mark(g, ctx->in[1], sc);
                 for (int k = 0; k < 2; k++) {
                     int x = g->n[s].in[k], px = x >= 0 ? g->v[x].producer : -1;
-                    if (px >= 0 && (g->n[px].flags & ME_N_ATTN_CORE) && g->n[px].n_in == 2) { /* Mul(x, sqrt(scale)) */
-                        int a = g->n[px].in[0], pa = a >= 0 ? g->v[a].producer : -1;
-                        x = computed(g, a) && !me_canon_is(g, &g->n[pa], "Sqrt") ? a : g->n[px].in[1];
-                    }
-                    mark(g, x, sc);
+                    mark(g, px >= 0 && (g->n[px].flags & ME_N_ATTN_CORE) ? g->n[px].in[0] : x, sc); /* Mul(x, sqrt(scale)) */
                 }
                 break;
             }

@@ -43,11 +43,11 @@ typedef struct Group {
     int piece[8];
 } Group;
 
-/* The frame a node runs in: its module's forward, or the root forward for
- * the root's own ops (their module is the node name, "/Concat_1") */
+/* The frame a node runs in: its module's forward, or the root forward (-1) */
 static int frame_of(const MeGraph *g, const MeNode *n)
 {
-    return n->module && n->module[0] == '/' ? -1 : n->scope;
+    (void)g;
+    return me_node_root_op(n) ? -1 : n->scope;
 }
 
 /* The call, seen from frame f, that node p's op belongs to: the child of f

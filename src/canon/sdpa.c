@@ -165,6 +165,14 @@ int me_canon_sdpa(MeGraph *g, MeDiag *d)
         chain[nc++] = mq;
         chain[nc++] = mk;
         for (int k = 0; k < nc; k++) g->n[chain[k]].flags |= ME_N_ATTN_CORE;
+        for (int k = 0; k < 2; k++) { /* the scaled operand first, as the exporters write it: memory.c and attn.c read in[0] */
+            MeNode *x = &g->n[k ? mk : mq];
+            if (!sqrt_scale(g, x->in[1])) {
+                int t = x->in[0];
+                x->in[0] = x->in[1];
+                x->in[1] = t;
+            }
+        }
         ctx->flags |= ME_N_ATTN_CTX | ME_N_SDPA;
         if (!calls++) first = ctx->module ? ctx->module : ctx->name;
     }
