@@ -87,32 +87,29 @@ def layer(spelling, producer=None, mask=False):
         # k's Sqrt(scale) through CastLike, a bool mask's NaN guard after the softmax
         nodes += [n("Reshape", ["kh", "k3"], ["k3d"], "/attn/Reshape_k3"),
                   n("Transpose", ["k3d"], ["k3t"], "/attn/Transpose_k3", [c.attr_ints("perm", [0, 2, 1])]),
-                  n("Reshape", ["k3t", "k4"], ["kt"], "/attn/Reshape_k4"),
-                  n("Shape", ["qh"], ["qs"], "/attn/Shape"),
-                  n("Gather", ["qs", "last_s"], ["ql"], "/attn/Gather"),
-                  n("CastLike", ["ql", "qh"], ["qf"], "/attn/CastLike"),
-                  n("Sqrt", ["qf"], ["qsq"], "/attn/Sqrt"),
-                  n("Div", ["one", "qsq"], ["scale"], "/attn/Div"),
-                  n("Sqrt", ["scale"], ["s1"], "/attn/Sqrt_1"),
-                  n("Mul", ["qh", "s1"], ["q_s"], "/attn/Mul"),
-                  n("Sqrt", ["scale"], ["s2r"], "/attn/Sqrt_2"),
-                  n("CastLike", ["s2r", "kt"], ["s2"], "/attn/CastLike_1"),
-                  n("Mul", ["kt", "s2"], ["k_s"], "/attn/Mul_1"),
-                  n("MatMul", ["q_s", "k_s"], ["scores"], "/attn/MatMul")]
+                  n("Reshape", ["k3t", "k4"], ["kt"], "/attn/Reshape_k4")]
     elif spelling != "onnx23":
         nodes.append(n("Transpose", ["kh"], ["kt"], "/attn/Transpose_kt", [c.attr_ints("perm", [0, 1, 3, 2])]))
     if spelling == "onnx23":  # ONNX's Attention (opset 23), which torch.onnx writes for SDPA at opset 23
         nodes.append(n("Attention", ["qh", "kh", "vh", "mask"] if mask else ["qh", "kh", "vh"], ["ctx"], "/attn/Attention"))
-    if spelling == "sdpa":
+    if spelling in ("sdpa", "torchlib"):
+        # scale = 1 / sqrt(q's last dim) (_attention_scale: a Slice and a Cast in
+        # symbolic_opset14.py, a Gather and a CastLike in torchlib), then q and kᵀ
+        # each times Sqrt(scale) (torchlib casts k's like kᵀ)
+        lib = spelling == "torchlib"
         nodes += [n("Shape", ["qh"], ["qs"], "/attn/Shape"),
+                  n("Gather", ["qs", "last_s"], ["ql"], "/attn/Gather") if lib else
                   n("Slice", ["qs", "last_s", "last_e"], ["ql"], "/attn/Slice"),
+                  n("CastLike", ["ql", "qh"], ["qf"], "/attn/CastLike") if lib else
                   n("Cast", ["ql"], ["qf"], "/attn/Cast", [c.attr_int("to", c.FLOAT)]),
                   n("Sqrt", ["qf"], ["qsq"], "/attn/Sqrt"),
                   n("Div", ["one", "qsq"], ["scale"], "/attn/Div"),
                   n("Sqrt", ["scale"], ["s1"], "/attn/Sqrt_1"),
                   n("Mul", ["qh", "s1"], ["q_s"], "/attn/Mul"),
-                  n("Sqrt", ["scale"], ["s2"], "/attn/Sqrt_2"),
-                  n("Mul", ["kt", "s2"], ["k_s"], "/attn/Mul_1"),
+                  n("Sqrt", ["scale"], ["s2r" if lib else "s2"], "/attn/Sqrt_2")]
+        if lib:
+            nodes.append(n("CastLike", ["s2r", "kt"], ["s2"], "/attn/CastLike_1"))
+        nodes += [n("Mul", ["kt", "s2"], ["k_s"], "/attn/Mul_1"),
                   n("MatMul", ["q_s", "k_s"], ["scores"], "/attn/MatMul")]
     elif spelling == "eager":
         nodes += [n("MatMul", ["qh", "kt"], ["qk"], "/attn/MatMul"),
