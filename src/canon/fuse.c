@@ -342,6 +342,17 @@ static int m_hardswish(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     return 0;
 }
 
+/* Erf's argument in gelu: x / √2, or x · √0.5, read once; its node or -1 */
+static int erf_arg(MeGraph *g, int v, int x, MeDiag *d)
+{
+    int dv = v >= 0 ? prod(g, v) : -1;
+    if (dv < 0 || x < 0 || g->v[v].n_uses != 1 || g->n[dv].n_in != 2 || g->n[dv].in[0] != x) return -1;
+    double q;
+    bool ok = is_op(g, dv, "Div") ? me_canon_scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(2.0))
+            : is_op(g, dv, "Mul") && me_canon_scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(0.5));
+    return ok ? dv : -1;
+}
+
 /* gelu, erf form (symbolic_opset9.gelu): Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5) */
 static int m_gelu_erf(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
 {
@@ -352,12 +363,8 @@ static int m_gelu_erf(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
         int ad = inner(g, g->n[m1].in[j], 1, "Add"), x = g->n[m1].in[1 - j];
         int one = ad >= 0 ? scalar_slot(g, ad, 1.0, d) : -1;
         int er = one >= 0 ? inner(g, g->n[ad].in[1 - one], 1, "Erf") : -1;
-        int dv = er >= 0 ? prod(g, g->n[er].in[0]) : -1;
-        if (dv < 0 || x < 0 || g->v[g->n[er].in[0]].n_uses != 1 || g->n[dv].n_in != 2 || g->n[dv].in[0] != x) continue;
-        double q;
-        bool ok = is_op(g, dv, "Div") ? me_canon_scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(2.0))
-                : is_op(g, dv, "Mul") && me_canon_scalar(g, g->n[dv].in[1], &q, d) && near(q, sqrt(0.5));
-        if (!ok) continue;
+        int dv = er >= 0 ? erf_arg(g, g->n[er].in[0], x, d) : -1;
+        if (dv < 0) continue;
         int ch[] = { dv, er, ad, m1, a };
         for (int i = 0; i < 5; i++) c->nodes[c->n++] = ch[i];
         *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1 };
@@ -374,6 +381,34 @@ static int through(MeGraph *g, int ni, double cval, const char *op, MeDiag *d)
     return s < 0 ? -1 : inner(g, g->n[ni].in[1 - s], 1, op);
 }
 
+/* Tanh's argument in gelu(approximate="tanh"): √(2/π) · (x + 0.044715 ·
+ * x³), x³ as x · (x · x) (symbolic_opset9) or Pow(x, 3) (torchlib), each
+ * product's operands in either order, each link read once. Its nodes,
+ * producers first, go to ch (up to 5); returns how many, -1: none. */
+static int tanh_arg(MeGraph *g, int v, int x, MeDiag *d, int *ch)
+{
+    int mb = inner(g, v, 1, "Mul");
+    int a0 = mb >= 0 ? through(g, mb, sqrt(2.0 / M_PI), "Add", d) : -1;
+    int mk = a0 >= 0 && g->n[a0].n_in == 2 ? other(g, a0, x) : -1;
+    int mkn = mk >= 0 ? inner(g, mk, 1, "Mul") : -1;
+    int sc = mkn >= 0 ? scalar_slot(g, mkn, 0.044715, d) : -1;
+    if (sc < 0) return -1;
+    int cube_v = g->n[mkn].in[1 - sc], cube = prod(g, cube_v), sq = -1;
+    if (g->v[cube_v].n_uses != 1 || g->v[cube_v].is_output) return -1;
+    if (is_op(g, cube, "Mul") && g->n[cube].n_in == 2) {
+        int sv = other(g, cube, x);
+        sq = sv >= 0 ? inner(g, sv, 1, "Mul") : -1;
+        if (sq < 0 || g->n[sq].n_in != 2 || g->n[sq].in[0] != x || g->n[sq].in[1] != x) return -1;
+    } else {
+        double p;
+        if (!is_op(g, cube, "Pow") || g->n[cube].in[0] != x || !me_canon_scalar(g, g->n[cube].in[1], &p, d) || !near(p, 3)) return -1;
+    }
+    int n = 0, all[] = { sq, cube, mkn, a0, mb };
+    for (int i = 0; i < 5; i++)
+        if (all[i] >= 0) ch[n++] = all[i];
+    return n;
+}
+
 /* gelu(approximate="tanh") (symbolic_opset9.gelu): 0.5 · (x · (1 +
  * tanh(√(2/π) · (x + 0.044715 · (x · (x · x)))))), each product's operands
  * in either order. */
@@ -383,28 +418,13 @@ static int m_gelu_tanh(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
     int m1 = through(g, a, 0.5, "Mul", d);
     if (m1 < 0 || g->n[m1].n_in != 2) return 0;
     for (int j = 0; j < 2; j++) {
-        int x = g->n[m1].in[1 - j];
+        int x = g->n[m1].in[1 - j], ch[9];
         int ad = inner(g, g->n[m1].in[j], 1, "Add");
         int th = ad >= 0 ? through(g, ad, 1.0, "Tanh", d) : -1;
-        int mb = th >= 0 ? inner(g, g->n[th].in[0], 1, "Mul") : -1;
-        int a0 = mb >= 0 ? through(g, mb, sqrt(2.0 / M_PI), "Add", d) : -1;
-        int mk = a0 >= 0 && g->n[a0].n_in == 2 ? other(g, a0, x) : -1;
-        int mkn = mk >= 0 ? inner(g, mk, 1, "Mul") : -1;
-        int sc = mkn >= 0 ? scalar_slot(g, mkn, 0.044715, d) : -1;
-        if (sc < 0) continue;
-        int cube_v = g->n[mkn].in[1 - sc], cube = prod(g, cube_v), sq = -1;
-        if (g->v[cube_v].n_uses != 1 || g->v[cube_v].is_output) continue;
-        if (is_op(g, cube, "Mul") && g->n[cube].n_in == 2) {
-            int sv = other(g, cube, x);
-            sq = sv >= 0 ? inner(g, sv, 1, "Mul") : -1;
-            if (sq < 0 || g->n[sq].n_in != 2 || g->n[sq].in[0] != x || g->n[sq].in[1] != x) continue;
-        } else {
-            double p;
-            if (!is_op(g, cube, "Pow") || g->n[cube].in[0] != x || !me_canon_scalar(g, g->n[cube].in[1], &p, d) || !near(p, 3)) continue;
-        }
-        int ch[] = { sq, cube, mkn, a0, mb, th, ad, m1, a };
-        for (int i = 0; i < 9; i++)
-            if (ch[i] >= 0) c->nodes[c->n++] = ch[i];
+        int n = th >= 0 ? tanh_arg(g, g->n[th].in[0], x, d, ch) : -1;
+        if (n < 0) continue;
+        ch[n++] = th, ch[n++] = ad, ch[n++] = m1, ch[n++] = a;
+        for (int i = 0; i < n; i++) c->nodes[c->n++] = ch[i];
         *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1, .approximate = "tanh" };
         return 1;
     }
@@ -421,34 +441,19 @@ static int m_gelu_torchlib(MeGraph *g, int a, Chain *c, Canon *k, MeDiag *d)
 {
     if (!is_op(g, a, "Mul") || g->n[a].n_in != 2) return 0;
     for (int j = 0; j < 2; j++) {
-        int x = g->n[a].in[1 - j], half = inner(g, g->n[a].in[j], 1, "Mul");
+        int x = g->n[a].in[1 - j], half = inner(g, g->n[a].in[j], 1, "Mul"), ch[9], n = -1;
         int s = half >= 0 && g->n[half].n_in == 2 ? scalar_slot(g, half, 0.5, d) : -1;
         int ad = s >= 0 ? inner(g, g->n[half].in[1 - s], 1, "Add") : -1;
         int one = ad >= 0 && g->n[ad].n_in == 2 ? scalar_slot(g, ad, 1.0, d) : -1;
-        int f = one >= 0 ? prod(g, g->n[ad].in[1 - one]) : -1;
-        if (f < 0 || x < 0 || g->v[g->n[ad].in[1 - one]].n_uses != 1) continue;
-        double q;
-        if (is_op(g, f, "Erf")) {
-            int dv = inner(g, g->n[f].in[0], 1, "Div");
-            if (dv < 0 || g->n[dv].n_in != 2 || g->n[dv].in[0] != x || !me_canon_scalar(g, g->n[dv].in[1], &q, d) ||
-                !near(q, sqrt(2.0)))
-                continue;
-            int ch[] = { dv, f, ad, half, a };
-            for (int i = 0; i < 5; i++) c->nodes[c->n++] = ch[i];
-            *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1 };
-            return 1;
-        }
-        if (!is_op(g, f, "Tanh")) continue;
-        int mb = inner(g, g->n[f].in[0], 1, "Mul");
-        int a0 = mb >= 0 ? through(g, mb, sqrt(2.0 / M_PI), "Add", d) : -1;
-        int mk = a0 >= 0 && g->n[a0].n_in == 2 ? other(g, a0, x) : -1;
-        int mkn = mk >= 0 ? inner(g, mk, 1, "Mul") : -1;
-        int sc = mkn >= 0 ? scalar_slot(g, mkn, 0.044715, d) : -1;
-        int cube = sc >= 0 ? inner(g, g->n[mkn].in[1 - sc], 1, "Pow") : -1;
-        if (cube < 0 || g->n[cube].in[0] != x || !me_canon_scalar(g, g->n[cube].in[1], &q, d) || !near(q, 3)) continue;
-        int ch[] = { cube, mkn, a0, mb, f, ad, half, a };
-        for (int i = 0; i < 8; i++) c->nodes[c->n++] = ch[i];
-        *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1, .approximate = "tanh" };
+        int fv = one >= 0 ? g->n[ad].in[1 - one] : -1, f = inner(g, fv, 1, "Erf");
+        bool erf = f >= 0;
+        if (!erf) f = inner(g, fv, 1, "Tanh");
+        if (erf && (ch[0] = erf_arg(g, g->n[f].in[0], x, d)) >= 0) n = 1;
+        else if (f >= 0 && !erf) n = tanh_arg(g, g->n[f].in[0], x, d, ch);
+        if (n < 0) continue;
+        ch[n++] = f, ch[n++] = ad, ch[n++] = half, ch[n++] = a;
+        for (int i = 0; i < n; i++) c->nodes[c->n++] = ch[i];
+        *k = (Canon){ .op = "Gelu", .in = { x }, .n_in = 1, .approximate = erf ? NULL : "tanh" };
         return 1;
     }
     return 0;
