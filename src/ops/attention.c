@@ -178,12 +178,14 @@ static int infer_onnx_attention(MeCtx *c)
         if (pk->rank != 4) return me_fail(c, "past_key must be 4-d");
         past = pk->d[2];
     }
-    MeShape y = r == 4 ? (MeShape){ .rank = 4, .d = { B, hq, S, hdv } } : (MeShape){ .rank = 3, .d = { B, S, hq * hdv } };
+    int64_t e, kv;
+    if (!me_mul64(hq, hdv, &e) || !me_add64(past, T, &kv)) return me_fail(c, "output size overflows");
+    MeShape y = r == 4 ? (MeShape){ .rank = 4, .d = { B, hq, S, hdv } } : (MeShape){ .rank = 3, .d = { B, S, e } };
     int rc = me_set_out(c, 0, me_in(c, 0)->dtype, &y);
-    MeShape pk = { .rank = 4, .d = { B, hkv, past + T, hd } }, pv = { .rank = 4, .d = { B, hkv, past + T, hdv } };
+    MeShape pk = { .rank = 4, .d = { B, hkv, kv, hd } }, pv = { .rank = 4, .d = { B, hkv, kv, hdv } };
     if (rc >= 0 && c->n->n_out > 1) rc = me_set_out(c, 1, me_in(c, 1)->dtype, &pk);
     if (rc >= 0 && c->n->n_out > 2) rc = me_set_out(c, 2, me_in(c, 2)->dtype, &pv);
-    MeShape qk = { .rank = 4, .d = { B, hq, S, past + T } };
+    MeShape qk = { .rank = 4, .d = { B, hq, S, kv } };
     if (rc >= 0 && c->n->n_out > 3) rc = me_set_out(c, 3, me_in(c, 0)->dtype, &qk);
     return rc;
 }
@@ -195,9 +197,8 @@ static void attention_dims(const MeCtx *c, uint64_t *rows, uint64_t *t, uint64_t
     int64_t hq = r == 4 ? me_in_shape(c, 0)->d[1] : me_attr_i(c->n, "q_num_heads", 1);
     int64_t S = r == 4 ? me_in_shape(c, 0)->d[2] : me_in_shape(c, 0)->d[1];
     int64_t T = r == 4 ? me_in_shape(c, 1)->d[2] : me_in_shape(c, 1)->d[1];
-    if (c->n->n_in > 4 && c->n->in[4] >= 0) T += me_in_shape(c, 4)->d[2];
     *rows = me_smul(me_smul((uint64_t)me_in_shape(c, 0)->d[0], (uint64_t)hq), (uint64_t)S);
-    *t = (uint64_t)T;
+    *t = c->n->n_in > 4 && c->n->in[4] >= 0 ? me_sadd((uint64_t)T, (uint64_t)me_in_shape(c, 4)->d[2]) : (uint64_t)T;
     *hd = r == 4 ? (uint64_t)me_in_shape(c, 0)->d[3] : (uint64_t)(me_in_shape(c, 0)->d[2] / (hq > 0 ? hq : 1));
 }
 
