@@ -2302,25 +2302,36 @@ static int bn_batch_ok(const MeGraph *g, char *err, size_t errlen)
     return 0;
 }
 
-/* The F.scaled_dot_product_attention calls a file states (canon/sdpa.c):
- * torch 1.13 has none, so the front ends refuse --torch 1.13 there; asked
- * for 1.13 (memest-measure, whose executor runs the ops as written) the
- * timeline runs the spelled-out ops. */
-int memest_model_sdpa_calls(const MemestModel *model, int *first)
+/* The F.scaled_dot_product_attention calls a file states (canon/sdpa.c),
+ * the first's node in *first */
+static int sdpa_calls(const MemestModel *model, int *first)
 {
     int n = 0;
-    if (first) *first = -1;
+    *first = -1;
     for (int i = 0; model && i < model->g.nn; i++)
-        if (model->g.n[i].flags & ME_N_SDPA) {
-            if (!n++ && first) *first = i;
-        }
+        if ((model->g.n[i].flags & ME_N_SDPA) && !n++) *first = i;
     return n;
+}
+
+/* torch 1.13 has no F.scaled_dot_product_attention: the front ends refuse
+ * it for a file that calls one. Asked anyway (memest-measure, whose
+ * executor runs the ops as written), the timeline runs the spelled-out ops. */
+int memest_model_runs_on(const MemestModel *model, MemestTorch torch, char *err, size_t errlen)
+{
+    int first, n = sdpa_calls(model, &first);
+    if (!n || torch != MEMEST_TORCH_1_13) return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "%s: '%s' calls F.scaled_dot_product_attention (%d call(s), as torch >= 2.0 exports it), which "
+                 "torch 1.13 does not have: torch 1.13 cannot run this model (leave the torch version unset or give 2)",
+                 model->g.path ? model->g.path : "", memest_node_name(model, first), n);
+    return ME_EINVAL;
 }
 
 MemestTorch memest_model_torch(const MemestModel *model)
 {
     if (!model) return MEMEST_TORCH_1_13;
-    return model->g.torch_major >= 2 || memest_model_sdpa_calls(model, NULL) ? MEMEST_TORCH_2 : MEMEST_TORCH_1_13;
+    int first;
+    return model->g.torch_major >= 2 || sdpa_calls(model, &first) ? MEMEST_TORCH_2 : MEMEST_TORCH_1_13;
 }
 
 /* The step, told to the statistics (out, and the series rec->series[slot]

@@ -296,12 +296,12 @@ MEMEST_API int memest_torch_from_name(const char *name);
  * one that calls F.scaled_dot_product_attention, which 1.13 lacks;
  * MEMEST_TORCH_1_13 otherwise. */
 MEMEST_API MemestTorch memest_model_torch(const MemestModel *model);
-/* How many F.scaled_dot_product_attention calls the file states (torch >=
- * 2.0's export of it); *first (when not NULL): the first one's node, for
- * memest_node_name, -1 for none. torch 1.13 has no such function: the
- * memest command refuses --torch 1.13 for such a file; the library, asked,
- * simulates the ops as the file writes them. */
-MEMEST_API int memest_model_sdpa_calls(const MemestModel *model, int *first);
+/* 0 when the file can run on torch; else MEMEST_ERR_INVALID and err says
+ * why, naming the module: a file that calls F.scaled_dot_product_attention
+ * (torch >= 2.0's export of it) cannot run on 1.13. The memest command and
+ * the Python package refuse such a version; the library, asked, simulates
+ * the ops as the file writes them. */
+MEMEST_API int memest_model_runs_on(const MemestModel *model, MemestTorch torch, char *err, size_t errlen);
 
 typedef enum MemestRuntime {
     MEMEST_RUNTIME_CUDA = 0, /* PyTorch on a GPU (cuDNN, cuBLAS) */

@@ -133,7 +133,7 @@ def _declare(lib):
         "memest_set_memory": (c_int, [c_void_p, P(MemorySettings), c_char_p, c_size_t]),
         "memest_torch_changes": (c_int, [c_void_p, P(MemorySettings)]),
         "memest_model_torch": (c_int, [c_void_p]),
-        "memest_model_sdpa_calls": (c_int, [c_void_p, P(c_int)]),
+        "memest_model_runs_on": (c_int, [c_void_p, c_int, c_char_p, c_size_t]),
         "memest_memory_steps": (c_int, [c_void_p, P(Memory), c_int]),
         "memest_memory_series": (c_int, [c_void_p, c_int, P(P(SeriesPoint)), P(c_int)]),
         "memest_gpu_table": (P(Gpu), [P(c_int)]),

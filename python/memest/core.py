@@ -230,11 +230,9 @@ class Model:
         ms = memory_settings(gpu=g, **memory)
         if memory.get("torch") is None:  # the torch the file says it runs on (memest_model_torch)
             ms.torch = L.lib().memest_model_torch(self._h)
-        first = ctypes.c_int(-1)
-        if ms.torch == 0 and L.lib().memest_model_sdpa_calls(self._h, ctypes.byref(first)):
-            raise ValueError("torch='1.13': %r calls F.scaled_dot_product_attention (as torch >= 2.0 exports it), "
-                             "which torch 1.13 does not have (leave torch unset or give '2')"
-                             % L.lib().memest_node_name(self._h, first.value).decode())
+        err = _err()
+        if L.lib().memest_model_runs_on(self._h, ms.torch, err, L.ERRLEN) < 0:
+            raise ValueError("torch=%r: %s" % (memory.get("torch"), err.value.decode()))
         h, err = ctypes.c_void_p(), _err()
         _check(L.lib().memest_analyze(self._h, ctypes.byref(a), ctypes.byref(h), err, L.ERRLEN), err)
         r = Report(self, h, ms, g)

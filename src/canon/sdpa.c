@@ -27,7 +27,7 @@
  * nn.MultiheadAttention's attention; ME_N_SDPA on the context MatMul says
  * the file states the call: without --torch it runs as torch 2 does
  * (memest_model_torch), and the memest command refuses --torch 1.13
- * (memest_model_sdpa_calls). The caller's names (q, k, v) are canon/attn.c's. */
+ * (memest_model_runs_on). The caller's names (q, k, v) are canon/attn.c's. */
 #include <stdbool.h>
 
 #include "canon/canon.h"

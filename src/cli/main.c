@@ -586,11 +586,8 @@ int main(int argc, char **argv)
     }
     if (!(c.given & OPT_BIT(TORCH))) /* the torch the file says it runs on (its note says so) */
         ms->torch = c.plan_ms.torch = memest_model_torch(m);
-    int sdpa_first, sdpa = memest_model_sdpa_calls(m, &sdpa_first);
-    if (sdpa && ms->torch == MEMEST_TORCH_1_13) {
-        fprintf(stderr, "memest: %s: '%s' calls F.scaled_dot_product_attention (%d call(s), as torch >= 2.0 exports it), "
-                        "which torch 1.13 does not have: --torch 1.13 cannot run this model (leave --torch unset or give 2)\n",
-                c.model, memest_node_name(m, sdpa_first), sdpa);
+    if (memest_model_runs_on(m, ms->torch, err, sizeof(err)) < 0) {
+        fprintf(stderr, "memest: --torch %s: %s\n", memest_torch_name(ms->torch), err);
         goto end;
     }
     for (int k = 0; k < c.n_freeze; k++)
