@@ -537,25 +537,7 @@ static int infer_slice(MeCtx *c)
     return fold_map(c, &o, &v, 1, map_strided, &f);
 }
 
-static int cast_to(MeCtx *c, int64_t to);
-
-static int infer_cast(MeCtx *c)
-{
-    int64_t to = me_attr_i(c->n, "to", 0);
-    if (to <= 0 || to >= ME_DT_COUNT) return me_fail(c, "attribute 'to' is not a known type (%lld)", (long long)to);
-    return cast_to(c, to);
-}
-
-/* CastLike (opset 15): Cast to input 1's type, which torchlib (the
- * torch.export-based exporter's op library) writes for scalars made to
- * match a tensor (the attention scale, GELU's constants) */
-static int infer_cast_like(MeCtx *c)
-{
-    MeDType to = me_in(c, 1)->dtype;
-    if (to <= ME_DT_UNDEF || to >= ME_DT_COUNT) return me_fail(c, "input 1's element type is not known");
-    return cast_to(c, to);
-}
-
+/* Cast's and CastLike's output: input 0 in type `to`, its known values converted */
 static int cast_to(MeCtx *c, int64_t to)
 {
     int rc = me_set_out(c, 0, (MeDType)to, me_in_shape(c, 0));
@@ -587,6 +569,23 @@ static int cast_to(MeCtx *c, int64_t to)
     rc = me_value_set_ints(o, iv, v->nval);
     me_free(iv);
     return rc;
+}
+
+static int infer_cast(MeCtx *c)
+{
+    int64_t to = me_attr_i(c->n, "to", 0);
+    if (to <= 0 || to >= ME_DT_COUNT) return me_fail(c, "attribute 'to' is not a known type (%lld)", (long long)to);
+    return cast_to(c, to);
+}
+
+/* CastLike (opset 15): Cast to input 1's type, which torchlib (the
+ * torch.export-based exporter's op library) writes for scalars made to
+ * match a tensor (the attention scale, GELU's constants) */
+static int infer_cast_like(MeCtx *c)
+{
+    MeDType to = me_in(c, 1)->dtype;
+    if (to <= ME_DT_UNDEF || to >= ME_DT_COUNT) return me_fail(c, "input 1's element type is not known");
+    return cast_to(c, to);
 }
 
 static int infer_range(MeCtx *c)
