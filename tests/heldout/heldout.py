@@ -470,6 +470,66 @@ for any 3-D output of a model not in its VOCAB; every Linear on the 3-D
 input a Transpose of the weight, MatMul and Add) at opset 17 (training
 export, dynamic batch). Every first choice exported with torch 1.13.
 
+The eighteenth set (ho18_*, made after the check of ho17, the same method,
+measured before memest was run on them): a gMLP (Liu et al. 2021; a patch
+embedding Conv2d(3, 96, 8, stride 8) on a 3x64x64 image, flattened and
+transposed to [B, 64, 96] tokens (Shape, Slice, Concat and Reshape); 4
+blocks of LayerNorm (decomposed below opset 17), Linear 96 -> 384, GELU
+(Erf), a spatial gating unit, u, v = x.chunk(2, -1) (two Slices with
+bounds from the Shape), v = LayerNorm(v), v = Linear 64 -> 64 over the
+token dimension on v.transpose(1, 2), transposed back, u * v; Linear 192
+-> 96 and the block input added; every Linear on the 3-D tokens a
+Transpose of the weight, MatMul and Add; the mean over tokens, Linear 96
+-> 10 (Gemm); cross-entropy loss) at opset 13 (training export, dynamic
+batch), a small Res2Net (Gao et al.; a stem Conv2d(3, 32, 3, stride 2, p1)
++ BatchNorm2d + ReLU on a 3x64x64 image to 32 px; 3 Bottle2necks of width
+16 and scale 4, each a Conv2d 1x1 to 64 + BatchNorm2d + ReLU, torch.split
+into 4 pieces (one Split), a Python loop of Conv2d 3x3 + BatchNorm2d +
+ReLU on the first three, torch.cat with the fourth, Conv2d 1x1 +
+BatchNorm2d, the residual add and ReLU; the first 32 -> 64 at stride 2
+with a downsample Conv2d 1x1 stride 2 + BatchNorm2d, a 'stage' block as
+the reference code's: no sp + spx[i] (the pieces are at 32 px, the
+convolved ones at 16), the last piece through AvgPool2d(3, 2, p1), Pad and
+AveragePool in the file; the other two 64 -> 64 'normal' blocks, sp = sp +
+spx[i] for i > 0 and the last piece untouched; global average pooling,
+Linear 64 -> 10; cross-entropy loss) at opset 11 (eval export, fixed batch
+1: every BatchNorm follows a Conv and is folded into it, their fresh zero
+biases deduplicated by torch.onnx to two initializers, [64] and [16], read
+through 14 Identity nodes), a small GhostNet (Han et al. 2020; a stem
+Conv2d(3, 16, 3, stride 2, p1) + BatchNorm2d + ReLU on a 3x64x64 image;
+Ghost modules of a primary Conv2d 1x1 to half the output channels +
+BatchNorm2d + ReLU, a cheap depthwise Conv2d 3x3 p1 on it + BatchNorm2d +
+ReLU (no ReLU in a bottleneck's second module), torch.cat and the slice
+[:, :out] (a Slice after each of the 8 Concats); ghost bottlenecks 16 ->
+16 (mid 16), 16 -> 24 (mid 48, a depthwise Conv2d 3x3 stride 2 +
+BatchNorm2d between the modules, to 16 px), 24 -> 24 and 24 -> 40 (mid 72,
+a squeeze-excitation of AdaptiveAvgPool2d(1), Conv2d 1x1 72 -> 18 + ReLU,
+Conv2d 1x1 18 -> 72 and x * hard_sigmoid, F.relu6(x + 3) / 6 written in
+Python: Add, Clip with Cast constant bounds, Div, Mul); the identity
+shortcut, or a depthwise Conv2d 3x3 + BatchNorm2d and a Conv2d 1x1 +
+BatchNorm2d where the shape changes; Conv2d 1x1 40 -> 160 + BatchNorm2d +
+ReLU, AdaptiveAvgPool2d(1), Conv2d 1x1 160 -> 256 + ReLU, flatten, Linear
+256 -> 10 (no Dropout); 23 BatchNormalizations in the file;
+cross-entropy loss) at opset 17 (training export, dynamic batch) and a
+tiny ConvNeXt V2 (Woo et al. 2023; a stem Conv2d(3, 48, 4, stride 4) and a
+LayerNorm over the channels, permuted channels-last and back, on a 3x64x64
+image to 16 px; 2 stages of 2 blocks, 48 then 96 channels, each a
+depthwise Conv2d 7x7 p3, permuted channels-last, LayerNorm, Linear C ->
+4C, GELU (Erf), GRN written in Python, Gx = torch.norm(x, p=2, dim=(1,
+2), keepdim=True) (ReduceL2), Nx = Gx / (Gx.mean(-1) + 1e-6), gamma * (x *
+Nx) + beta + x with gamma and beta nn.Parameters [1, 1, 1, 4C] of zeros as
+the reference code's, Linear 4C -> C, permuted back, the residual add;
+between the stages a LayerNorm over the channels and Conv2d(48, 96, 2,
+stride 2) to 8 px; the global mean, LayerNorm, Linear 96 -> 10;
+cross-entropy loss) at opset 14 (eval export, dynamic batch: LayerNorm
+decomposed, each Linear's weight transposed by constant folding into an
+initializer read by MatMul, the fresh LayerNorm ones and zeros and the
+GRN zeros deduplicated to six initializers read through 16 Identity
+nodes). Every first choice exported with torch 1.13; the Res2Net's
+stride-2 block is the reference code's 'stage' block because a strided
+block's sp + spx[i] and untouched last piece would add and concatenate
+32 px and 16 px tensors.
+
 What the checks of ho10 to ho16 found (each set checked once, each rule
 cited from PyTorch's code, doc/memory.md): ho10 found that reflection and
 replication padding keep their input, that an fp32 CPU transposed
@@ -1973,6 +2033,238 @@ class NeRF(nn.Module):
         return torch.cat([self.rgb(h), alpha], -1)
 
 
+class SpatialGatingUnit(nn.Module):
+    """gMLP's spatial gating unit over [B, T, 2d]: u, v = x.chunk(2, -1); v = LayerNorm(v); v =
+    Linear(T, T) over the token dimension (on v.transpose(1, 2), transposed back); u * v."""
+    def __init__(self, d, t):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.proj = nn.Linear(t, t)
+
+    def forward(self, x):
+        u, v = x.chunk(2, dim=-1)
+        v = self.norm(v)
+        v = self.proj(v.transpose(1, 2)).transpose(1, 2)
+        return u * v
+
+
+class GMLPBlock(nn.Module):
+    """A gMLP block: LayerNorm, Linear d -> 4d, GELU, SpatialGatingUnit (to 2d), Linear 2d -> d,
+    plus the input."""
+    def __init__(self, d, t):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.sgu = SpatialGatingUnit(2 * d, t)
+        self.fc2 = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(self.sgu(F.gelu(self.fc1(self.norm(x)))))
+
+
+class GMLP(nn.Module):
+    """gMLP (Liu et al. 2021) on a 3x64x64 image: a patch embedding Conv2d(3, 96, 8, stride 8)
+    flattened and transposed to [B, 64, 96] tokens, 4 GMLPBlocks, the mean over tokens,
+    Linear(96, 10)."""
+    def __init__(self, d=96, depth=4):
+        super().__init__()
+        self.embed = nn.Conv2d(3, d, 8, stride=8)
+        self.blocks = nn.Sequential(*[GMLPBlock(d, 64) for _ in range(depth)])
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        return self.head(self.blocks(x).mean(1))
+
+
+class Bottle2neck(nn.Module):
+    """Res2Net's bottleneck (Gao et al.): Conv2d 1x1 c -> width * scale + BatchNorm2d + ReLU,
+    torch.split into scale pieces of width; for each of the first scale - 1 pieces sp = spx[i]
+    (sp + spx[i] for i > 0 in a 'normal' block) and sp = ReLU(BatchNorm2d(Conv2d 3x3(sp)));
+    torch.cat of those outputs with the last piece (untouched, or AvgPool2d(3, stride, p1) in a
+    'stage' block); Conv2d 1x1 to o + BatchNorm2d, plus the input (through the downsample where
+    given), ReLU."""
+    def __init__(self, c, o, width, scale=4, stride=1, downsample=None):
+        super().__init__()
+        self.width, self.scale = width, scale
+        self.stage = downsample is not None
+        self.conv1 = nn.Conv2d(c, width * scale, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width * scale)
+        self.convs = nn.ModuleList([nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+                                    for _ in range(scale - 1)])
+        self.bns = nn.ModuleList([nn.BatchNorm2d(width) for _ in range(scale - 1)])
+        self.pool = nn.AvgPool2d(3, stride=stride, padding=1) if self.stage else None
+        self.conv3 = nn.Conv2d(width * scale, o, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(o)
+        self.downsample = downsample
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        spx = torch.split(out, self.width, 1)
+        outs = []
+        for i in range(self.scale - 1):
+            sp = spx[i] if i == 0 or self.stage else sp + spx[i]
+            sp = F.relu(self.bns[i](self.convs[i](sp)))
+            outs.append(sp)
+        outs.append(self.pool(spx[-1]) if self.stage else spx[-1])
+        out = self.bn3(self.conv3(torch.cat(outs, 1)))
+        return F.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+
+class Res2Net(nn.Module):
+    """A small Res2Net on a 3x64x64 image: a stem Conv2d(3, 32, 3, stride 2, p1) + BatchNorm2d +
+    ReLU to 32 px; a 'stage' Bottle2neck 32 -> 64 of width 16, scale 4, stride 2 (downsample
+    Conv2d 1x1 stride 2 + BatchNorm2d) to 16 px, two 'normal' Bottle2necks 64 -> 64; global
+    average pooling, Linear(64, 10)."""
+    def __init__(self, width=16, scale=4):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU())
+        down = nn.Sequential(nn.Conv2d(32, 64, 1, stride=2, bias=False), nn.BatchNorm2d(64))
+        self.blocks = nn.Sequential(Bottle2neck(32, 64, width, scale, 2, down),
+                                    Bottle2neck(64, 64, width, scale), Bottle2neck(64, 64, width, scale))
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1).flatten(1))
+
+
+def _hard_sigmoid(x):
+    """GhostNet's hard_sigmoid, written in Python: relu6(x + 3) / 6."""
+    return F.relu6(x + 3.0) / 6.0
+
+
+class GhostModule(nn.Module):
+    """GhostNet's Ghost module: a primary Conv2d 1x1 c -> ceil(o / 2) + BatchNorm2d (+ ReLU), a
+    cheap depthwise Conv2d 3x3 p1 on it + BatchNorm2d (+ ReLU), torch.cat of the two, sliced to
+    [:, :o]."""
+    def __init__(self, c, o, relu=True):
+        super().__init__()
+        self.o = o
+        h = (o + 1) // 2
+        act = [nn.ReLU()] if relu else []
+        self.primary = nn.Sequential(nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), *act)
+        self.cheap = nn.Sequential(nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h), *act)
+
+    def forward(self, x):
+        x1 = self.primary(x)
+        return torch.cat([x1, self.cheap(x1)], 1)[:, :self.o]
+
+
+class GhostSE(nn.Module):
+    """GhostNet's squeeze-excitation: AdaptiveAvgPool2d(1), Conv2d 1x1 c -> c / 4 + ReLU, Conv2d
+    1x1 back, x * hard_sigmoid of it."""
+    def __init__(self, c):
+        super().__init__()
+        self.reduce = nn.Conv2d(c, c // 4, 1)
+        self.expand = nn.Conv2d(c // 4, c, 1)
+
+    def forward(self, x):
+        s = self.expand(F.relu(self.reduce(F.adaptive_avg_pool2d(x, 1))))
+        return x * _hard_sigmoid(s)
+
+
+class GhostBottleneck(nn.Module):
+    """GhostNet's ghost bottleneck: GhostModule c -> mid (ReLU), a depthwise Conv2d 3x3 stride 2
+    p1 + BatchNorm2d where the stride is 2, a GhostSE where asked, GhostModule mid -> o without
+    ReLU; plus the input, or where the shape changes a shortcut of depthwise Conv2d 3x3 (stride)
+    + BatchNorm2d, Conv2d 1x1 c -> o + BatchNorm2d."""
+    def __init__(self, c, mid, o, stride=1, se=False):
+        super().__init__()
+        self.ghost1 = GhostModule(c, mid)
+        self.dw = (nn.Sequential(nn.Conv2d(mid, mid, 3, stride=stride, padding=1, groups=mid, bias=False),
+                                 nn.BatchNorm2d(mid)) if stride > 1 else None)
+        self.se = GhostSE(mid) if se else None
+        self.ghost2 = GhostModule(mid, o, relu=False)
+        self.shortcut = (None if c == o and stride == 1 else
+                         nn.Sequential(nn.Conv2d(c, c, 3, stride=stride, padding=1, groups=c, bias=False),
+                                       nn.BatchNorm2d(c), nn.Conv2d(c, o, 1, bias=False), nn.BatchNorm2d(o)))
+
+    def forward(self, x):
+        y = self.ghost1(x)
+        if self.dw is not None:
+            y = self.dw(y)
+        if self.se is not None:
+            y = self.se(y)
+        y = self.ghost2(y)
+        return y + (x if self.shortcut is None else self.shortcut(x))
+
+
+class GhostNet(nn.Module):
+    """A small GhostNet on a 3x64x64 image: a stem Conv2d(3, 16, 3, stride 2, p1) + BatchNorm2d +
+    ReLU to 32 px; GhostBottlenecks 16 -> 16 (mid 16), 16 -> 24 (mid 48, stride 2, to 16 px),
+    24 -> 24 (mid 72, SE), 24 -> 40 (mid 72, SE); Conv2d 1x1 40 -> 160 + BatchNorm2d + ReLU,
+    AdaptiveAvgPool2d(1), Conv2d 1x1 160 -> 256 + ReLU, flatten, Linear(256, 10) (no Dropout)."""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.blocks = nn.Sequential(GhostBottleneck(16, 16, 16), GhostBottleneck(16, 48, 24, stride=2),
+                                    GhostBottleneck(24, 72, 24, se=True), GhostBottleneck(24, 72, 40, se=True))
+        self.conv = nn.Sequential(nn.Conv2d(40, 160, 1, bias=False), nn.BatchNorm2d(160), nn.ReLU())
+        self.head = nn.Conv2d(160, 256, 1)
+        self.fc = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.conv(self.blocks(self.stem(x))), 1)
+        return self.fc(F.relu(self.head(x)).flatten(1))
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of [B, C, H, W]: permuted channels-last, nn.LayerNorm, back."""
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class GRN(nn.Module):
+    """ConvNeXt V2's global response normalisation on channels-last [B, H, W, C], written in
+    Python: Gx = torch.norm(x, p=2, dim=(1, 2), keepdim=True), Nx = Gx / (Gx.mean(-1) + 1e-6),
+    gamma * (x * Nx) + beta + x, gamma and beta nn.Parameters [1, 1, 1, C] (zeros, as the
+    reference code)."""
+    def __init__(self, c):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.zeros(1, 1, 1, c))
+        self.beta = nn.Parameter(torch.zeros(1, 1, 1, c))
+
+    def forward(self, x):
+        gx = torch.norm(x, p=2, dim=(1, 2), keepdim=True)
+        nx = gx / (gx.mean(dim=-1, keepdim=True) + 1e-6)
+        return self.gamma * (x * nx) + self.beta + x
+
+
+class ConvNeXtV2Block(nn.Module):
+    """A ConvNeXt V2 block: depthwise Conv2d 7x7 p3, permuted channels-last, LayerNorm, Linear
+    c -> 4c, GELU, GRN, Linear 4c -> c, permuted back, plus the input."""
+    def __init__(self, c):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.fc1 = nn.Linear(c, 4 * c)
+        self.grn = GRN(4 * c)
+        self.fc2 = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        y = self.norm(self.dw(x).permute(0, 2, 3, 1))
+        y = self.fc2(self.grn(F.gelu(self.fc1(y))))
+        return x + y.permute(0, 3, 1, 2)
+
+
+class ConvNeXtV2(nn.Module):
+    """A tiny ConvNeXt V2 on a 3x64x64 image: a stem Conv2d(3, 48, 4, stride 4) + LayerNorm2d to
+    16 px; 2 ConvNeXtV2Blocks of 48 channels, a downsample LayerNorm2d + Conv2d(48, 96, 2,
+    stride 2) to 8 px, 2 ConvNeXtV2Blocks of 96; the global mean, LayerNorm(96), Linear(96, 10)."""
+    def __init__(self, dims=(48, 96), depth=2):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, dims[0], 4, stride=4), LayerNorm2d(dims[0]))
+        self.stage1 = nn.Sequential(*[ConvNeXtV2Block(dims[0]) for _ in range(depth)])
+        self.down = nn.Sequential(LayerNorm2d(dims[0]), nn.Conv2d(dims[0], dims[1], 2, stride=2))
+        self.stage2 = nn.Sequential(*[ConvNeXtV2Block(dims[1]) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dims[1])
+        self.head = nn.Linear(dims[1], 10)
+
+    def forward(self, x):
+        x = self.stage2(self.down(self.stage1(self.stem(x))))
+        return self.head(self.norm(x.mean((-2, -1))))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -2038,6 +2330,10 @@ MODELS = {
     "ho17_pixelcnn": (PixelCNN, [("input", (1, 28, 28), F32)]),
     "ho17_capsnet": (CapsNet, [("input", (1, 28, 28), F32)]),
     "ho17_nerf": (NeRF, [("input", (1024, 6), F32)]),
+    "ho18_gmlp": (GMLP, [("input", (3, 64, 64), F32)]),
+    "ho18_res2net": (Res2Net, [("input", (3, 64, 64), F32)]),
+    "ho18_ghostnet": (GhostNet, [("input", (3, 64, 64), F32)]),
+    "ho18_convnextv2": (ConvNeXtV2, [("input", (3, 64, 64), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -2105,6 +2401,10 @@ EXPORTS = {
     "ho17_pixelcnn": (14, True, True),
     "ho17_capsnet": (16, True, True),
     "ho17_nerf": (17, True, True),
+    "ho18_gmlp": (13, True, True),
+    "ho18_res2net": (11, False, False),
+    "ho18_ghostnet": (17, True, True),
+    "ho18_convnextv2": (14, False, True),
 }
 
 
