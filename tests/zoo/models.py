@@ -1019,6 +1019,93 @@ def yolov5s():
 IMG320 = [("input", (3, 320, 320), torch.float32)]
 
 
+class EinsumAttention(nn.Module):
+    """Softmax attention written lucidrains-style with torch.einsum: per-head
+    projection tensors W [heads, d, head dim] instead of Linear layers."""
+    def __init__(self, d, heads, dh):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.wq = nn.Parameter(torch.randn(heads, d, dh) * d ** -0.5)
+        self.wk = nn.Parameter(torch.randn(heads, d, dh) * d ** -0.5)
+        self.wv = nn.Parameter(torch.randn(heads, d, dh) * d ** -0.5)
+        self.wo = nn.Parameter(torch.randn(heads, dh, d) * (heads * dh) ** -0.5)
+        self.scale = dh ** -0.5
+
+    def forward(self, x):
+        h = self.norm(x)
+        q = torch.einsum("bnd,hde->bhne", h, self.wq)
+        k = torch.einsum("bnd,hde->bhne", h, self.wk)
+        v = torch.einsum("bnd,hde->bhne", h, self.wv)
+        attn = (torch.einsum("bhie,bhje->bhij", q, k) * self.scale).softmax(-1)
+        o = torch.einsum("bhij,bhje->bhie", attn, v)
+        return torch.einsum("bhne,hed->bnd", o, self.wo)
+
+
+class EinsumBlock(nn.Module):
+    def __init__(self, d, heads, dh):
+        super().__init__()
+        self.attn = EinsumAttention(d, heads, dh)
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + self.mlp(self.norm(x))
+
+
+class EinsumLinearAttention(nn.Module):
+    """Linear attention (elu + 1 feature map, Katharopoulos et al.) with
+    torch.einsum: ellipsis projections, kv and normaliser contractions and a
+    three-operand einsum for the output."""
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(d)
+        self.wq = nn.Parameter(torch.randn(d, d) * d ** -0.5)
+        self.wk = nn.Parameter(torch.randn(d, d) * d ** -0.5)
+        self.wv = nn.Parameter(torch.randn(d, d) * d ** -0.5)
+        self.wo = nn.Parameter(torch.randn(d, d) * d ** -0.5)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        h = self.norm(x)
+        q = F.elu(torch.einsum("...nd,de->...ne", h, self.wq)) + 1
+        k = F.elu(torch.einsum("...nd,de->...ne", h, self.wk)) + 1
+        v = torch.einsum("...nd,de->...ne", h, self.wv)
+        q = q.reshape(b, n, self.heads, d // self.heads)
+        k = k.reshape(b, n, self.heads, d // self.heads)
+        v = v.reshape(b, n, self.heads, d // self.heads)
+        kv = torch.einsum("bnhd,bnhe->bhde", k, v)
+        z = 1 / (torch.einsum("bnhd,bhd->bnh", q, k.sum(1)) + 1e-6)
+        o = torch.einsum("bnhd,bhde,bnh->bnhe", q, kv, z).reshape(b, n, d)
+        return x + torch.einsum("bnd,de->bne", o, self.wo)
+
+
+class EinsumMix(nn.Module):
+    """Float features [B, 128, 64]: 2 softmax-attention blocks (4 heads of 16)
+    with MLPs, 1 linear-attention block, pooling over the sequence with an
+    implicit-output einsum ("bnd,n" -> "bd") and a Linear(64, 10) head. Every
+    product but the MLPs' and the head's is a torch.einsum."""
+    def __init__(self, n=128, d=64, heads=4, dh=16, classes=10):
+        super().__init__()
+        self.blocks = nn.ModuleList([EinsumBlock(d, heads, dh) for _ in range(2)])
+        self.linear_attn = EinsumLinearAttention(d, heads)
+        self.norm = nn.LayerNorm(d)
+        self.w_pool = nn.Parameter(torch.randn(n) / n)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        x = self.linear_attn(x)
+        pooled = torch.einsum("bnd,n", self.norm(x), self.w_pool)
+        return self.head(pooled)
+
+
+def einsum_mix():
+    return EinsumMix()
+
+
 def _gpt2_config(d, heads, ctx):
     """GPT2Config's fields tests/llm/families.py's GPT-2 layers read."""
     return {"max_position_embeddings": ctx, "hidden_size": d, "num_attention_heads": heads,
@@ -1140,6 +1227,7 @@ TOK128 = [("input_ids", (128,), torch.int64)]
 IMG64 = [("input", (3, 64, 64), torch.float32)]
 VID4 = [("input", (3, 4, 56, 56), torch.float32)]  # 4 frames of 56 px: Conv3d is slow on CPU
 MEL1000 = [("input_features", (80, 1000), torch.float32)]
+SEQ128 = [("input", (128, 64), torch.float32)]  # 128 tokens of 64 float features
 
 MODELS = {
     "resnet18": (_tv("resnet18"), IMG224),
@@ -1178,6 +1266,7 @@ MODELS = {
     "yolov5s": (yolov5s, IMG320),
     "gpt2_hf": (gpt2_hf, TOK128),
     "fpn_resnet18": (fpn_resnet18, IMG224),
+    "einsum_mix": (einsum_mix, SEQ128),
 }
 
 # the models issue 10 added (the old sixteen come first in MODELS)
