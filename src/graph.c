@@ -61,6 +61,31 @@ void me_shape_strides(const MeShape *s, int64_t *st)
     }
 }
 
+bool me_view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
+{
+    int64_t numel = me_shape_numel(old);
+    if (numel <= 0) { me_shape_strides(nw, nst); return true; }
+    int view_d = nw->rank - 1;
+    int64_t chunk_base_stride = old->rank ? ost[old->rank - 1] : 1, tensor_numel = 1, view_numel = 1;
+    for (int td = old->rank - 1; td >= 0; td--) {
+        tensor_numel *= old->d[td];
+        if (td == 0 || (old->d[td - 1] != 1 && ost[td - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || nw->d[view_d] == 1)) {
+                nst[view_d] = view_numel * chunk_base_stride;
+                view_numel *= nw->d[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel) return false;
+            if (td > 0) {
+                chunk_base_stride = ost[td - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
 uint64_t me_value_bytes(const MeValue *v)
 {
     /* a sparse tensor as PyTorch holds it (a COO tensor,

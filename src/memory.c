@@ -592,15 +592,28 @@ static bool run_needs_grad(const MeRunCtx *r, const MeValue *v)
     return v && m->rg[v - m->g->v];
 }
 
+static const int64_t *strides_of(const Sim *m, int v, int64_t *tmp);
+static const int64_t *run_strides(const MeRunCtx *r, const MeValue *v, int64_t *tmp)
+{
+    const Sim *m = r->sim;
+    return strides_of(m, (int)(v - m->g->v), tmp);
+}
+
+/* What node n's descriptor hooks may ask of this simulation */
+static MeRunCtx run_ctx(const Sim *m, const MeNode *n, int input)
+{
+    return (MeRunCtx){ .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .input = input, .sim = m,
+                       .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT,
+                       .bytes = run_bytes, .operand_bytes = run_operand_bytes, .needs_grad = run_needs_grad,
+                       .channels_last = run_channels_last, .grad_strided = run_grad_strided, .strides = run_strides };
+}
+
 /* Bytes an op allocates and frees inside itself, by runtime (doc/memory.md),
  * beyond its outputs: the op's own CPU hooks say how many. */
 static int64_t temp_bytes(const Sim *m, const MeNode *n, int64_t (*hook)(const MeRunCtx *r), int input)
 {
     if (m->s->runtime != MEMEST_RUNTIME_CPU || !hook) return 0;
-    MeRunCtx r = { .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .input = input, .sim = m,
-                   .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT,
-                   .bytes = run_bytes, .operand_bytes = run_operand_bytes, .needs_grad = run_needs_grad,
-                   .channels_last = run_channels_last, .grad_strided = run_grad_strided };
+    MeRunCtx r = run_ctx(m, n, input);
     return hook(&r);
 }
 
@@ -973,33 +986,6 @@ static void new_layout(Sim *m, const MeNode *n, int v)
     }
 }
 
-/* ATen's computeStride: strides for viewing (shape, stride) as nshape, or
- * false when that needs a copy. */
-static bool view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
-{
-    int64_t numel = me_shape_numel(old);
-    if (numel <= 0) { me_shape_strides(nw, nst); return true; }
-    int view_d = nw->rank - 1;
-    int64_t chunk_base_stride = old->rank ? ost[old->rank - 1] : 1, tensor_numel = 1, view_numel = 1;
-    for (int td = old->rank - 1; td >= 0; td--) {
-        tensor_numel *= old->d[td];
-        if (td == 0 || (old->d[td - 1] != 1 && ost[td - 1] != tensor_numel * chunk_base_stride)) {
-            while (view_d >= 0 && (view_numel < tensor_numel || nw->d[view_d] == 1)) {
-                nst[view_d] = view_numel * chunk_base_stride;
-                view_numel *= nw->d[view_d];
-                view_d--;
-            }
-            if (view_numel != tensor_numel) return false;
-            if (td > 0) {
-                chunk_base_stride = ost[td - 1];
-                tensor_numel = 1;
-                view_numel = 1;
-            }
-        }
-    }
-    return view_d == -1;
-}
-
 /* Strides of a view op's output from its input's; false when PyTorch would
  * copy instead. */
 static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *yst)
@@ -1041,7 +1027,7 @@ static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *y
     }
     case ME_VIEW_RESHAPE:
         if ((n->flags & ME_N_CONTIGUOUS) && m->layout.stride_at[x] >= 0) return false; /* strided: contiguous() copies */
-        return view_strides(xs, xst, ys, yst);
+        return me_view_strides(xs, xst, ys, yst);
     case ME_VIEW_NONE:
         break;
     }
@@ -1303,6 +1289,59 @@ static int attn_core_storage(Sim *m, const MeNode *n)
     return st_new(m, 0, MEMEST_MEM_ACTIVATIONS);
 }
 
+/* What a chain step reads (MeChain): autograd keeps it for the step's
+ * backward (an input: the value, or autocast's copy the op read) */
+static void chain_keep(Sim *m, int ni, const MeNode *n, const int *ids, int ref)
+{
+    if (ref >= 0) keep_storage(m, ni, ids[ref]);
+    else if (-1 - ref < 8 && m->amp.cast[-1 - ref] >= 0) keep_storage(m, ni, m->amp.cast[-1 - ref]);
+    else keep_for_backward(m, ni, n->in[-1 - ref]);
+}
+
+static bool chain_rg(const Sim *m, const MeNode *n, const bool *rg, int ref)
+{
+    if (ref == ME_CHAIN_NONE) return false;
+    return ref >= 0 ? rg[ref] : n->in[-1 - ref] >= 0 && m->rg[n->in[-1 - ref]];
+}
+
+/* Runs the chain of tensors op n makes inside itself (MeChain, planned by
+ * its descriptor): each made in order (in the output's element size) and
+ * freed after its last reader, autograd (save: it records the op) keeping
+ * what each step saves. Returns the storage output v stands on: the
+ * result step's, or the input it views; -1 on failure. */
+static int chain_forward(Sim *m, int ni, const MeNode *n, const MeChain *ch, int v, bool save)
+{
+    int ids[ME_CHAIN_MAX], last[ME_CHAIN_MAX];
+    bool rg[ME_CHAIN_MAX];
+    int64_t es = m->amp.es ? m->amp.es[v] : me_dtype_size(m->g->v[v].dtype);
+    for (int k = 0; k < ch->n; k++) {
+        last[k] = k;
+        const int8_t ref[2] = { ch->s[k].a, ch->s[k].b };
+        for (int j = 0; j < 2; j++)
+            if (ref[j] >= 0 && ref[j] < k) last[ref[j]] = k;
+    }
+    for (int k = 0; k < ch->n; k++) {
+        const MeChainStep *s = &ch->s[k];
+        int64_t bytes = sat_mul(s->numel, es);
+        ids[k] = k == ch->result ? st_make(m, bytes, MEMEST_MEM_ACTIVATIONS, v, false) : st_new(m, bytes, MEMEST_MEM_ACTIVATIONS);
+        if (ids[k] < 0) return -1;
+        bool ra = chain_rg(m, n, rg, s->a), rb = chain_rg(m, n, rg, s->b);
+        rg[k] = ra || rb;
+        if (save && s->saves) {
+            if (rb && s->a != ME_CHAIN_NONE) chain_keep(m, ni, n, ids, s->a);
+            if (ra && s->b != ME_CHAIN_NONE) chain_keep(m, ni, n, ids, s->b);
+        }
+        const int8_t ref[2] = { s->a, s->b };
+        for (int j = 0; j < 2; j++)
+            if (ref[j] >= 0 && last[ref[j]] == k && ref[j] != ch->result) st_release(m, ids[ref[j]]);
+    }
+    for (int k = 0; k < ch->n; k++) /* a step nothing read */
+        if (last[k] == k && k != ch->result) st_release(m, ids[k]);
+    if (ch->result >= 0) return ids[ch->result];
+    int x = n->in[-1 - ch->result];
+    return x >= 0 ? m->vst[x] : -1;
+}
+
 static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
 {
     MeGraph *g = m->g;
@@ -1320,6 +1359,15 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         st_release(m, m->amp.cast[0]); /* the probabilities it stands on were never made */
         m->amp.cast[0] = -1;
     }
+    /* an op PyTorch runs as a chain of calls (torch.einsum): its tensors,
+     * the output standing on the last */
+    MeChain chain;
+    int chained = -1;
+    if (!core && n->desc->chain && n->n_out >= 1 && n->out[0] >= 0) {
+        MeRunCtx rc = run_ctx(m, n, -1);
+        bool rgn = rg && grad;
+        if (n->desc->chain(&rc, &chain) && (chained = chain_forward(m, ni, n, &chain, n->out[0], rgn)) < 0) return;
+    }
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
@@ -1336,10 +1384,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         if (alias && !core && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
         if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
         if (!alias && g->v[v].shape.rank == 4) new_layout(m, n, v);
+        if (k == 0 && chained >= 0) alias = false;
         int id = core ? attn_core_storage(m, n)
+               : k == 0 && chained >= 0 ? chained
                : alias ? m->vst[n->in[0]]
                : st_make(m, vb(m, &g->v[v]), MEMEST_MEM_ACTIVATIONS, v, false);
         if (id < 0) return;
+        if (k == 0 && chained >= 0) set_strides(m, v, chain.strides);
         m->vst[v] = id;
         bind(m, v, id, false);
         if (redo) {
@@ -1399,7 +1450,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
             e.d[nb + k] = xs->d[xs->rank - 2 + k];
             est[nb + k] = st[xs->rank - 2 + k];
         }
-        if (st && !view_strides(&e, est, &f, fst) &&
+        if (st && !me_view_strides(&e, est, &f, fst) &&
             (m->layout.mm_copy[i] = st_new(m, sat_mul(fold_copy_bytes(m, n, i), factor[i]), MEMEST_MEM_ACTIVATIONS)) < 0)
             return;
     }
@@ -1416,13 +1467,13 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         MeShape f = { .rank = 2, .d = { 1, xs->d[xs->rank - 1] } };
         for (int k = 0; k < xs->rank - 1; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
         int64_t fst[ME_MAX_RANK], tmp[ME_MAX_RANK];
-        if (!view_strides(xs, strides_of(m, n->in[0], tmp), &f, fst) &&
+        if (!me_view_strides(xs, strides_of(m, n->in[0], tmp), &f, fst) &&
             (m->layout.mm_copy[0] = st_new(m, fold_copy_bytes(m, n, 0), MEMEST_MEM_ACTIVATIONS)) < 0)
             return;
     }
     note(m, ctx ? 0 : sat_add(sat_add(temp_forward(m, n), gathered(m, n)), quant_temp(m, n)));
     if (grad && rg && ctx) attn_saved(m, ni, n, aq, akt);
-    else if (grad && rg) record_saved(m, ni, n);
+    else if (grad && rg && chained < 0) record_saved(m, ni, n);
     run(m, ME_TL_RUN_FORWARD, n->n_out && n->out[0] >= 0 ? m->vst[n->out[0]] : -1, -1, -1);
     if (akt >= 0 && m->vst[akt] >= 0) {
         m->st[m->vst[akt]].holds--; /* the call has read k */

@@ -772,24 +772,31 @@ def case_loop_names():
 
 
 def case_einsum_note():
-    """torch.einsum runs in PyTorch as permutes and bmm per operand pair
-    (Linear.cpp sumproduct_pair), copying operands it cannot fold: one
-    Einsum node hides that, and the report says so (note "einsum"); a
-    graph without one has no such note."""
+    """memest follows torch.einsum's plan (ops/linear.c einsum_chain), so a
+    plain two-operand call has no note; a label repeated in one operand
+    (PyTorch's diagonal, not planned) gets note "einsum", and a call of
+    three or more operands note "einsum_path" (opt_einsum, where installed,
+    picks another order); a graph without Einsum has neither."""
+    x, y, w = (craft.value_info("x", [1, 32, 4, 16]), craft.value_info("y", [1, 32, 4, 16]),
+               craft.value_info("w", [1, 32, 4]))
+    cases = {  # name: (equation, inputs, output shape, the notes it must have)
+        "pair": ("bthd,bthe->bhde", [x, y], [1, 4, 16, 16], set()),
+        "diagonal": ("bthh,bthe->bthe", [craft.value_info("x", [1, 32, 4, 4]), y], [1, 32, 4, 16], {"einsum"}),
+        "three": ("bthd,bthe,bth->bhde", [x, y, w], [1, 4, 16, 16], {"einsum_path"}),
+        "none": (None, [x, y], [1, 32, 4, 16], set()),
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        for with_einsum in (True, False):
-            nodes = [craft.node("Einsum", ["x", "y"], ["z"], name="/attn/Einsum", attrs=[craft.attr_str("equation", "bthd,bthe->bhde")])
-                     if with_einsum else craft.node("Mul", ["x", "y"], ["z"], name="/attn/Mul")]
-            out = [1, 4, 16, 16] if with_einsum else [1, 32, 4, 16]
-            m = craft.model(craft.graph(nodes, [craft.value_info("x", [1, 32, 4, 16]), craft.value_info("y", [1, 32, 4, 16])],
-                                        [craft.value_info("z", out)]))
-            p = os.path.join(tmp, "e%d.onnx" % with_einsum)
+        for name, (eq, inputs, out, want) in cases.items():
+            names = ["x", "y", "w"][:len(inputs)]
+            nodes = [craft.node("Einsum", names, ["z"], name="/attn/Einsum", attrs=[craft.attr_str("equation", eq)])
+                     if eq else craft.node("Mul", ["x", "y"], ["z"], name="/attn/Mul")]
+            m = craft.model(craft.graph(nodes, inputs, [craft.value_info("z", out)]))
+            p = os.path.join(tmp, name + ".onnx")
             with open(p, "wb") as fh:
                 fh.write(m)
             doc, err = report(p, "--runtime", "cpu", "--grad")
-            got = doc is not None and any(n["code"] == "einsum" for n in doc["notes"])
-            check(doc is not None and got == with_einsum and ("einsum" in err) == with_einsum,
-                  f"einsum={with_einsum}: note {got}: {err[-300:]!r}")
+            got = {n["code"] for n in doc["notes"] if n["code"].startswith("einsum")} if doc else None
+            check(got == want and all(("(%s)" % c in err) for c in want), f"{name}: notes {got}, want {want}: {err[-300:]!r}")
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}

@@ -167,7 +167,30 @@ typedef struct MeRunCtx {
     /* backward: whether v's gradient arrives as a strided view of a larger
      * one (a descriptor's grad_strided: Concat's slices) */
     bool (*grad_strided)(const struct MeRunCtx *r, const MeValue *v);
+    /* v's strides in elements as the simulation lays it out (tmp holds
+     * contiguous ones) */
+    const int64_t *(*strides)(const struct MeRunCtx *r, const MeValue *v, int64_t *tmp);
 } MeRunCtx;
+
+/* An op that PyTorch runs as a chain of ATen calls, each making a tensor
+ * (torch.einsum: sums, reshape() copies, bmm, mul), as its descriptor's
+ * chain hook plans it from the operands' shapes and strides: one step per
+ * tensor made, in order. memory.c makes each, frees it after its last
+ * reader, lets autograd keep what each step saves, and binds the output to
+ * the result's storage with the result's strides. */
+#define ME_CHAIN_MAX 48
+#define ME_CHAIN_NONE INT8_MIN
+typedef struct MeChainStep {
+    int64_t numel; /* elements of the tensor it makes (the output's element type) */
+    int8_t a, b;   /* what it reads: step k >= 0, or the op's input -1 - i; ME_CHAIN_NONE: nothing */
+    bool saves;    /* autograd keeps a when b needs a gradient and b when a does (bmm, mul) */
+} MeChainStep;
+typedef struct MeChain {
+    int n;
+    MeChainStep s[ME_CHAIN_MAX];
+    int8_t result;                /* the step (or input -1 - i) whose tensor the output views */
+    int64_t strides[ME_MAX_RANK]; /* the output's strides on it, in elements */
+} MeChain;
 
 /* Everything memest knows about one op (one version of it). Required:
  * name, since, arity, roles, cls, infer, cost, autograd (saved_rule with
@@ -211,6 +234,10 @@ typedef struct MeOpDesc {
      * beyond its outputs, forward and backward (doc/memory.md); NULL: none. */
     int64_t (*cpu_temp_fwd)(const MeRunCtx *r);
     int64_t (*cpu_temp_bwd)(const MeRunCtx *r);
+    /* The chain of tensors the op makes inside itself (MeChain), planned
+     * into *out: 1, or 0 when the op runs as one call here; NULL: always one
+     * call. */
+    int (*chain)(const MeRunCtx *r, MeChain *out);
 } MeOpDesc;
 
 /* The autograd rule of a node (its op's, the attributes and the torch
