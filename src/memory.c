@@ -1971,6 +1971,7 @@ static void backward(Sim *m, int *param_grad_st)
 {
     MeGraph *g = m->g;
     m->phase = MEMEST_PHASE_BACKWARD;
+    int exp_leaf[2], exp_st[2], nexp = 0; /* leaves whose .grad an ExpandBackward makes after the node */
     for (int oi = g->nn - 1; oi >= 0 && !m->failed; oi--) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
@@ -1990,6 +1991,7 @@ static void backward(Sim *m, int *param_grad_st)
                 m->bwd_workspace = true;
             }
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
+            nexp = 0;
             int64_t tmp_node = sat_add(sat_add(gathered(m, n), quant_temp_backward(m, n)), grad_contig_copy(m, n));
             if (attn_ctx(m, n) && attn_grads(m, n, gout) < 0) return;
             for (int i = 0; i < n->n_in; i++) {
@@ -2006,6 +2008,21 @@ static void backward(Sim *m, int *param_grad_st)
                 r.value = v;
                 r.gout = gout;
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
+                    int64_t eb = bmm_expanded_grad(m, n, i);
+                    if (eb > 0 && param_grad_st[v] < 0 && !m->dp.offload && m->dp.ranks < 2 && nexp < 2) {
+                        /* bmm's gradient of the expanded leaf is made here;
+                         * ExpandBackward's sum_to, a node of its own, makes
+                         * the leaf's after the engine has released bmm's
+                         * saved tensors (engine.cpp evaluate_function:
+                         * release_variables once the node ran) */
+                        int e = st_new(m, eb, MEMEST_MEM_ACT_GRADS);
+                        if (e < 0) return;
+                        r.storage = e;
+                        note_run(m, sat_add(tmp_node, temp_backward(m, n, i)), &r);
+                        exp_leaf[nexp] = v;
+                        exp_st[nexp++] = e;
+                        continue;
+                    }
                     if (param_grad_st[v] < 0) {
                         int64_t gb = vb(m, val);
                         if (m->dp.ranks > 1 && m->dp.shard >= MEMEST_SHARD_ZERO2 && val->kind == ME_V_INIT) gb = sat_add(gb, m->dp.ranks - 1) / m->dp.ranks; /* reduce-scattered */
@@ -2053,6 +2070,20 @@ static void backward(Sim *m, int *param_grad_st)
             st_release(m, id);
         }
         m->saved.saved_head[ni] = -1;
+        for (int k = 0; k < nexp; k++) { /* ExpandBackward: sum_to into the leaf's .grad */
+            int v = exp_leaf[k], id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_GRADIENTS, v, true);
+            if (id < 0) return;
+            m->st[id].persistent = true;
+            param_grad_st[v] = id;
+            MeTlEvent r = me_tl_event(ME_TL_RUN);
+            r.run = ME_TL_RUN_BACKWARD;
+            r.value = v;
+            r.storage = id;
+            r.gout = exp_st[k];
+            note_run(m, 0, &r);
+            st_release(m, exp_st[k]);
+        }
+        nexp = 0;
         if (s >= 0 && m->ckpt.seg_first[s] == oi) release_segment(m, s);
         sum_pending(m);
     }
