@@ -182,6 +182,9 @@ enum {
     /* the context MatMul of F.scaled_dot_product_attention as torch >= 2.0
      * exports it (canon/sdpa.c): the file states the call (also ATTN_CTX) */
     ME_N_SDPA       = 1 << 9,
+    /* a piece of one torch.chunk or split that the export wrote as one
+     * Slice a piece (canon/split.c): one SplitBackward0 for all pieces */
+    ME_N_SPLIT_PIECE = 1 << 10,
 };
 
 struct MeOpDesc;

@@ -295,6 +295,10 @@ typedef struct Sim {
     /* a running node's input gradients that meet an earlier one: summed
      * once the node's backward has returned (give_grad) */
     struct PendingSum { int value, storage, through; } *pend;
+    /* chunks written as Slices (ME_N_SPLIT_PIECE), by the chunked value:
+     * pieces whose backward has not run, and the pieces' gradients held
+     * until SplitBackward0 cats them (a list through split_next) */
+    int *split_left, *split_head, *split_next;
     int npend, cap_pend;
     /* nn.TransformerEncoderLayer calls run as one op (plan_fused) */
     struct Fused { int out; int64_t transient; bool started; } *fz;
@@ -1967,11 +1971,72 @@ static int attn_grads(Sim *m, const MeNode *n, int gout)
     return 0;
 }
 
+/* A piece of a chunk the export wrote as Slices (canon/split.c): PyTorch's
+ * SplitBackward0 runs once, when every piece's gradient is there, and cats
+ * them into one gradient of the input (split_backward); the pieces'
+ * gradients live until then. Returns false: not such a piece here. */
+static bool split_piece_backward(Sim *m, const MeNode *n)
+{
+    int x = n->in[0], o = n->out[0];
+    if (!(n->flags & ME_N_SPLIT_PIECE) || !m->split_left || x < 0 || o < 0) return false;
+    if (m->vgrad[o] >= 0) { /* held for the cat */
+        m->split_next[o] = m->split_head[x];
+        m->split_head[x] = o;
+    }
+    if (--m->split_left[x] > 0 || m->split_head[x] < 0) return true;
+    if (m->rg[x]) {
+        int id = st_make(m, vb(m, &m->g->v[x]), MEMEST_MEM_ACT_GRADS, x, true);
+        if (id < 0) return true;
+        MeTlEvent r = me_tl_event(ME_TL_RUN);
+        r.run = ME_TL_RUN_BACKWARD;
+        r.input = 0;
+        r.value = x;
+        r.gout = m->vgrad[o] >= 0 ? m->vgrad[o] : -1;
+        r.storage = id;
+        note_run(m, 0, &r);
+        give_grad(m, x, id, 0, false);
+    }
+    for (int v = m->split_head[x]; v >= 0; v = m->split_next[v]) {
+        int id = m->vgrad[v];
+        m->vgrad[v] = -1;
+        m->st[id].holds--;
+        st_release(m, id);
+    }
+    m->split_head[x] = -1;
+    return true;
+}
+
+/* The pieces of each chunk whose backward will run (split_piece_backward) */
+static int split_setup(Sim *m)
+{
+    const MeGraph *g = m->g;
+    bool any = false;
+    for (int i = 0; i < g->nn && !any; i++) any = (g->n[i].flags & ME_N_SPLIT_PIECE) != 0;
+    if (!any) return 0;
+    size_t nv = (size_t)g->nv + 1;
+    if (!m->split_left) {
+        m->split_left = me_malloc(sizeof(int) * nv);
+        m->split_head = me_malloc(sizeof(int) * nv);
+        m->split_next = me_malloc(sizeof(int) * nv);
+        if (!m->split_left || !m->split_head || !m->split_next) return ME_ENOMEM;
+    }
+    for (int v = 0; v < g->nv; v++) m->split_left[v] = 0, m->split_head[v] = m->split_next[v] = -1;
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        if ((n->flags & ME_N_SPLIT_PIECE) && n->in[0] >= 0 && n->out[0] >= 0 && !me_node_skipped(g, n) && !opaque(g, n)) m->split_left[n->in[0]]++;
+    }
+    return 0;
+}
+
 static void backward(Sim *m, int *param_grad_st)
 {
     MeGraph *g = m->g;
     m->phase = MEMEST_PHASE_BACKWARD;
     int exp_leaf[2], exp_st[2], nexp = 0; /* leaves whose .grad an ExpandBackward makes after the node */
+    if (split_setup(m) < 0) {
+        m->failed = true;
+        return;
+    }
     for (int oi = g->nn - 1; oi >= 0 && !m->failed; oi--) {
         int ni = g->order[oi];
         const MeNode *n = &g->n[ni];
@@ -1985,7 +2050,8 @@ static void backward(Sim *m, int *param_grad_st)
         bool has_grad = false;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
-        if (has_grad && requires_grad_any_out(m, n)) {
+        bool piece = split_piece_backward(m, n);
+        if (!piece && has_grad && requires_grad_any_out(m, n)) {
             if (m->cuda && !m->bwd_workspace && gemm_class(n->desc->cls)) {
                 if (cublas_workspace(m) < 0) return;
                 m->bwd_workspace = true;
@@ -2056,7 +2122,7 @@ static void backward(Sim *m, int *param_grad_st)
                 give_grad(m, v, id, i, false);
             }
         }
-        for (int k = 0; k < n->n_out; k++) {
+        for (int k = 0; k < n->n_out && !piece; k++) {
             int v = n->out[k];
             if (v < 0 || m->vgrad[v] < 0) continue;
             int id = m->vgrad[v];
@@ -2864,6 +2930,9 @@ end:
     me_free(m.saved.saved_tail);
     me_free(m.saved.links);
     me_free(m.pend);
+    me_free(m.split_left);
+    me_free(m.split_head);
+    me_free(m.split_next);
     me_free(m.fz);
     me_free(m.fz_of);
     me_free(m.st);

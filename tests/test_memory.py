@@ -5,7 +5,7 @@ made by tests/oracle/measure_memory.py on this CPU with Debian's torch).
 usage: test_memory.py MEMEST SOURCE_ROOT MODEL [--table] [--modes MODE,...] [--dropped N]
 
 Each (batch, mode) must be within 3 % or 1 MiB, whichever is larger (a
-held-out or strided toy: 0.5 % or 4 KiB); the
+held-out, strided or backward toy: 0.5 % or 4 KiB); the
 runtime profile is 'cpu' because the truth was measured on a CPU. A mode of
 the truth file this driver does not know is an error, not a skip, and memest
 must report one step per measured step (two for training, one otherwise;
@@ -66,6 +66,8 @@ def graph_for(model, truth):
         return os.path.join("models", "onnx", "heldout", model + ".onnx"), None
     if model.startswith("sg_"):  # tests/oracle/measure_strided_grad.py
         return os.path.join("models", "onnx", "strided", model + ".onnx"), None
+    if model.startswith("bw_"):  # tests/oracle/measure_split.py
+        return os.path.join("models", "onnx", "backward", model + ".onnx"), None
     f = os.path.join("models", "onnx", "zoo", model + ".onnx")
     return f, None
 
@@ -82,7 +84,8 @@ def run(f, spec, batch, extra):
 
 def main():
     global TOL, FLOOR
-    where = "heldout" if MODEL.startswith("ho") else "strided" if MODEL.startswith("sg_") else "memory"
+    where = ("heldout" if MODEL.startswith("ho") else "strided" if MODEL.startswith("sg_")
+             else "backward" if MODEL.startswith("bw_") else "memory")
     if where != "memory":  # small models: 0.5 %, no 1 MiB floor
         TOL, FLOOR = 0.005, 1 << 12
     truth = json.load(open(os.path.join(ROOT, "golden", "truth", where, MODEL + ".json")))

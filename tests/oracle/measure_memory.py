@@ -998,6 +998,25 @@ RUNTIME_NOTES = [
 ]
 
 
+def toy_main(models, onnx_out, truth_out, export, modes):
+    """The command line of a script of toy models (measure_strided_grad.py,
+    measure_split.py): `export|measure [names]`, every model by default.
+    measure runs run_model on each name, batches 1 and 8, the given modes,
+    into truth_out; export is the script's own."""
+    def measure_names(names):
+        LOCAL.update(models)
+        summary = []
+        for name in names:
+            run_model(name, [1, 8], truth_out, summary, modes_filter=modes)
+            print(name, "measured", flush=True)
+
+    torch.set_num_threads(2)
+    os.makedirs(onnx_out, exist_ok=True)
+    os.makedirs(truth_out, exist_ok=True)
+    names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(models)
+    {"export": export, "measure": measure_names}[sys.argv[1]](names)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))

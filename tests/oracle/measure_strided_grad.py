@@ -87,18 +87,5 @@ def export(names):
         print(name, "exported")
 
 
-def measure(names):
-    for name, v in MODELS.items():
-        mm.LOCAL[name] = v
-    summary = []
-    for name in names:
-        mm.run_model(name, [1, 8], TRUTH_OUT, summary, modes_filter=("train_sgd", "train_adam"))
-        print(name, "measured", flush=True)
-
-
 if __name__ == "__main__":
-    torch.set_num_threads(2)
-    os.makedirs(ONNX_OUT, exist_ok=True)
-    os.makedirs(TRUTH_OUT, exist_ok=True)
-    names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(MODELS)
-    {"export": export, "measure": measure}[sys.argv[1]](names)
+    mm.toy_main(MODELS, ONNX_OUT, TRUTH_OUT, export, ("train_sgd", "train_adam"))
