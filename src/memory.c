@@ -525,7 +525,12 @@ bool me_node_skipped(const MeGraph *g, const MeNode *n)
 {
     if (!n->desc || n->desc->cls == ME_C_SHAPE) return true;
     /* a Constant node holding a weight: the weight is alive from the start */
-    return n->n_out && n->out[0] >= 0 && (g->v[n->out[0]].has_val || g->v[n->out[0]].from_constant);
+    if (!n->n_out || n->out[0] < 0 || !(g->v[n->out[0]].has_val || g->v[n->out[0]].from_constant)) return false;
+    /* but a view of a parameter is that parameter, whose contents the file
+     * happens to hold (an eval export's Identity aliases of equal small
+     * initializers, canon/dedup.c): it requires grad */
+    const MeValue *x = n->n_in && n->in[0] >= 0 ? &g->v[n->in[0]] : NULL;
+    return !(x && x->kind == ME_V_INIT && x->role == ME_R_PARAM && n->desc->view != ME_VIEW_NONE);
 }
 
 /* dropout() returns its input untouched outside training and for p = 0
@@ -607,7 +612,7 @@ static const int64_t *run_strides(const MeRunCtx *r, const MeValue *v, int64_t *
 static MeRunCtx run_ctx(const Sim *m, const MeNode *n, int input)
 {
     return (MeRunCtx){ .c = { .g = m->g, .n = (MeNode *)n }, .grad = m->grad, .input = input, .sim = m,
-                       .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT,
+                       .threads = m->s->cpu_threads > 0 ? m->s->cpu_threads : MEMEST_CPU_THREADS_DEFAULT, .isa = m->s->cpu_isa,
                        .bytes = run_bytes, .operand_bytes = run_operand_bytes, .needs_grad = run_needs_grad,
                        .channels_last = run_channels_last, .grad_strided = run_grad_strided, .strides = run_strides };
 }
@@ -982,11 +987,18 @@ static void new_layout(Sim *m, const MeNode *n, int v)
     const MeShape *o = &m->g->v[v].shape;
     for (int i = 0; i < (first ? 1 : n->n_in); i++) {
         int x = n->in[i];
-        if (x < 0 || !channels_last(m, x)) continue;
-        if (!first && (m->g->v[x].shape.rank != o->rank || memcmp(m->g->v[x].shape.d, o->d, sizeof(int64_t) * (size_t)o->rank)))
-            continue;
-        set_channels_last(m, v);
-        return;
+        if (x < 0) continue;
+        bool same = m->g->v[x].shape.rank == o->rank && !memcmp(m->g->v[x].shape.d, o->d, sizeof(int64_t) * (size_t)o->rank);
+        if (!first && !same) continue;
+        if (channels_last(m, x)) {
+            set_channels_last(m, v);
+            return;
+        }
+        /* reorder_dimensions sorts the dims by the first operand whose
+         * strides order them: a contiguous NCHW operand before a
+         * channels-last one gives NCHW (`x = input + y.permute(0, 3, 1,
+         * 2)`; `y += input` keeps y's channels-last) */
+        if (!first && m->layout.stride_at[x] < 0 && o->d[1] != 1 && sat_mul(o->d[2], o->d[3]) != 1) return;
     }
 }
 
@@ -1971,6 +1983,19 @@ static int attn_grads(Sim *m, const MeNode *n, int gout)
     return 0;
 }
 
+/* Bytes of the output-sized tensors a binary op's backward makes for
+ * broadcast input i's gradient before the engine sums it down (the
+ * descriptor's bcast_full: how many), 0 when input i is not broadcast */
+static int64_t bcast_grad_full(const Sim *m, const MeNode *n, int i, int *count)
+{
+    *count = 0;
+    if (i > 1 || !n->desc->bcast_full[i] || n->out[0] < 0 || n->in[i] < 0) return 0;
+    const MeValue *x = &m->g->v[n->in[i]], *o = &m->g->v[n->out[0]];
+    if (me_shape_numel(&x->shape) >= me_shape_numel(&o->shape)) return 0;
+    *count = n->desc->bcast_full[i];
+    return vb(m, o);
+}
+
 /* A piece of a chunk the export wrote as Slices (canon/split.c): PyTorch's
  * SplitBackward0 runs once, when every piece's gradient is there, and cats
  * them into one gradient of the input (split_backward); the pieces'
@@ -2051,6 +2076,7 @@ static void backward(Sim *m, int *param_grad_st)
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && m->vgrad[n->out[k]] >= 0) has_grad = true;
         bool piece = split_piece_backward(m, n);
+        int bc_node[2], nbc_node = 0; /* broadcast inputs' gradients at the output's size, until the node's end */
         if (!piece && has_grad && requires_grad_any_out(m, n)) {
             if (m->cuda && !m->bwd_workspace && gemm_class(n->desc->cls)) {
                 if (cublas_workspace(m) < 0) return;
@@ -2066,6 +2092,15 @@ static void backward(Sim *m, int *param_grad_st)
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v] || (i == 0 && attn_ctx(m, n))) continue;
                 int64_t tmp = attn_ctx(m, n) ? 0 : sat_add(sat_add(tmp_node, temp_backward(m, n, i)), bmm_expanded_grad(m, n, i));
+                int nfull;
+                int64_t full = bcast_grad_full(m, n, i, &nfull);
+                if (nfull > 0 && nbc_node < 2) {
+                    /* the formula's result lives until validate_outputs sums it
+                     * down after the node ran; its other temporaries not */
+                    if ((bc_node[nbc_node] = st_new(m, full, MEMEST_MEM_ACT_GRADS)) < 0) return;
+                    nbc_node++;
+                    tmp = sat_add(tmp, sat_mul(full, nfull - 1));
+                }
                 const MeValue *val = &g->v[v];
                 /* input i's gradient computed */
                 MeTlEvent r = me_tl_event(ME_TL_RUN);
@@ -2122,6 +2157,7 @@ static void backward(Sim *m, int *param_grad_st)
                 give_grad(m, v, id, i, false);
             }
         }
+        for (int k = 0; k < nbc_node; k++) st_release(m, bc_node[k]);
         for (int k = 0; k < n->n_out && !piece; k++) {
             int v = n->out[k];
             if (v < 0 || m->vgrad[v] < 0) continue;

@@ -386,6 +386,10 @@ def case_bad_input():
                ["convs.4.2/BatchNormalization", "one value per channel"], label="--train BatchNorm at batch 1")
     expect_bad([r18, "--frobnicate"], ["unknown option"], label="unknown option")
     expect_bad([r18, "--convention", "nope"], ["--convention"], label="bad convention")
+    # the CPU's vector ISA sets oneDNN's layouts: it binds nothing on CUDA
+    expect_bad([r18, "--cpu-isa", "avx2"], ["--cpu-isa 'avx2' needs --runtime"], label="--cpu-isa alone")
+    expect_bad([r18, "--runtime", "cuda", "--cpu-isa", "avx2"], ["--cpu-isa avx2 with --runtime cuda binds nothing"], label="--cpu-isa on cuda")
+    expect_bad([r18, "--runtime", "cpu", "--cpu-isa", "sse4"], ["--cpu-isa 'sse4'", "avx512 or avx2"], label="bad --cpu-isa")
 
 
 def case_crafted():

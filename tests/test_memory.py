@@ -91,6 +91,9 @@ def main():
     truth = json.load(open(os.path.join(ROOT, "golden", "truth", where, MODEL + ".json")))
     f, loss = graph_for(MODEL, truth)
     spec = []
+    # the CPU the truth was measured on (tests/oracle cpu_isa; avx512 before it was recorded)
+    if truth.get("cpu_isa", "avx512") != "avx512":
+        spec += ["--cpu-isa", truth["cpu_isa"]]
     for i in truth.get("inputs", []):
         if f.endswith(".onnx"):
             spec += ["--input", "%s=%s:%s" % (i["name"], "x".join(str(s) for s in i["shape"]), i.get("dtype", "float32"))]

@@ -367,7 +367,19 @@ typedef struct MemestMemorySettings {
      * scratch); 0: MEMEST_CPU_THREADS_DEFAULT */
     int cpu_threads;
     int torch;             /* MemestTorch (default 1.13) */
+    /* runtime CPU: the vector ISA oneDNN's kernels run on (MemestCpuIsa),
+     * which sets its blocked layouts' channel block */
+    int cpu_isa;
 } MemestMemorySettings;
+
+/* The CPU's vector ISA as oneDNN dispatches (its ONEDNN_VERBOSE "jit:"
+ * names): avx512_core (avx512f, bw, vl, dq: Xeon since Skylake, AMD since
+ * Zen 4) blocks channels by 16, avx2 by 8. */
+typedef enum MemestCpuIsa {
+    MEMEST_CPU_ISA_AVX512 = 0, /* avx512_core, the default */
+    MEMEST_CPU_ISA_AVX2,
+    MEMEST_CPU_ISA_COUNT
+} MemestCpuIsa;
 
 /* The threads of memest's CPU truth (tests/oracle: torch.set_num_threads(2)) */
 #define MEMEST_CPU_THREADS_DEFAULT 2

@@ -56,7 +56,7 @@ class MemorySettings(ctypes.Structure):
                 ("step", c_int), ("checkpoint", c_int), ("input_grad", c_int), ("amp", c_int),
                 ("cuda_context", c_u64), ("cublas_workspace", c_u64), ("record_series", c_int),
                 ("gpus", c_int), ("shard", c_int), ("optimizer_impl", c_int), ("offload", c_int), ("cpu_threads", c_int),
-                ("torch", c_int)]
+                ("torch", c_int), ("cpu_isa", c_int)]
 
 
 class Gpu(ctypes.Structure):

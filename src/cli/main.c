@@ -297,6 +297,14 @@ static int apply(Cli *c, int o, const char *val)
         c->ms.cpu_threads = (int)t;
         break;
     }
+    case OPT_CPU_ISA:
+        if (!strcmp(val, "avx512")) c->ms.cpu_isa = MEMEST_CPU_ISA_AVX512;
+        else if (!strcmp(val, "avx2")) c->ms.cpu_isa = MEMEST_CPU_ISA_AVX2;
+        else {
+            fprintf(stderr, "memest: --cpu-isa '%s': expected avx512 or avx2\n", val);
+            return -1;
+        }
+        break;
     case OPT_GPUS: {
         int64_t g;
         if (parse_size(val, &g) < 0 || g > 65536) {
@@ -435,6 +443,11 @@ static int check_values(const Cli *c)
     if ((c->given & OPT_BIT(CPU_THREADS)) && ms->runtime != MEMEST_RUNTIME_CPU) {
         fprintf(stderr, "memest: --cpu-threads %s with --runtime %s binds nothing: CPU threads size oneDNN's scratch; "
                         "give --runtime cpu\n", c->val[OPT_CPU_THREADS], c->val[OPT_RUNTIME]);
+        return -1;
+    }
+    if ((c->given & OPT_BIT(CPU_ISA)) && ms->runtime != MEMEST_RUNTIME_CPU) {
+        fprintf(stderr, "memest: --cpu-isa %s with --runtime %s binds nothing: the ISA sets oneDNN's CPU layouts; "
+                        "give --runtime cpu\n", c->val[OPT_CPU_ISA], c->val[OPT_RUNTIME]);
         return -1;
     }
     if ((c->given & OPT_BIT(MICRO_BATCHES)) && c->ls.pp_stages < 2 && !(c->given & OPT_BIT(PLAN))) {

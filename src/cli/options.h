@@ -72,6 +72,10 @@
     X(CPU_THREADS, "--cpu-threads", "N", 0, OPT_BIT(RUNTIME),                                                    \
       "--runtime cpu: torch.get_num_threads() of the run (oneDNN's\n"                                         \
       "per-thread scratch; default 2, the threads of memest's CPU truth)")                                   \
+    X(CPU_ISA, "--cpu-isa", "ISA", 0, OPT_BIT(RUNTIME),                                                          \
+      "--runtime cpu: avx512 | avx2, the vector ISA oneDNN runs on (default\n"                                   \
+      "avx512: avx512_core, Xeon since Skylake, AMD since Zen 4; avx2:\n"                                       \
+      "older AMD EPYC and desktop CPUs; lscpu's flags tell)")                                                     \
     X(CHECKPOINT, "--checkpoint", "HOW", 0, OPT_BIT(TRAIN),                                                      \
       "activation checkpointing: N (>= 2 segments), sqrt (sqrt of the\n"                                      \
       "chain's layers, the places a single tensor crosses), layers (each\n"                                    \

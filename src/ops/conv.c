@@ -287,9 +287,11 @@ static int64_t fwd_input_copy(const MeRunCtx *r)
  * copy unless the weight is already so laid out, as a depthwise or 1x1
  * one is), then reorders it into the blocked layout. Backward adds the
  * blocked weight gradient; for a depthwise weight oneDNN's nxc kernel
- * (jit:avx512_core, diff weights "aBCde16c16b") pads each group's single
- * input and output channel to 16 x 16: 256 x G x ∏k floats (38.5 MB for
- * ConvNeXt-T's 768 7x7 filters). Measured on single convolutions (torch
+ * pads each group's single input and output channel to its ISA's channel
+ * block: jit:avx512_core "aBCde16c16b", 16 x 16 = 256 x G x ∏k floats
+ * (38.5 MB for ConvNeXt-T's 768 7x7 filters), jit:avx2 "aBCde8c8b", 8 x 8
+ * = 64 x G x ∏k (ONEDNN_VERBOSE on an AVX2 EPYC, torch 1.13: 64 floats a
+ * filter tap for 16 to 768 channels, 1 or 2 threads). Measured on single convolutions (torch
  * 1.13, 2 threads): forward 2 weights (1 where no copy), backward 3
  * weights (the copy, the reorder for the input gradient, the weight
  * gradient), depthwise 1 weight + the padded block. -1: not channels-last. */
@@ -306,7 +308,8 @@ static int64_t cl_temp(const MeRunCtx *r, bool bwd)
     int64_t wb = r->operand_bytes(r, w), g = me_attr_i(r->c.n, "group", 1);
     if (!bwd) return cl_weight_copy(r) + wb;
     bool dw = g > 1 && w->shape.d[1] == 1 && w->shape.d[0] == g;
-    uint64_t grad = dw ? me_smul(me_smul((uint64_t)g, 256), me_smul((uint64_t)(w->shape.d[2] * w->shape.d[3]), 4)) : (uint64_t)wb;
+    uint64_t blk = r->isa == MEMEST_CPU_ISA_AVX2 ? 8 : 16;
+    uint64_t grad = dw ? me_smul(me_smul((uint64_t)g, blk * blk), me_smul((uint64_t)(w->shape.d[2] * w->shape.d[3]), 4)) : (uint64_t)wb;
     uint64_t b = me_sadd(me_sadd((uint64_t)cl_weight_copy(r), (uint64_t)wb), grad);
     return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
 }

@@ -310,9 +310,9 @@ UNARY(me_op_isnan, "IsNaN", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
 UNARY(me_op_isinf, "IsInf", ME_C_ELTWISE, .autograd = ME_AG_NONE, FOLLOW);
 
 BINARY(me_op_add, "Add", .autograd = ME_AG_NONE, FOLLOW, .grad_through = ME_GT_SAME_SIZE);
-BINARY(me_op_sub, "Sub", .autograd = ME_AG_NONE, FOLLOW, .grad_through = ME_GT_FIRST_SAME_SIZE);
-BINARY(me_op_mul, "Mul", .autograd = ME_AG_OPERANDS, FOLLOW);
-BINARY(me_op_div, "Div", .autograd = ME_AG_DIV, FOLLOW);
+BINARY(me_op_sub, "Sub", .autograd = ME_AG_NONE, FOLLOW, .grad_through = ME_GT_FIRST_SAME_SIZE, .bcast_full = { 0, 1 });
+BINARY(me_op_mul, "Mul", .autograd = ME_AG_OPERANDS, FOLLOW, .bcast_full = { 1, 1 });
+BINARY(me_op_div, "Div", .autograd = ME_AG_DIV, FOLLOW, .bcast_full = { 1, 2 });
 BINARY(me_op_pow, "Pow", .autograd = ME_AG_INPUT, FP32_CUDA);
 BINARY(me_op_mod, "Mod", .autograd = ME_AG_NONE, FOLLOW);
 BINARY(me_op_equal, "Equal", .autograd = ME_AG_NONE, FOLLOW);

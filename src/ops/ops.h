@@ -155,6 +155,7 @@ typedef struct MeRunCtx {
     bool grad;                 /* autograd records this forward */
     int input;                 /* backward: the input slot whose gradient is being made (-1: forward) */
     int threads;               /* CPU runtime: intra-op threads (MemestMemorySettings.cpu_threads) */
+    int isa;                   /* CPU runtime: MemestCpuIsa, oneDNN's vector ISA */
     const void *sim;           /* the simulation, for the callbacks */
     /* bytes of v as the simulation holds it (its element size under autocast) */
     int64_t (*bytes)(const struct MeRunCtx *r, const MeValue *v);
@@ -228,6 +229,13 @@ typedef struct MeOpDesc {
      * view of it: the rows P of a [P, rest] view whose rows lie apart (a
      * narrow() past the first dim), 0 when contiguous; NULL: never. */
     int64_t (*grad_strided)(const MeCtx *c, int i);
+    /* Backward of a binary op whose input i is broadcast: the tensors of
+     * the output's size its formula makes for that input's gradient before
+     * the engine sums it down (engine.cpp validate_outputs: reduce_grad,
+     * sum_to), the formula's result among them (derivatives.yaml: mul's
+     * grad * other, 1; div's other -grad * ((self / other) / other), 2;
+     * sub's other -grad, 1; add's grad itself, 0) */
+    uint8_t bcast_full[2];
     uint32_t flags;        /* ME_OPF_* */
     uint8_t peer[MEMEST_CONVENTION_COUNT]; /* ME_PEER_* per convention */
     /* CPU runtime (oneDNN): bytes the op allocates and frees inside itself

@@ -129,7 +129,10 @@ static MeAutograd mean_saved_rule(const MeNode *n, MemestTorch torch)
 /* CUDA: sum and prod are on autocast's fp32_set_opt_dtype list, norms on its
  * fp32 list; CPU: only prod (fp32) is listed */
 REDUCE(me_op_reduce_mean, "ReduceMean", infer_reduce, .autograd = ME_AG_BY_ATTRS, .saved_rule = mean_saved_rule, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
-REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW);
+/* sum_backward: grad.unsqueeze(dims).expand(sizes), a view of the output
+ * gradient (derivatives.yaml sum.dim_IntList): nothing made */
+REDUCE(me_op_reduce_sum, "ReduceSum", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
+       .grad_through = ME_GT_ALL);
 REDUCE(me_op_reduce_max, "ReduceMax", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
 REDUCE(me_op_reduce_min, "ReduceMin", infer_reduce, .autograd = ME_AG_INPUT, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW);
 REDUCE(me_op_reduce_prod, "ReduceProd", infer_reduce, .autograd = ME_AG_NONE, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FP32);

@@ -35,7 +35,9 @@ for name in SETS[sys.argv[2] if len(sys.argv) > 2 else "ho"]:
             loss = []
             if mode.startswith("train"):
                 loss = ["--loss", memest_loss(t.get("loss"))]
-            cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "heldout", name + ".onnx"), "--batch", b, "--runtime", "cpu", "--format", "json"] + extra + loss
+            # the CPU the truth was measured on (tests/oracle cpu_isa; avx512 before it was recorded)
+            isa = ["--cpu-isa", t["cpu_isa"]] if t.get("cpu_isa", "avx512") != "avx512" else []
+            cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "heldout", name + ".onnx"), "--batch", b, "--runtime", "cpu", "--format", "json"] + extra + loss + isa
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 rows.append((name, b, mode, "ERR " + r.stderr.strip()[:150])); continue

@@ -872,6 +872,21 @@ def dump_events(path, allocs, title):
                                                     e["running"], e["ptr"], op_label(e["chain"])))
 
 
+def cpu_isa():
+    """The vector ISA oneDNN runs its kernels on here, as memest's --cpu-isa
+    names it: avx512 (avx512_core: avx512f, bw, vl and dq) or avx2; the
+    blocked layouts' channel block follows it (16 or 8)."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags else "other"
+
+
 def run_model(name, batches, out_dir, summary, modes_filter=None):
     ctor, spec = registry(name)
     torch.manual_seed(0)
@@ -894,7 +909,7 @@ def run_model(name, batches, out_dir, summary, modes_filter=None):
         doc = {"batches": {}, "notes": []}
     doc.update({
         "how": HOW, "torch": torch.__version__, "torchvision": torchvision.__version__,
-        "threads": torch.get_num_threads(), "device": "cpu",
+        "threads": torch.get_num_threads(), "device": "cpu", "cpu_isa": cpu_isa(),
         "model": name, "source": model_source(name),
         "inputs": [{"name": n, "shape": list(s), "dtype": str(d).replace("torch.", "")}
                    for n, s, d in spec],
