@@ -970,35 +970,73 @@ static void set_channels_last(Sim *m, int v)
     set_strides(m, v, st);
 }
 
+/* The order operand strides st give shape s's dims, innermost first, as
+ * TensorIterator's reorder_dimensions sorts them: false when they do not
+ * order every dim (a stride 0, equal strides), so a later operand decides.
+ * Dims of size 1 carry no layout and are left out (*n: the others). */
+static bool dims_order(const MeShape *s, const int64_t *st, int *idx, int *n)
+{
+    *n = 0;
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] != 1) {
+            if (st[i] == 0) return false;
+            idx[(*n)++] = i;
+        }
+    for (int i = 1; i < *n; i++) /* insertion: rank <= 8 */
+        for (int j = i; j > 0 && st[idx[j]] < st[idx[j - 1]]; j--) {
+            int t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    for (int i = 1; i < *n; i++)
+        if (st[idx[i]] == st[idx[i - 1]]) return false;
+    return true;
+}
+
 /* A new tensor's layout. TensorIterator's ops (elementwise, activations,
- * dropout) give their output the layout of an input of the output's shape
- * (compute_strides follows the operands' stride order), the CPU
- * convolution and batch norm write channels-last where their input is
- * (mkldnn_conv_use_channels_last, batch_norm_cpu's suggest_memory_format):
- * ConvNeXt's blocks, whose LayerNorm2d permutes back to NCHW, run on
- * channels-last tensors. Only that layout is followed; any other new
- * tensor is contiguous. */
+ * dropout) lay their output out as their operands are (compute_strides
+ * and reorder_dimensions: the dims sorted by the first operand whose
+ * strides order them, so an operand of the output's shape laid out as a
+ * permutation of a contiguous tensor, a transposed [B, C, T] stream or a
+ * channels-last image, gives its layout, and a contiguous one before it
+ * gives the plain one: `x = input + y.permute(0, 3, 1, 2)` is NCHW, `y +=
+ * input` stays channels-last). The CPU convolution and batch norm write
+ * channels-last where their input is (mkldnn_conv_use_channels_last,
+ * batch_norm_cpu's suggest_memory_format): ConvNeXt's blocks, whose
+ * LayerNorm2d permutes back to NCHW, run on channels-last tensors. Any
+ * other new tensor is contiguous. */
 static void new_layout(Sim *m, const MeNode *n, int v)
 {
     int cls = n->desc ? n->desc->cls : ME_C_OTHER;
     bool follows = cls == ME_C_ELTWISE || cls == ME_C_RELU || cls == ME_C_ACT || cls == ME_C_DROPOUT;
-    bool first = cls == ME_C_CONV || cls == ME_C_BN;
+    bool first = (cls == ME_C_CONV || cls == ME_C_BN) && m->g->v[v].shape.rank == 4;
     if (!follows && !first) return;
     const MeShape *o = &m->g->v[v].shape;
     for (int i = 0; i < (first ? 1 : n->n_in); i++) {
         int x = n->in[i];
         if (x < 0) continue;
-        bool same = m->g->v[x].shape.rank == o->rank && !memcmp(m->g->v[x].shape.d, o->d, sizeof(int64_t) * (size_t)o->rank);
-        if (!first && !same) continue;
-        if (channels_last(m, x)) {
-            set_channels_last(m, v);
+        if (first) {
+            if (channels_last(m, x)) set_channels_last(m, v);
             return;
         }
-        /* reorder_dimensions sorts the dims by the first operand whose
-         * strides order them: a contiguous NCHW operand before a
-         * channels-last one gives NCHW (`x = input + y.permute(0, 3, 1,
-         * 2)`; `y += input` keeps y's channels-last) */
-        if (!first && m->layout.stride_at[x] < 0 && o->d[1] != 1 && sat_mul(o->d[2], o->d[3]) != 1) return;
+        const MeShape *xs = &m->g->v[x].shape;
+        if (xs->rank != o->rank || memcmp(xs->d, o->d, sizeof(int64_t) * (size_t)o->rank)) continue;
+        if (m->layout.stride_at[x] < 0) { /* contiguous: the plain order, if it orders anything */
+            int big = 0;
+            for (int k = 0; k < o->rank; k++) big += o->d[k] != 1;
+            if (big > 1) return;
+            continue;
+        }
+        int idx[ME_MAX_RANK], k;
+        if (!dims_order(xs, m->layout.strides[m->layout.stride_at[x]], idx, &k)) continue;
+        int64_t st[ME_MAX_RANK], c = 1;
+        me_shape_strides(o, st); /* size-1 dims: any stride */
+        for (int j = 0; j < k; j++) {
+            st[idx[j]] = c;
+            c = sat_mul(c, o->d[idx[j]]);
+        }
+        set_strides(m, v, st); /* the plain order comes out contiguous */
+        return;
     }
 }
 
@@ -1151,6 +1189,26 @@ static int64_t fold_copy_bytes(const Sim *m, const MeNode *n, int i)
 {
     int c = i < 8 ? m->amp.cast[i] : -1;
     return c >= 0 ? m->st[c].bytes : vb(m, &m->g->v[n->in[i]]);
+}
+
+/* at::matmul's should_fold (LinearAlgebra.cpp, v1.13): a 3-d left operand
+ * times a matrix is folded to 2-d for mm, unless its last two dims are
+ * transposed over a slowest first dim (permute(0, 2, 1): last stride not
+ * 1, first stride the other two sizes' product); then bmm runs on it as it
+ * is, with the matrix expanded to the batch: no copy, and the matrix's
+ * gradient is made at the batch's size before ExpandBackward sums it.
+ * Returns that batch, 0 when the operand folds (or is no such matmul). */
+static int64_t unfolded_batch(const Sim *m, const MeNode *n)
+{
+    const MeGraph *g = m->g;
+    bool fold_in = (n->desc->flags & ME_OPF_FOLD_INPUT) ||
+                   ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && n->in[1] >= 0 && g->v[n->in[1]].shape.rank <= 2);
+    if (!fold_in || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || g->v[n->in[1]].shape.rank != 2) return 0;
+    const MeShape *xs = &g->v[n->in[0]].shape;
+    if (xs->rank != 3) return 0;
+    int64_t tmp[ME_MAX_RANK];
+    const int64_t *st = strides_of(m, n->in[0], tmp);
+    return st[2] != 1 && st[0] == sat_mul(xs->d[1], xs->d[2]) ? xs->d[0] : 0;
 }
 
 /* Runs node ni (at position oi) forward. grad: autograd records it.
@@ -1399,7 +1457,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
         bool alias = core || ((k == 0 || me_node_is_view(n)) && aliases_input(m, n));
         if (alias && !core && me_node_is_view(n) && !view_result(m, n, k)) alias = false; /* reshape of a strided view copies */
         if (!alias || !me_node_is_view(n)) m->layout.stride_at[v] = -1;
-        if (!alias && g->v[v].shape.rank == 4) new_layout(m, n, v);
+        if (!alias) new_layout(m, n, v);
         if (k == 0 && chained >= 0) alias = false;
         int id = core ? attn_core_storage(m, n)
                : k == 0 && chained >= 0 ? chained
@@ -1478,7 +1536,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
      * nn.MultiheadAttention's split in_proj for cross-attention) */
     bool fold_in = (n->desc->flags & ME_OPF_FOLD_INPUT) ||
                    ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && n->in[1] >= 0 && g->v[n->in[1]].shape.rank <= 2);
-    if (fold_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && g->v[n->in[0]].shape.rank >= 3) {
+    if (fold_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && g->v[n->in[0]].shape.rank >= 3 && !unfolded_batch(m, n)) {
         const MeShape *xs = &g->v[n->in[0]].shape;
         MeShape f = { .rank = 2, .d = { 1, xs->d[xs->rank - 1] } };
         for (int k = 0; k < xs->rank - 1; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
@@ -1508,7 +1566,8 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
  * at::sum_to(grad, self.sizes())), so it lives while that runs */
 static int64_t bmm_expanded_grad(const Sim *m, const MeNode *n, int i)
 {
-    int64_t batch[ME_MAX_RANK], factor[2];
+    int64_t batch[ME_MAX_RANK], factor[2], ub = i == 1 ? unfolded_batch(m, n) : 0;
+    if (ub > 1) return sat_mul(vb(m, &m->g->v[n->in[1]]), ub); /* the matrix, expanded to the batch */
     return i < 2 && bmm_broadcast(m->g, n, batch, factor) && factor[i] > 1 ? sat_mul(vb(m, &m->g->v[n->in[i]]), factor[i]) : 0;
 }
 

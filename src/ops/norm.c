@@ -144,6 +144,22 @@ const MeOpDesc me_op_batch_norm = {
     .autograd = ME_AG_INPUT, .saved_extra = bn_saved_extra, .autocast = ME_AC_INPUT, .autocast_cpu = ME_AC_INPUT,
     .cpu_temp_bwd = bn_cpu_temp_bwd, .peer = { PT_AFFINE },
 };
+/* layer_norm_cpu (layer_norm.cpp, v1.13) runs on input.expect_contiguous():
+ * a strided input (a transposed [B, T, C] stream, an MLP-Mixer's) is
+ * copied first, the copy freed on return (measured: the copy, then Y, the
+ * mean and rstd); autograd keeps the input as it was */
+static int64_t ln_cpu_temp_fwd(const MeRunCtx *r)
+{
+    const MeValue *x = me_in(&r->c, 0);
+    if (!x || !r->strides || x->shape.rank < 2) return 0;
+    int64_t tmp[ME_MAX_RANK], c[ME_MAX_RANK];
+    const int64_t *st = r->strides(r, x, tmp);
+    me_shape_strides(&x->shape, c);
+    for (int i = 0; i < x->shape.rank; i++)
+        if (x->shape.d[i] != 1 && st[i] != c[i]) return r->bytes(r, x);
+    return 0;
+}
+
 /* thop hooks nn.LayerNorm, not InstanceNorm or GroupNorm. The backward
  * kernels of layer_norm, group_norm, softmax and log_softmax make the
  * output gradient contiguous first (ME_OPF_GRAD_CONTIG; measured,
@@ -152,7 +168,7 @@ const MeOpDesc me_op_layer_norm = {
     .name = "LayerNormalization", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 3,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_ln, .cost = cost_ln,
     .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
-    .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE }, .flags = ME_OPF_GRAD_CONTIG,
+    .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE }, .flags = ME_OPF_GRAD_CONTIG, .cpu_temp_fwd = ln_cpu_temp_fwd,
 };
 /* at::instance_norm (Normalization.cpp, v1.13) runs batch_norm in training
  * mode on the input viewed as [1, N*C, ...], with the weight repeated N
