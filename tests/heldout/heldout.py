@@ -530,6 +530,74 @@ stride-2 block is the reference code's 'stage' block because a strided
 block's sp + spx[i] and untouched last piece would add and concatenate
 32 px and 16 px tensors.
 
+The nineteenth set (ho19_*, made after the check of ho18, the same method,
+measured before memest was run on them): a small VQ-VAE (van den Oord et
+al. 2017; an encoder Conv2d(3, 32, 4, 2, 1) + ReLU, Conv2d(32, 64, 4, 2, 1)
++ ReLU, Conv2d(64, 16, 1) on a 3x32x32 image to z [B, 16, 8, 8]; vector
+quantization against a codebook nn.Embedding(64, 16): z permuted
+channels-last and flattened to [B * 64, 16] (Transpose, a Reshape to a
+Shape-computed [-1, 16]), the squared distances |z|^2 - 2 z e^T + |e|^2
+(Pow, ReduceSum, a MatMul with the Transposed codebook weight), ArgMin, the
+lookup a Gather of the codebook weight, viewed and permuted back to [B, 16,
+8, 8] (Shape/Gather/Concat, Reshape, Transpose); the codebook and
+commitment terms, (q - sg[z])^2 mean + 0.25 (z - sg[q])^2 mean (Sub, Pow,
+ReduceMean), a scalar added to the reconstruction so that they are in the
+forward's one output and in the file (the oracle's loss reads that output;
+left out, the codebook would get no gradient and torch.onnx would drop the
+terms); the straight-through q = z + (q - z).detach() as Sub and Add; a
+decoder ConvTranspose2d(16, 64, 4, 2, 1) + ReLU, ConvTranspose2d(64, 3, 4,
+2, 1) to [B, 3, 32, 32]; pow2_mean loss, as for any 4-D output not in the
+oracle's SEGMENTATION set) at opset 13 (training export, dynamic batch), a
+tiny DLRM-style recommender (Naumov et al. 2019; two inputs, dense features
+[B, 13] float and 8 sparse features [B, 8] int64, the oracle's random
+indices uniform in [0, 1000), its default vocabulary, so valid for the
+1000-row tables; a bottom MLP Linear 13 -> 64 + ReLU, Linear 64 -> 16 +
+ReLU (Gemm); each sparse column (a Gather on axis 1) looked up in its own
+nn.Embedding(1000, 16) (a Gather of its weight); the 9 vectors stacked
+(Unsqueeze, Concat) to [B, 9, 16], torch.bmm with its transpose (Transpose,
+MatMul) to [B, 9, 9], flattened (Flatten) and the 36 pairs of the strict
+upper triangle gathered by index_select with a registered int64 buffer of
+the flat indices i * 9 + j, i < j (a Gather of an int64 initializer);
+concatenated with the dense vector to [B, 52], a top MLP Linear 52 -> 64 +
+ReLU, Linear 64 -> 1, Sigmoid, [B, 1]; so the oracle's loss is
+cross-entropy over its one column, as for any 2-D output: zero, with zero
+gradients, but backward runs through the whole graph; each input named as
+its spec and the batch dynamic on both by _export_inputs) at opset 14 (eval
+export, dynamic batch), a small SKNet (Li et al. 2019; a stem Conv2d(3, 32,
+3, stride 2, p1) without bias + BatchNorm2d + ReLU on a 3x64x64 image to 32
+px; 3 Selective-Kernel units of 32 channels, the second at stride 2 to 16
+px, each two branches, Conv2d 3x3 p1 and Conv2d 3x3 dilation 2 p2, groups
+4, without bias, each + BatchNorm2d + ReLU; U their sum, the spatial mean
+(ReduceMean), Linear 32 -> 16 + ReLU, Linear 16 -> 64 (Gemm) viewed to [B,
+2, 32, 1, 1] (Reshape), the softmax over the branches (below opset 13 a
+Transpose, a Softmax over the last axis and the Transpose back), V the sum
+over the stacked branches (Unsqueeze, Concat) times the weights (Mul,
+ReduceSum); plus the input, or in the strided unit a Conv2d 1x1 stride 2 +
+BatchNorm2d projection of it; the spatial mean, Linear 32 -> 10; 8
+BatchNormalizations in the file; cross-entropy loss) at opset 11 (training
+export, fixed batch 1) and a Nystromformer-style encoder (Xiong et al.
+2021; 2 pre-norm blocks over [B, 256, 64] tokens, LayerNormalization;
+Nystrom attention of 4 heads: a qkv Linear 64 -> 192 reshaped and permuted
+to [3, B, 4, 256, 16] and indexed (Gather), q scaled by 16^-1/2; 16
+landmarks of q and of k, the means of consecutive groups of 16 tokens
+(Reshape, ReduceMean); kernel_1 = softmax(q k_l^T), kernel_2 = softmax(q_l
+k_l^T), kernel_3 = softmax(q_l k^T), k_l^T one Transpose read twice; the
+pseudo-inverse of kernel_2 by 6 Newton-Schulz iterations as the reference
+code's iterative_inv: z = kernel_2^T / (max column sum * max row sum), the
+maxima over the whole tensor as its torch.max without a dim (ReduceSum,
+then ReduceMax with keepdims 0: no indices), then z = 0.25 z @ (13I - kz @
+(15I - kz @ (7I - kz))), kz = kernel_2 @ z, four MatMuls and three Subs an
+iteration, I a torch.eye made in the forward (Shape, ConstantOfShape,
+EyeLike); kernel_1 @ z @ (kernel_3 @ v), the heads merged, an output Linear
+and the residual add; then a pre-norm GELU (Erf) MLP 64 -> 128 -> 64 with a
+residual add; the reshapes' n // 16 and d // 4 as Div and Cast of the
+Shape; every Linear on the 3-D tokens a Transpose of the weight, MatMul and
+Add, 68 MatMuls in all; the mean over tokens, Linear 64 -> 10 (Gemm);
+cross-entropy loss) at opset 17 (training export, dynamic batch). Every
+first choice exported with torch 1.13; export() had only the one-input
+path, so a model of several inputs goes through _export_inputs (the
+DLRM), and every other export is unchanged.
+
 What the checks of ho10 to ho16 found (each set checked once, each rule
 cited from PyTorch's code, doc/memory.md): ho10 found that reflection and
 replication padding keep their input, that an fp32 CPU transposed
@@ -587,14 +655,14 @@ and 5952 fewer parameters).
 
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
-import os, sys
+import os, sys, tempfile
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.onnx import symbolic_helper as sh
 ROOT = os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
 import measure_memory as mm  # noqa: E402
-from zoo_common import export_graph_only  # noqa: E402
+from zoo_common import export_graph_only, make_graph_only  # noqa: E402
 from models import _tv, IMG224, SegOut  # noqa: E402  the zoo's torchvision constructor and image input
 import torchvision  # noqa: E402
 
@@ -2265,6 +2333,163 @@ class ConvNeXtV2(nn.Module):
         return self.head(self.norm(x.mean((-2, -1))))
 
 
+class VQVAE(nn.Module):
+    """A small VQ-VAE on a 3x32x32 image: encoder Conv2d(3, 32, 4, 2, 1) + ReLU, Conv2d(32, 64,
+    4, 2, 1) + ReLU, Conv2d(64, 16, 1) to z [B, 16, 8, 8]; vector quantization against a
+    codebook nn.Embedding(64, 16): z permuted channels-last and flattened to [B * 64, 16],
+    squared distances |z|^2 - 2 z e^T + |e|^2, argmin, the codebook lookup, reshaped and
+    permuted back; the codebook and commitment terms, (q - sg[z])^2 mean + 0.25 (z - sg[q])^2
+    mean, a scalar added to the reconstruction so that they are in the forward's result (the
+    oracle's loss reads one output; without them the codebook gets no gradient, and the file
+    would not have them); straight-through q = z + (q - z).detach(); decoder
+    ConvTranspose2d(16, 64, 4, 2, 1) + ReLU, ConvTranspose2d(64, 3, 4, 2, 1) to [B, 3, 32, 32]."""
+    def __init__(self, k=64, d=16):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(3, 32, 4, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 4, 2, 1), nn.ReLU(),
+                                 nn.Conv2d(64, d, 1))
+        self.codebook = nn.Embedding(k, d)
+        self.dec = nn.Sequential(nn.ConvTranspose2d(d, 64, 4, 2, 1), nn.ReLU(), nn.ConvTranspose2d(64, 3, 4, 2, 1))
+
+    def forward(self, x):
+        z = self.enc(x)
+        b, d, h, w = z.shape
+        zf = z.permute(0, 2, 3, 1).reshape(-1, d)
+        e = self.codebook.weight
+        dist = zf.pow(2).sum(1, keepdim=True) - 2 * zf @ e.t() + e.pow(2).sum(1)
+        q = self.codebook(dist.argmin(1)).view(b, h, w, d).permute(0, 3, 1, 2)
+        vq = (q - z.detach()).pow(2).mean() + 0.25 * (z - q.detach()).pow(2).mean()
+        q = z + (q - z).detach()
+        return self.dec(q) + vq
+
+
+class DLRM(nn.Module):
+    """A tiny DLRM-style recommender: the dense features [B, 13] through a bottom MLP Linear 13 ->
+    64 + ReLU, Linear 64 -> 16 + ReLU; 8 sparse features, int64 indices [B, 8], each column
+    looked up in its own nn.Embedding(1000, 16); the 9 vectors stacked to T [B, 9, 16],
+    torch.bmm(T, T^T) [B, 9, 9], flattened and its strict upper triangle (36 pairs) gathered by
+    index_select with a registered int64 buffer of the flat indices i * 9 + j, i < j;
+    concatenated with the dense vector to [B, 52], a top MLP Linear 52 -> 64 + ReLU, Linear 64 ->
+    1, sigmoid: [B, 1]."""
+    def __init__(self, n_dense=13, n_sparse=8, rows=1000, d=16):
+        super().__init__()
+        self.bot = nn.Sequential(nn.Linear(n_dense, 64), nn.ReLU(), nn.Linear(64, d), nn.ReLU())
+        self.emb = nn.ModuleList([nn.Embedding(rows, d) for _ in range(n_sparse)])
+        n = n_sparse + 1
+        self.register_buffer("tri", torch.tensor([i * n + j for i in range(n) for j in range(i + 1, n)]))
+        self.top = nn.Sequential(nn.Linear(d + n * (n - 1) // 2, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def forward(self, dense, sparse):
+        x = self.bot(dense)
+        t = torch.stack([x] + [emb(sparse[:, i]) for i, emb in enumerate(self.emb)], 1)
+        zf = torch.index_select(torch.bmm(t, t.transpose(1, 2)).flatten(1), 1, self.tri)
+        return torch.sigmoid(self.top(torch.cat([x, zf], 1)))
+
+
+def _gcbr(c, **kw):
+    return nn.Sequential(nn.Conv2d(c, c, 3, groups=4, bias=False, **kw), nn.BatchNorm2d(c), nn.ReLU())
+
+
+class SKUnit(nn.Module):
+    """A Selective-Kernel unit (Li et al. 2019) of c channels: two branches, Conv2d 3x3 p1 and
+    Conv2d 3x3 dilation 2 p2, groups 4, without bias, each + BatchNorm2d + ReLU; U = their sum,
+    the spatial mean, Linear c -> 16 + ReLU, Linear 16 -> 2c viewed to [B, 2, c, 1, 1], softmax
+    over the branches, V = the sum over the stacked branches times the weights; plus the input, or
+    a Conv2d 1x1 stride 2 + BatchNorm2d projection of it at stride 2."""
+    def __init__(self, c=32, stride=1):
+        super().__init__()
+        self.c = c
+        self.b1 = _gcbr(c, stride=stride, padding=1)
+        self.b2 = _gcbr(c, stride=stride, padding=2, dilation=2)
+        self.fc1 = nn.Linear(c, 16)
+        self.fc2 = nn.Linear(16, 2 * c)
+        self.short = (nn.Sequential(nn.Conv2d(c, c, 1, stride=stride, bias=False), nn.BatchNorm2d(c))
+                      if stride != 1 else nn.Identity())
+
+    def forward(self, x):
+        a, b = self.b1(x), self.b2(x)
+        s = (a + b).mean((2, 3))
+        w = torch.softmax(self.fc2(F.relu(self.fc1(s))).view(-1, 2, self.c, 1, 1), 1)
+        return (torch.stack([a, b], 1) * w).sum(1) + self.short(x)
+
+
+class SKNet(nn.Module):
+    """A small SKNet on a 3x64x64 image: a stem Conv2d(3, 32, 3, stride 2, p1) without bias +
+    BatchNorm2d + ReLU to 32 px, SKUnits of 32 channels at stride 1, 2 (to 16 px) and 1, the
+    spatial mean, Linear(32, 10)."""
+    def __init__(self, c=32):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.units = nn.Sequential(SKUnit(c), SKUnit(c, 2), SKUnit(c))
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        return self.head(self.units(self.stem(x)).mean((2, 3)))
+
+
+def _newton_schulz_pinv(k, iters=6):
+    """Nystromformer's iterative pseudo-inverse of k [..., m, m]: z = k^T / (max column sum *
+    max row sum), the maxima over the whole tensor as the reference code's torch.max; then
+    iters times kz = k @ z, z = 0.25 z @ (13I - kz @ (15I - kz @ (7I - kz)))."""
+    eye = torch.eye(k.shape[-1], dtype=k.dtype)
+    z = k.transpose(-1, -2) / (k.sum(-2).max() * k.sum(-1).max())
+    for _ in range(iters):
+        kz = torch.matmul(k, z)
+        z = torch.matmul(0.25 * z, 13 * eye - torch.matmul(kz, 15 * eye - torch.matmul(kz, 7 * eye - kz)))
+    return z
+
+
+class NystromAttn(nn.Module):
+    """Nystrom attention (Xiong et al. 2021) over [B, n, d]: qkv Linear(d, 3d), heads, q scaled by
+    dh^-1/2; m landmarks of q and k, the means of consecutive groups of n / m tokens (reshape and
+    mean); kernel_1 = softmax(q k_l^T), kernel_2 = softmax(q_l k_l^T), kernel_3 = softmax(q_l
+    k^T); kernel_1 @ pinv(kernel_2) @ (kernel_3 @ v); heads merged, out Linear(d, d)."""
+    def __init__(self, d=64, heads=4, m=16):
+        super().__init__()
+        self.heads, self.m, self.scale = heads, m, (d // heads) ** -0.5
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        dh = d // self.heads
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, dh).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0] * self.scale, qkv[1], qkv[2]
+        ql = q.reshape(b, self.heads, self.m, n // self.m, dh).mean(-2)
+        kl = k.reshape(b, self.heads, self.m, n // self.m, dh).mean(-2)
+        k1 = torch.softmax(torch.matmul(q, kl.transpose(-1, -2)), -1)
+        k2 = torch.softmax(torch.matmul(ql, kl.transpose(-1, -2)), -1)
+        k3 = torch.softmax(torch.matmul(ql, k.transpose(-1, -2)), -1)
+        o = torch.matmul(torch.matmul(k1, _newton_schulz_pinv(k2)), torch.matmul(k3, v))
+        return self.out(o.transpose(1, 2).reshape(b, n, d))
+
+
+class NystromBlock(nn.Module):
+    """A pre-norm block: x + NystromAttn(LayerNorm(x)), then x + a GELU MLP d -> 2d -> d of
+    LayerNorm(x)."""
+    def __init__(self, d=64):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d)
+        self.attn = NystromAttn(d)
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class Nystromformer(nn.Module):
+    """A Nystromformer-style encoder on [B, 256, 64] tokens: 2 NystromBlocks (4 heads, 16
+    landmarks), the mean over tokens, Linear(64, 10)."""
+    def __init__(self, d=64, depth=2):
+        super().__init__()
+        self.blocks = nn.Sequential(*[NystromBlock(d) for _ in range(depth)])
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        return self.head(self.blocks(x).mean(1))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -2334,6 +2559,10 @@ MODELS = {
     "ho18_res2net": (Res2Net, [("input", (3, 64, 64), F32)]),
     "ho18_ghostnet": (GhostNet, [("input", (3, 64, 64), F32)]),
     "ho18_convnextv2": (ConvNeXtV2, [("input", (3, 64, 64), F32)]),
+    "ho19_vqvae": (VQVAE, [("input", (3, 32, 32), F32)]),
+    "ho19_dlrm": (DLRM, [("dense", (13,), F32), ("sparse", (8,), torch.int64)]),  # indices in [0, 1000)
+    "ho19_sknet": (SKNet, [("input", (3, 64, 64), F32)]),
+    "ho19_nystrom": (Nystromformer, [("input", (256, 64), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -2405,6 +2634,10 @@ EXPORTS = {
     "ho18_res2net": (11, False, False),
     "ho18_ghostnet": (17, True, True),
     "ho18_convnextv2": (14, False, True),
+    "ho19_vqvae": (13, True, True),
+    "ho19_dlrm": (14, False, True),
+    "ho19_sknet": (11, True, False),
+    "ho19_nystrom": (17, True, True),
 }
 
 
@@ -2447,6 +2680,22 @@ def _max_unpool2d_symbolic(g, self, indices, output_size):
     return g.op("MaxUnpool", self, g.op("Add", indices, offs), kernel_shape_i=k, strides_i=k)
 
 
+def _export_inputs(m, name, spec, op, train, dyn):
+    """export_graph_only for a model of several inputs (ho19_dlrm: float features and int64
+    indices): each input named as its spec, the oracle's random inputs (integers uniform in
+    [0, 1000), its default vocabulary), the batch dynamic on every input and the output."""
+    names = [n for n, _, _ in spec]
+    kw = dict(opset_version=op, input_names=names, output_names=["output"])
+    if dyn:
+        kw["dynamic_axes"] = {n: {0: "batch"} for n in names + ["output"]}
+    if train:
+        kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        full = os.path.join(tmp, name + ".onnx")
+        torch.onnx.export(m, tuple(mm.make_inputs(name, spec, 2 if dyn else 1)), full, **kw)
+        make_graph_only(full, os.path.join(ONNX_OUT, name + ".onnx"))
+
+
 def export(names):
     from torch.onnx import register_custom_op_symbolic
     register_custom_op_symbolic("::max_unpool2d", _max_unpool2d_symbolic, 9)  # ho12_segnet, ho13_enet
@@ -2457,8 +2706,11 @@ def export(names):
         torch.manual_seed(0)
         m = ctor()
         m.train(train)
-        export_graph_only(m, torch.randn(1 if not dyn else 2, *spec[0][1]), os.path.join(ONNX_OUT, name + ".onnx"), train,
-                          opset=op, dynamic=dyn)
+        if len(spec) > 1:
+            _export_inputs(m, name, spec, op, train, dyn)
+        else:
+            export_graph_only(m, torch.randn(1 if not dyn else 2, *spec[0][1]), os.path.join(ONNX_OUT, name + ".onnx"),
+                              train, opset=op, dynamic=dyn)
         print(name, "exported")
 
 
