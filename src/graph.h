@@ -185,6 +185,9 @@ enum {
     /* a piece of one torch.chunk or split that the export wrote as one
      * Slice a piece (canon/split.c): one SplitBackward0 for all pieces */
     ME_N_SPLIT_PIECE = 1 << 10,
+    /* a Gather by a constant scalar index, x[i] along an axis: PyTorch's
+     * select(), a view (canon/split.c) */
+    ME_N_SELECT = 1 << 11,
 };
 
 struct MeOpDesc;

@@ -548,7 +548,7 @@ bool me_dropout_identity(const MeGraph *g, const MeNode *n, bool train)
 
 /* PyTorch returns views for these: the result shares the input's storage
  * (a copy happens later only where a kernel needs contiguous data). */
-bool me_node_is_view(const MeNode *n) { return n->desc->view != ME_VIEW_NONE; }
+bool me_node_is_view(const MeNode *n) { return n->desc->view != ME_VIEW_NONE || (n->flags & ME_N_SELECT); }
 
 /* Outputs share input 0's storage: views, and ops running in place. */
 bool me_node_aliases_input(const MeGraph *g, const MeNode *n, bool train)
@@ -1049,6 +1049,14 @@ static bool view_result_strides(const Sim *m, const MeNode *n, int k, int64_t *y
     const MeShape *xs = &g->v[x].shape, *ys = &g->v[y].shape;
     int64_t tmp[ME_MAX_RANK];
     const int64_t *xst = strides_of(m, x, tmp);
+    if (n->flags & ME_N_SELECT) { /* select(): the axis dropped */
+        int64_t axis = me_attr_i(n, "axis", 0);
+        if (axis < 0) axis += xs->rank;
+        if (axis < 0 || axis >= xs->rank || ys->rank != xs->rank - 1) return false;
+        for (int i = 0, j = 0; i < xs->rank; i++)
+            if (i != axis) yst[j++] = xst[i];
+        return true;
+    }
     switch (n->desc->view) {
     case ME_VIEW_PERMUTE: {
         int64_t perm[ME_MAX_RANK];

@@ -93,3 +93,19 @@ int me_canon_split(MeGraph *g, MeDiag *d)
     me_free(next);
     return 0;
 }
+
+/* x[i] (qkv[0] after a permute: timm's attention) is select(): a view of
+ * x, which torch.onnx writes as a Gather by a constant rank-0 index. Its
+ * backward, select_backward, makes an input-sized zero gradient and
+ * copies the piece in, as a Gather's does. */
+int me_canon_select(MeGraph *g, MeDiag *d)
+{
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        double v;
+        if (!me_canon_is(g, n, "Gather") || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) continue;
+        const MeValue *idx = &g->v[n->in[1]];
+        if (idx->shape.rank == 0 && me_canon_scalar(g, n->in[1], &v, d)) n->flags |= ME_N_SELECT;
+    }
+    return 0;
+}

@@ -13,7 +13,7 @@
     X(me_op_celu) X(me_op_clip_1) X(me_op_clip) X(me_op_concat) X(me_op_constant) X(me_op_constant_of_shape) \
     X(me_op_conv) X(me_op_conv_transpose) X(me_op_cos) X(me_op_cumsum) X(me_op_depth_to_space) \
     X(me_op_div) X(me_op_dropout) X(me_op_einsum) X(me_op_elu) X(me_op_equal) X(me_op_erf) \
-    X(me_op_exp) X(me_op_expand) X(me_op_flatten) X(me_op_floor) X(me_op_gru) X(me_op_gather) \
+    X(me_op_exp) X(me_op_expand) X(me_op_eye_like) X(me_op_flatten) X(me_op_floor) X(me_op_gru) X(me_op_gather) \
     X(me_op_gather_elements) X(me_op_gelu) X(me_op_gemm) X(me_op_global_average_pool) \
     X(me_op_global_max_pool) X(me_op_glu) X(me_op_greater) X(me_op_greater_equal) X(me_op_grid_sample) X(me_op_group_norm) \
     X(me_op_hard_sigmoid) X(me_op_hard_swish) X(me_op_identity) X(me_op_instance_norm) \

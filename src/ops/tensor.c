@@ -1030,6 +1030,20 @@ RANDOM_OP(me_op_random_uniform_like, "RandomUniformLike", 1, 1, "x", infer_rando
 RANDOM_OP(me_op_random_normal, "RandomNormal", 0, 0, "-", infer_random);
 RANDOM_OP(me_op_random_uniform, "RandomUniform", 0, 0, "-", infer_random);
 
+/* torch.eye(n) in a forward (an EyeLike of a ConstantOfShape, what
+ * torch.onnx writes for it): a new tensor of the input's 2-d shape, in
+ * attribute dtype or the input's type, requiring no gradient */
+static int infer_eye_like(MeCtx *c)
+{
+    const MeShape *s = me_in_shape(c, 0);
+    if (s->rank != 2) return me_fail(c, "input must be 2-d, not of rank %d", s->rank);
+    int64_t dt = me_attr_i(c->n, "dtype", (int64_t)me_in(c, 0)->dtype);
+    if (dt < 1 || dt > ME_DT_F8E5M2FNUZ) return me_fail(c, "attribute dtype %lld is not a known type", (long long)dt);
+    return me_set_out(c, 0, (MeDType)dt, s);
+}
+const MeOpDesc me_op_eye_like = { TENSOR_FIELDS("EyeLike", 9, 1, 1, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_eye_like),
+                                  .flags = ME_OPF_NO_GRAD };
+
 const MeOpDesc me_op_constant = {
     .name = "Constant", .since = 1, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
     .roles = "c", .cls = ME_C_SHAPE, .infer = infer_constant, .cost = cost_none,

@@ -97,6 +97,9 @@ static const Row rows[] = {
     /* opset 7–11: ratio is an attribute */
     { "Dropout", 7, "[4,5]", "ratio=0.5", "[4,5] bool[4,5]" },
     { "Einsum", 0, "[3,4] [4,5]", "equation=ij,jk->ik", "[3,5]" },
+    /* EyeLike (opset 9): the input's 2-d shape, attribute dtype or the input's type */
+    { "EyeLike", 0, "[16,16]", "", "[16,16]" },
+    { "EyeLike", 0, "[4,6]", "dtype=7 k=1", "i64[4,6]" },
     /* implicit output: the letters seen once, in alphabetical order */
     { "Einsum", 0, "[4,3] [4,5]", "equation=ji,jk", "[3,5]" },
     { "Einsum", 0, "[2,3,4,5]", "equation=...ij->...ji", "[2,3,5,4]" },
