@@ -144,11 +144,13 @@ const MeOpDesc me_op_batch_norm = {
     .autograd = ME_AG_INPUT, .saved_extra = bn_saved_extra, .autocast = ME_AC_INPUT, .autocast_cpu = ME_AC_INPUT,
     .cpu_temp_bwd = bn_cpu_temp_bwd, .peer = { PT_AFFINE },
 };
-/* layer_norm_cpu (layer_norm.cpp, v1.13) runs on input.expect_contiguous():
- * a strided input (a transposed [B, T, C] stream, an MLP-Mixer's) is
- * copied first, the copy freed on return (measured: the copy, then Y, the
- * mean and rstd); autograd keeps the input as it was */
-static int64_t ln_cpu_temp_fwd(const MeRunCtx *r)
+/* layer_norm_cpu and layer_norm_backward_cpu (layer_norm.cpp, v1.13) run
+ * on input.expect_contiguous(): a strided input (a transposed [B, T, C]
+ * stream, an MLP-Mixer's; a chunk's piece) is copied first, the copy freed
+ * on return (measured: the copy, then Y, the mean and rstd; in backward
+ * the copy beside dX, tests/oracle/measure_split.py bw_ln_piece); autograd
+ * keeps the input as it was */
+static int64_t ln_cpu_temp(const MeRunCtx *r)
 {
     const MeValue *x = me_in(&r->c, 0);
     if (!x || !r->strides || x->shape.rank < 2) return 0;
@@ -168,7 +170,7 @@ const MeOpDesc me_op_layer_norm = {
     .name = "LayerNormalization", .since = 1, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 3,
     .roles = "xww", .cls = ME_C_NORM, .infer = infer_ln, .cost = cost_ln,
     .autograd = ME_AG_INPUT, .saved_extra = norm_saved_extra, .autocast = ME_AC_FP32, .autocast_cpu = ME_AC_FOLLOW,
-    .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE }, .flags = ME_OPF_GRAD_CONTIG, .cpu_temp_fwd = ln_cpu_temp_fwd,
+    .peer = { [MEMEST_CONVENTION_THOP] = ME_PEER_MODULE }, .flags = ME_OPF_GRAD_CONTIG, .cpu_temp_fwd = ln_cpu_temp, .cpu_temp_bwd = ln_cpu_temp,
 };
 /* at::instance_norm (Normalization.cpp, v1.13) runs batch_norm in training
  * mode on the input viewed as [1, N*C, ...], with the weight repeated N

@@ -11,7 +11,9 @@ into pieces combined elementwise (a GLU: a * sigmoid(b); three pieces:
 a * sigmoid(b) + tanh(c)), a Linear back to 64 features, the mean over
 tokens and a Linear head to 10 classes: the pieces' gradients meet in the
 backward of the split. bw_chunk2 and bw_chunk3 call h.chunk(2 or 3, -1);
-bw_slices takes h[..., :384] and h[..., 384:] in Python. Exported at
+bw_slices takes h[..., :384] and h[..., 384:] in Python; bw_ln_piece
+is the chunk(2) GLU with a LayerNorm(384) on its second piece, a strided
+input that layer_norm_cpu and its backward copy first. Exported at
 opset 14 as training exports with a dynamic batch (models/onnx/backward),
 measured with tests/oracle/measure_memory.py's method (every mode, batches
 1 and 8, torch 1.13 CPU) into golden/truth/backward. tests/test_memory.py
@@ -43,10 +45,15 @@ class Pieces(nn.Module):
         self.up = nn.Linear(64, 768)
         self.down = nn.Linear(768 // (3 if how == "chunk3" else 2), 64)
         self.head = nn.Linear(64, 10)
+        if how == "ln_piece":
+            self.norm = nn.LayerNorm(384)
 
     def forward(self, x):
         h = self.up(x)
-        if self.how == "chunk3":
+        if self.how == "ln_piece":
+            a, b = h.chunk(2, -1)
+            y = a * self.norm(b)
+        elif self.how == "chunk3":
             a, b, c = h.chunk(3, -1)
             y = a * torch.sigmoid(b) + torch.tanh(c)
         elif self.how == "chunk2":
@@ -61,6 +68,7 @@ MODELS = {
     "bw_chunk2": (lambda: Pieces("chunk2"), SEQ),
     "bw_chunk3": (lambda: Pieces("chunk3"), SEQ),
     "bw_slices": (lambda: Pieces("slices"), SEQ),
+    "bw_ln_piece": (lambda: Pieces("ln_piece"), SEQ),
 }
 
 
