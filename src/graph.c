@@ -61,6 +61,15 @@ void me_shape_strides(const MeShape *s, int64_t *st)
     }
 }
 
+bool me_shape_contiguous(const MeShape *s, const int64_t *st)
+{
+    int64_t c[ME_MAX_RANK];
+    me_shape_strides(s, c);
+    bool contiguous = true;
+    for (int i = 0; i < s->rank; i++) contiguous &= s->d[i] == 1 || st[i] == c[i];
+    return contiguous || me_shape_numel(s) == 0;
+}
+
 bool me_view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst)
 {
     int64_t numel = me_shape_numel(old);

@@ -52,6 +52,9 @@ int64_t me_shape_numel(const MeShape *s);
 /* Row-major (contiguous) element strides of s into st; dims of 0 or
  * unknown count as 1 */
 void me_shape_strides(const MeShape *s, int64_t *st);
+/* c10's compute_contiguous: whether strides st lay s out row-major (a dim
+ * of size 1 may have any stride, an empty tensor is contiguous) */
+bool me_shape_contiguous(const MeShape *s, const int64_t *st);
 /* ATen's computeStride: the strides nst for viewing (old, ost) as nw, or
  * false when PyTorch's reshape() has to copy instead */
 bool me_view_strides(const MeShape *old, const int64_t *ost, const MeShape *nw, int64_t *nst);

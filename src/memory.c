@@ -926,14 +926,9 @@ static const int64_t *strides_of(const Sim *m, int v, int64_t *tmp)
 
 static void set_strides(Sim *m, int v, const int64_t *st)
 {
-    int64_t c[ME_MAX_RANK];
     const MeShape *s = &m->g->v[v].shape;
-    me_shape_strides(s, c);
-    /* c10's compute_contiguous: a dim of size 1 may have any stride (a
-     * transpose of [L, 1, E] is still contiguous), and an empty tensor is */
-    bool contiguous = true;
-    for (int i = 0; i < s->rank; i++) contiguous &= s->d[i] == 1 || st[i] == c[i];
-    if (contiguous || me_shape_numel(s) == 0) { m->layout.stride_at[v] = -1; return; }
+    /* a transpose of [L, 1, E] is still contiguous: not stored */
+    if (me_shape_contiguous(s, st)) { m->layout.stride_at[v] = -1; return; }
     if (m->layout.stride_at[v] < 0) {
         if (me_grow_raw(&m->layout.strides, &m->layout.cap_strides, m->layout.nstrides + 1, sizeof(*m->layout.strides)) < 0) {
             m->failed = true;
@@ -1199,6 +1194,14 @@ static int64_t fold_copy_bytes(const Sim *m, const MeNode *n, int i)
     return c >= 0 ? m->st[c].bytes : vb(m, &m->g->v[n->in[i]]);
 }
 
+/* at::linear (ME_OPF_FOLD_INPUT), or at::matmul with a matrix on the
+ * right: an input of rank >= 3 is folded to 2-d for mm */
+static bool folds_input(const MeGraph *g, const MeNode *n)
+{
+    return (n->desc->flags & ME_OPF_FOLD_INPUT) ||
+           ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && n->in[1] >= 0 && g->v[n->in[1]].shape.rank <= 2);
+}
+
 /* at::matmul's should_fold (LinearAlgebra.cpp, v1.13): a 3-d left operand
  * times a matrix is folded to 2-d for mm, unless its last two dims are
  * transposed over a slowest first dim (permute(0, 2, 1): last stride not
@@ -1209,9 +1212,7 @@ static int64_t fold_copy_bytes(const Sim *m, const MeNode *n, int i)
 static int64_t unfolded_batch(const Sim *m, const MeNode *n)
 {
     const MeGraph *g = m->g;
-    bool fold_in = (n->desc->flags & ME_OPF_FOLD_INPUT) ||
-                   ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && n->in[1] >= 0 && g->v[n->in[1]].shape.rank <= 2);
-    if (!fold_in || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || g->v[n->in[1]].shape.rank != 2) return 0;
+    if (!folds_input(g, n) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || g->v[n->in[1]].shape.rank != 2) return 0;
     const MeShape *xs = &g->v[n->in[0]].shape;
     if (xs->rank != 3) return 0;
     int64_t tmp[ME_MAX_RANK];
@@ -1542,9 +1543,7 @@ static void forward_node(Sim *m, int ni, int oi, bool grad, bool redo)
      * at::matmul itself does the same with a batched left operand and a
      * matrix on the right (a MatMul whose weight the export computes, as
      * nn.MultiheadAttention's split in_proj for cross-attention) */
-    bool fold_in = (n->desc->flags & ME_OPF_FOLD_INPUT) ||
-                   ((n->desc->flags & ME_OPF_BMM_FOLD) && n->n_in == 2 && n->in[1] >= 0 && g->v[n->in[1]].shape.rank <= 2);
-    if (fold_in && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && g->v[n->in[0]].shape.rank >= 3 && !unfolded_batch(m, n)) {
+    if (folds_input(g, n) && n->in[0] >= 0 && m->vst[n->in[0]] >= 0 && g->v[n->in[0]].shape.rank >= 3 && !unfolded_batch(m, n)) {
         const MeShape *xs = &g->v[n->in[0]].shape;
         MeShape f = { .rank = 2, .d = { 1, xs->d[xs->rank - 1] } };
         for (int k = 0; k < xs->rank - 1; k++) f.d[0] = sat_mul(f.d[0], xs->d[k]);
@@ -2158,7 +2157,8 @@ static void backward(Sim *m, int *param_grad_st)
                 bool dup = false;
                 for (int j = 0; j < i; j++) dup |= n->in[j] == v;
                 if (v < 0 || dup || !m->rg[v] || (i == 0 && attn_ctx(m, n))) continue;
-                int64_t tmp = attn_ctx(m, n) ? 0 : sat_add(sat_add(tmp_node, temp_backward(m, n, i)), bmm_expanded_grad(m, n, i));
+                int64_t own = sat_add(tmp_node, temp_backward(m, n, i)), eb = bmm_expanded_grad(m, n, i);
+                int64_t tmp = attn_ctx(m, n) ? 0 : sat_add(own, eb);
                 int nfull;
                 int64_t full = bcast_grad_full(m, n, i, &nfull);
                 if (nfull > 0 && nbc_node < 2) {
@@ -2176,7 +2176,6 @@ static void backward(Sim *m, int *param_grad_st)
                 r.value = v;
                 r.gout = gout;
                 if (val->kind == ME_V_INIT || val->kind == ME_V_INPUT) { /* a leaf: its gradient becomes .grad */
-                    int64_t eb = bmm_expanded_grad(m, n, i);
                     if (eb > 0 && param_grad_st[v] < 0 && !m->dp.offload && m->dp.ranks < 2 && nexp < 2) {
                         /* bmm's gradient of the expanded leaf is made here;
                          * ExpandBackward's sum_to, a node of its own, makes
@@ -2186,7 +2185,7 @@ static void backward(Sim *m, int *param_grad_st)
                         int e = st_new(m, eb, MEMEST_MEM_ACT_GRADS);
                         if (e < 0) return;
                         r.storage = e;
-                        note_run(m, sat_add(tmp_node, temp_backward(m, n, i)), &r);
+                        note_run(m, own, &r);
                         exp_leaf[nexp] = v;
                         exp_st[nexp++] = e;
                         continue;

@@ -81,7 +81,7 @@ int me_canon_split(MeGraph *g, MeDiag *d)
     for (int i = 0; i < g->nn; i++) {
         double start, end;
         const MeNode *n = &g->n[i];
-        if (next[i] < 0 || !slice_of(g, n, d) || !me_canon_scalar(g, n->in[1], &start, d) || start != 0) continue;
+        if (next[i] < 0 || !me_canon_scalar(g, n->in[1], &start, d) || start != 0) continue; /* next: a Slice's */
         int last = i, count = 1;
         while (next[last] >= 0 && count < g->nn) {
             last = next[last];

@@ -440,16 +440,17 @@ static int check_values(const Cli *c)
         fprintf(stderr, "memest: --shard %s with --gpus '%s' shards nothing: give --gpus 2 or more\n", c->val[OPT_SHARD], c->val[OPT_GPUS]);
         return -1;
     }
-    if ((c->given & OPT_BIT(CPU_THREADS)) && ms->runtime != MEMEST_RUNTIME_CPU) {
-        fprintf(stderr, "memest: --cpu-threads %s with --runtime %s binds nothing: CPU threads size oneDNN's scratch; "
-                        "give --runtime cpu\n", c->val[OPT_CPU_THREADS], c->val[OPT_RUNTIME]);
-        return -1;
-    }
-    if ((c->given & OPT_BIT(CPU_ISA)) && ms->runtime != MEMEST_RUNTIME_CPU) {
-        fprintf(stderr, "memest: --cpu-isa %s with --runtime %s binds nothing: the ISA sets oneDNN's CPU layouts; "
-                        "give --runtime cpu\n", c->val[OPT_CPU_ISA], c->val[OPT_RUNTIME]);
-        return -1;
-    }
+    /* what only a CPU run reads */
+    static const struct { int opt; const char *why; } cpu_only[] = {
+        { OPT_CPU_THREADS, "CPU threads size oneDNN's scratch" },
+        { OPT_CPU_ISA, "the ISA sets oneDNN's CPU layouts" },
+    };
+    for (size_t k = 0; k < sizeof(cpu_only) / sizeof(cpu_only[0]) && ms->runtime != MEMEST_RUNTIME_CPU; k++)
+        if (c->given & OPT_BIT_OF(cpu_only[k].opt)) {
+            fprintf(stderr, "memest: %s %s with --runtime %s binds nothing: %s; give --runtime cpu\n", me_cli_options[cpu_only[k].opt].name,
+                    c->val[cpu_only[k].opt], c->val[OPT_RUNTIME], cpu_only[k].why);
+            return -1;
+        }
     if ((c->given & OPT_BIT(MICRO_BATCHES)) && c->ls.pp_stages < 2 && !(c->given & OPT_BIT(PLAN))) {
         fprintf(stderr, "memest: --micro-batches %s with --pp %s: one stage holds one micro-batch at a time; give --pp 2 or more\n",
                 c->val[OPT_MICRO_BATCHES], c->val[OPT_PP]);

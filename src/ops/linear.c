@@ -469,7 +469,8 @@ static int einsum_chain(const MeRunCtx *r, MeChain *ch)
     if (ell_at < 0) { ell_at = P; P += ell; }
     for (int i = 0; i < 52; i++)
         if (count[i] && pos[i] < 0) pos[i] = P++;
-    if (P > ME_MAX_RANK || P > 32) return 0;
+    _Static_assert(ME_MAX_RANK <= 32, "dims masks are 32 bits wide");
+    if (P > ME_MAX_RANK) return 0;
     /* each operand permuted and unsqueezed to the P dims */
     EsOp ops[8];
     int dim_counts[ME_MAX_RANK] = { 0 };

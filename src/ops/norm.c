@@ -154,12 +154,8 @@ static int64_t ln_cpu_temp(const MeRunCtx *r)
 {
     const MeValue *x = me_in(&r->c, 0);
     if (!x || !r->strides || x->shape.rank < 2) return 0;
-    int64_t tmp[ME_MAX_RANK], c[ME_MAX_RANK];
-    const int64_t *st = r->strides(r, x, tmp);
-    me_shape_strides(&x->shape, c);
-    for (int i = 0; i < x->shape.rank; i++)
-        if (x->shape.d[i] != 1 && st[i] != c[i]) return r->bytes(r, x);
-    return 0;
+    int64_t tmp[ME_MAX_RANK];
+    return me_shape_contiguous(&x->shape, r->strides(r, x, tmp)) ? 0 : r->bytes(r, x);
 }
 
 /* thop hooks nn.LayerNorm, not InstanceNorm or GroupNorm. The backward
