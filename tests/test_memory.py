@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from truth_loss import memest_loss  # noqa: E402
+from truth_loss import memest_cpu_isa, memest_loss  # noqa: E402
 
 MEMEST, ROOT, MODEL = sys.argv[1], sys.argv[2], sys.argv[3]
 TABLE = "--table" in sys.argv
@@ -90,10 +90,7 @@ def main():
         TOL, FLOOR = 0.005, 1 << 12
     truth = json.load(open(os.path.join(ROOT, "golden", "truth", where, MODEL + ".json")))
     f, loss = graph_for(MODEL, truth)
-    spec = []
-    # the CPU the truth was measured on (tests/oracle cpu_isa; avx512 before it was recorded)
-    if truth.get("cpu_isa", "avx512") != "avx512":
-        spec += ["--cpu-isa", truth["cpu_isa"]]
+    spec = memest_cpu_isa(truth)
     for i in truth.get("inputs", []):
         if f.endswith(".onnx"):
             spec += ["--input", "%s=%s:%s" % (i["name"], "x".join(str(s) for s in i["shape"]), i.get("dtype", "float32"))]

@@ -4,7 +4,7 @@ Usage: python3 tests/heldout/check.py build/memest [ho|ho2|ho3|ho4|ho5|ho6|ho7|h
 the set, default ho)"""
 import json, os, subprocess, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from truth_loss import memest_loss  # noqa: E402
+from truth_loss import memest_cpu_isa, memest_loss  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEMEST = sys.argv[1]
 MODES = {"infer_nograd": [], "infer_grad": ["--grad"], "train_sgd": ["--train", "--optimizer", "sgd"], "train_adam": ["--train", "--optimizer", "adam"]}
@@ -36,8 +36,7 @@ for name in SETS[sys.argv[2] if len(sys.argv) > 2 else "ho"]:
             loss = []
             if mode.startswith("train"):
                 loss = ["--loss", memest_loss(t.get("loss"))]
-            # the CPU the truth was measured on (tests/oracle cpu_isa; avx512 before it was recorded)
-            isa = ["--cpu-isa", t["cpu_isa"]] if t.get("cpu_isa", "avx512") != "avx512" else []
+            isa = memest_cpu_isa(t)
             cmd = [MEMEST, os.path.join(ROOT, "models", "onnx", "heldout", name + ".onnx"), "--batch", b, "--runtime", "cpu", "--format", "json"] + extra + loss + isa
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
