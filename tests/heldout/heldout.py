@@ -598,6 +598,93 @@ first choice exported with torch 1.13; export() had only the one-input
 path, so a model of several inputs goes through _export_inputs (the
 DLRM), and every other export is unchanged.
 
+The twentieth set (ho20_*, made after the check of ho19, the same method,
+measured before memest was run on them): a tiny PoolFormer (Yu et al. 2022;
+a patch embedding Conv2d(3, 64, 7, stride 4, p2) on a 3x64x64 image to 16
+px; 2 blocks of 64 channels, a downsampling Conv2d(64, 128, 3, stride 2, p1)
+to 8 px, 2 blocks of 128; each block x + ls1 * (pool(y) - y), y =
+GroupNorm(1, C)(x), the pool AvgPool2d(3, 1, 1, count_include_pad=False) as
+an AveragePool with pads 1 and no count_include_pad attribute (0, the
+default), and Sub; then x + ls2 * an MLP of Conv2d 1x1 C -> 4C, GELU (Erf),
+Conv2d 1x1 4C -> C over GroupNorm(1, C)(x); the layer scales nn.Parameters
+[C, 1, 1] of 1e-5, the reference code's initial value, each a Mul; every
+GroupNorm(1, C) a Reshape to [N, 1, -1], an InstanceNormalization with
+constant one-element scale and bias, a Reshape back to its Shape, a Mul by
+its weight and an Add of its bias, [C, 1, 1]; a final GroupNorm(1, 128), the
+spatial mean (ReduceMean), Linear 128 -> 10 (Gemm); cross-entropy loss) at
+opset 13 (eval export, dynamic batch: torch.onnx deduplicates the equal
+initial parameters, the nine GroupNorms' ones and zeros to one unnamed [64,
+1, 1] pair and one [128, 1, 1] pair, the eight layer scales to stage1.0.ls1
+and stage2.0.ls1, read through 20 Identity nodes, so the file has 414794
+parameter values to PyTorch's 416778), an ALBERT-style encoder (Lan et al.
+2020; int64 token ids [B, 64], the input named "input", the oracle's random
+ids uniform in [0, 1000), its default vocabulary, so valid for the 1000-row
+table; a factorized embedding, nn.Embedding(1000, 64) (a Gather of its
+weight) plus a learned position nn.Parameter [1, 64, 64], LayerNorm(64),
+Linear 64 -> 128; ONE hand-written post-norm layer applied 4 times, the same
+module called again, so the file has four copies of its nodes (/layer,
+/layer_1, /layer_2, /layer_3) reading the same 16 initializers, each weight
+Transposed once per call; the layer: q, k and v Linears 128 -> 128 viewed to
+4 heads of 32 (Shape, Gather, d // heads as Div and Cast, Concat, Reshape,
+Transpose; k's transpose(1, 2) and transpose(-1, -2) fused into one
+Transpose), softmax(q k^T * 32^-1/2) @ v (MatMul, Mul, Softmax, MatMul),
+heads merged (Transpose, Reshape), an output Linear, the residual add and
+LayerNorm, an FFN Linear 128 -> 512, GELU (Erf), Linear 512 -> 128, the
+residual add and LayerNorm; every Linear on the 3-D tokens a Transpose of
+the weight, MatMul and Add, 33 MatMuls and 41 Transposes in all; LayerNorm
+decomposed below opset 17 (ReduceMean, Sub, Pow, Sqrt, Div); the pooler
+tanh(Linear 128 -> 128) of the first token, x[:, 0] a Gather on axis 1, and
+Linear 128 -> 10, both Gemm; no dropout; 292618 parameters in the file as in
+PyTorch; cross-entropy loss) at opset 14 (training export, dynamic batch), a
+mini Xception (Chollet 2017; Conv2d(3, 32, 3, stride 2, p1) + BatchNorm2d +
+ReLU to 32 px and Conv2d(32, 64, 3, p1) + BatchNorm2d + ReLU, without bias,
+on a 3x64x64 image; separable convolutions of a depthwise Conv2d 3x3 p1
+(groups = channels) and a pointwise Conv2d 1x1, both without bias, and
+BatchNorm2d; two entry blocks, 64 -> 128 to 16 px without the leading ReLU
+(its input has just had one, as the reference code's) and 128 -> 256 to 8
+px, each [ReLU], separable conv, ReLU, separable conv, MaxPool2d(3, 2, 1)
+plus a Conv2d 1x1 stride 2 + BatchNorm2d shortcut of the block input (before
+that ReLU); one middle block of three ReLU + separable conv at 256 and the
+identity shortcut; a separable conv 256 -> 512 + ReLU, AdaptiveAvgPool2d(1)
+as GlobalAveragePool, Flatten, Linear 512 -> 10 (Gemm); cross-entropy loss)
+at opset 11 (eval export, fixed batch 1: every BatchNorm follows a Conv and
+is folded into it, so no BatchNormalization in the file; the folded biases
+of the fresh BatchNorms are zeros, deduplicated by size to one [128] and one
+[256] initializer read through 2 and 5 Identity nodes, the [32], [64] and
+[512] ones read once; the depthwise Convs have no bias input; 531338
+parameter values in the file to PyTorch's 535402) and a tiny
+masked-autoencoder encoder with a linear decoder (He et al. 2022; patches by
+Conv2d(3, 64, 8, stride 8) on a 3x64x64 image, flattened and transposed to
+64 tokens [B, 64, 64] (Shape, Slice, Concat, Reshape, Transpose), plus a
+position nn.Parameter [1, 64, 64]; random masking with a fixed keep count of
+16 (75 % masked): the noise a registered float buffer [64] drawn once at
+construction from a generator seeded 0, not torch.rand in the forward, so
+that the export and every measured run mask the same patches, an initializer
+in the file (64 values more than PyTorch's 129088 parameters), expanded over
+the batch (Expand of a ConstantOfShape/Equal/Where-computed shape),
+ids_shuffle = argsort(noise) and ids_restore = argsort(ids_shuffle), each a
+TopK with largest 0 and k from the Shape, the first 16 of the shuffle
+(Slice) expanded over the channels and the kept tokens taken by torch.gather
+(GatherElements on axis 1); 2 pre-norm nn.TransformerEncoderLayers (4 heads,
+FFN 256, GELU (Erf), dropout 0.0, batch_first) over the 16 kept tokens,
+LayerNormalization, packed nn.MultiheadAttention on the tokens transposed to
+[16, B, 64], its in-projection one Transpose of the weight, MatMul and Add
+and three Slices with bounds computed from the Shape, q divided by 16^1/2,
+MatMul, Softmax, MatMul, the out-projection a Gemm on [16 * B, 64] reshaped
+and transposed back; three Dropout nodes a layer in the training export
+(dropout1, the FFN's, dropout2; none inside the attention at p 0.0); a final
+LayerNormalization (5 in all, 11 MatMuls, 2 TopKs, 2 GatherElements, 4
+Expands); the mask token nn.Parameter [1, 1, 64] expanded to the 48 masked
+places (a Sub of the Shape, Expand), concatenated after the kept tokens and
+unshuffled by torch.gather with ids_restore (GatherElements); Linear 64 ->
+192 (Transpose, MatMul, Add) predicting each patch's 8 * 8 * 3 pixels, [B,
+64, 192], the file's token dimension symbolic; pow2_mean loss, as for any
+3-D output of a model not in the oracle's VOCAB) at opset 17 (training
+export, dynamic batch). Every first choice exported with torch 1.13;
+export() made a one-input model's input with torch.randn
+(export_graph_only), so a model whose one input is integer goes through
+_export_inputs too (the ALBERT), and every other export is unchanged.
+
 What the checks of ho10 to ho16 found (each set checked once, each rule
 cited from PyTorch's code, doc/memory.md): ho10 found that reflection and
 replication padding keep their input, that an fp32 CPU transposed
@@ -2490,6 +2577,180 @@ class Nystromformer(nn.Module):
         return self.head(self.blocks(x).mean(1))
 
 
+class PoolFormerBlock(nn.Module):
+    """A PoolFormer block (Yu et al. 2022) of c channels: x + ls1 * (pool(y) - y), y =
+    GroupNorm(1, c)(x), pool = AvgPool2d(3, 1, 1, count_include_pad=False); then x + ls2 * an MLP
+    of Conv2d 1x1 c -> 4c, GELU, Conv2d 1x1 4c -> c over GroupNorm(1, c)(x); the layer scales
+    ls1 and ls2 nn.Parameters [c, 1, 1] of 1e-5, the reference code's initial value."""
+    def __init__(self, c):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(1, c)
+        self.pool = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+        self.norm2 = nn.GroupNorm(1, c)
+        self.mlp = nn.Sequential(nn.Conv2d(c, 4 * c, 1), nn.GELU(), nn.Conv2d(4 * c, c, 1))
+        self.ls1 = nn.Parameter(torch.full((c, 1, 1), 1e-5))
+        self.ls2 = nn.Parameter(torch.full((c, 1, 1), 1e-5))
+
+    def forward(self, x):
+        y = self.norm1(x)
+        x = x + self.ls1 * (self.pool(y) - y)
+        return x + self.ls2 * self.mlp(self.norm2(x))
+
+
+class PoolFormer(nn.Module):
+    """A tiny PoolFormer on a 3x64x64 image: a patch embedding Conv2d(3, 64, 7, stride 4, p2) to
+    16 px; 2 PoolFormerBlocks of 64 channels, a downsampling Conv2d(64, 128, 3, stride 2, p1) to
+    8 px, 2 PoolFormerBlocks of 128; GroupNorm(1, 128), the spatial mean, Linear(128, 10)."""
+    def __init__(self, dims=(64, 128), depth=2):
+        super().__init__()
+        self.embed = nn.Conv2d(3, dims[0], 7, stride=4, padding=2)
+        self.stage1 = nn.Sequential(*[PoolFormerBlock(dims[0]) for _ in range(depth)])
+        self.down = nn.Conv2d(dims[0], dims[1], 3, stride=2, padding=1)
+        self.stage2 = nn.Sequential(*[PoolFormerBlock(dims[1]) for _ in range(depth)])
+        self.norm = nn.GroupNorm(1, dims[1])
+        self.head = nn.Linear(dims[1], 10)
+
+    def forward(self, x):
+        x = self.stage2(self.down(self.stage1(self.embed(x))))
+        return self.head(self.norm(x).mean((2, 3)))
+
+
+class AlbertLayer(nn.Module):
+    """ALBERT's transformer layer, post-norm as BERT's, over [B, n, d]: q, k, v Linear(d, d) viewed
+    to heads, softmax(q k^T * dh^-1/2) @ v, heads merged, an output Linear(d, d), the residual
+    add and LayerNorm; an FFN Linear(d, ff), GELU, Linear(ff, d), the residual add and
+    LayerNorm."""
+    def __init__(self, d=128, heads=4, ff=512):
+        super().__init__()
+        self.heads, self.scale = heads, (d // heads) ** -0.5
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.norm1 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, ff)
+        self.ff2 = nn.Linear(ff, d)
+        self.norm2 = nn.LayerNorm(d)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        dh = d // self.heads
+        q, k, v = [f(x).view(b, n, self.heads, dh).transpose(1, 2) for f in (self.q, self.k, self.v)]
+        a = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * self.scale, -1)
+        x = self.norm1(x + self.out(torch.matmul(a, v).transpose(1, 2).reshape(b, n, d)))
+        return self.norm2(x + self.ff2(F.gelu(self.ff1(x))))
+
+
+class Albert(nn.Module):
+    """An ALBERT-style encoder (Lan et al. 2020) over int64 token ids [B, 64]: a factorized
+    embedding, nn.Embedding(1000, 64) plus a learned position nn.Parameter [1, 64, 64],
+    LayerNorm(64) and a Linear 64 -> 128; ONE AlbertLayer (4 heads, FFN 512) applied 4 times,
+    the same module called again so its parameters are shared across the depth; the pooler,
+    tanh(Linear(128, 128)) of the first token, and Linear(128, 10). No dropout."""
+    def __init__(self, vocab=1000, e=64, d=128, n=64, depth=4):
+        super().__init__()
+        self.depth = depth
+        self.tok = nn.Embedding(vocab, e)
+        self.pos = nn.Parameter(torch.randn(1, n, e) * 0.02)
+        self.emb_norm = nn.LayerNorm(e)
+        self.proj = nn.Linear(e, d)
+        self.layer = AlbertLayer(d)
+        self.pool = nn.Linear(d, d)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, ids):
+        x = self.proj(self.emb_norm(self.tok(ids) + self.pos))
+        for _ in range(self.depth):
+            x = self.layer(x)
+        return self.head(torch.tanh(self.pool(x[:, 0])))
+
+
+class SepConvBN(nn.Module):
+    """Xception's separable convolution: a depthwise Conv2d(i, i, 3, p1, groups=i) and a
+    pointwise Conv2d(i, o, 1), both without bias, then BatchNorm2d(o)."""
+    def __init__(self, i, o):
+        super().__init__()
+        self.dw = nn.Conv2d(i, i, 3, padding=1, groups=i, bias=False)
+        self.pw = nn.Conv2d(i, o, 1, bias=False)
+        self.bn = nn.BatchNorm2d(o)
+
+    def forward(self, x):
+        return self.bn(self.pw(self.dw(x)))
+
+
+class XceptionBlock(nn.Module):
+    """An Xception entry-flow block i -> o: [ReLU,] SepConvBN(i, o), ReLU, SepConvBN(o, o),
+    MaxPool2d(3, 2, 1), plus the shortcut Conv2d(i, o, 1, stride 2, no bias) + BatchNorm2d of the
+    input; the first block has no leading ReLU (its input has just had one), as the reference
+    code's; or a middle-flow block c -> c of three ReLU + SepConvBN and the identity shortcut."""
+    def __init__(self, i, o, down=True, first_relu=True):
+        super().__init__()
+        if down:
+            layers = ([nn.ReLU()] if first_relu else []) + [SepConvBN(i, o), nn.ReLU(), SepConvBN(o, o),
+                                                             nn.MaxPool2d(3, 2, 1)]
+            self.short = nn.Sequential(nn.Conv2d(i, o, 1, stride=2, bias=False), nn.BatchNorm2d(o))
+        else:
+            layers = [m for _ in range(3) for m in (nn.ReLU(), SepConvBN(o, o))]
+            self.short = nn.Identity()
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.body(x) + self.short(x)
+
+
+class MiniXception(nn.Module):
+    """A mini Xception (Chollet 2017) on a 3x64x64 image: Conv2d(3, 32, 3, stride 2, p1) +
+    BatchNorm2d + ReLU to 32 px, Conv2d(32, 64, 3, p1) + BatchNorm2d + ReLU (no bias); entry
+    blocks 64 -> 128 (16 px, no leading ReLU) and 128 -> 256 (8 px); one middle block of 256;
+    SepConvBN(256, 512) + ReLU; the global average pool, Linear(512, 10)."""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+                                  nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+        self.blocks = nn.Sequential(XceptionBlock(64, 128, first_relu=False), XceptionBlock(128, 256),
+                                    XceptionBlock(256, 256, down=False))
+        self.exit = nn.Sequential(SepConvBN(256, 512), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.head(self.exit(self.blocks(self.stem(x))))
+
+
+class MAE(nn.Module):
+    """A tiny masked-autoencoder (He et al. 2022) on a 3x64x64 image: patches by Conv2d(3, 64, 8,
+    stride 8), flattened and transposed to 64 tokens [B, 64, 64], plus a learned position
+    nn.Parameter [1, 64, 64]; random masking with a fixed keep count of 16 (75 % masked): the
+    noise is a registered float buffer [64] drawn once at construction from a generator seeded
+    0 (not torch.rand in the forward, so the export and the measured runs see the same mask),
+    expanded over the batch, ids_shuffle = argsort(noise), ids_restore = argsort(ids_shuffle),
+    the first 16 tokens of the shuffle kept by torch.gather; 2 pre-norm nn.TransformerEncoderLayers
+    (4 heads, FFN 256, GELU, dropout 0.0, batch_first) and a LayerNorm; the mask token
+    nn.Parameter [1, 1, 64] expanded to the 48 masked places, concatenated after the kept tokens
+    and unshuffled by torch.gather with ids_restore; a linear decoder Linear(64, 192) predicting
+    each patch's 8 * 8 * 3 pixels: [B, 64, 192]."""
+    def __init__(self, d=64, p=8, img=64, keep=16, depth=2):
+        super().__init__()
+        n = (img // p) ** 2
+        self.keep = keep
+        self.patch = nn.Conv2d(3, d, p, stride=p)
+        self.pos = nn.Parameter(torch.randn(1, n, d) * 0.02)
+        self.register_buffer("noise", torch.rand(n, generator=torch.Generator().manual_seed(0)))
+        self.blocks = nn.Sequential(*[nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, activation="gelu",
+                                                                 batch_first=True, norm_first=True)
+                                      for _ in range(depth)])
+        self.norm = nn.LayerNorm(d)
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, d))
+        self.dec = nn.Linear(d, p * p * 3)
+
+    def forward(self, x):
+        t = self.patch(x).flatten(2).transpose(1, 2) + self.pos
+        b, n, d = t.shape
+        shuffle = torch.argsort(self.noise.expand(b, n), 1)
+        restore = torch.argsort(shuffle, 1)
+        t = torch.gather(t, 1, shuffle[:, :self.keep].unsqueeze(-1).expand(-1, -1, d))
+        t = self.norm(self.blocks(t))
+        t = torch.cat([t, self.mask_token.expand(b, n - self.keep, d)], 1)
+        return self.dec(torch.gather(t, 1, restore.unsqueeze(-1).expand(-1, -1, d)))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -2563,6 +2824,10 @@ MODELS = {
     "ho19_dlrm": (DLRM, [("dense", (13,), F32), ("sparse", (8,), torch.int64)]),  # indices in [0, 1000)
     "ho19_sknet": (SKNet, [("input", (3, 64, 64), F32)]),
     "ho19_nystrom": (Nystromformer, [("input", (256, 64), F32)]),
+    "ho20_poolformer": (PoolFormer, [("input", (3, 64, 64), F32)]),
+    "ho20_albert": (Albert, [("input", (64,), torch.int64)]),  # token ids in [0, 1000)
+    "ho20_xception": (MiniXception, [("input", (3, 64, 64), F32)]),
+    "ho20_mae": (MAE, [("input", (3, 64, 64), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -2638,6 +2903,10 @@ EXPORTS = {
     "ho19_dlrm": (14, False, True),
     "ho19_sknet": (11, True, False),
     "ho19_nystrom": (17, True, True),
+    "ho20_poolformer": (13, False, True),
+    "ho20_albert": (14, True, True),
+    "ho20_xception": (11, False, False),
+    "ho20_mae": (17, True, True),
 }
 
 
@@ -2682,7 +2951,8 @@ def _max_unpool2d_symbolic(g, self, indices, output_size):
 
 def _export_inputs(m, name, spec, op, train, dyn):
     """export_graph_only for a model of several inputs (ho19_dlrm: float features and int64
-    indices): each input named as its spec, the oracle's random inputs (integers uniform in
+    indices) or of integer input (ho20_albert's token ids, which export_graph_only's randn
+    cannot make): each input named as its spec, the oracle's random inputs (integers uniform in
     [0, 1000), its default vocabulary), the batch dynamic on every input and the output."""
     names = [n for n, _, _ in spec]
     kw = dict(opset_version=op, input_names=names, output_names=["output"])
@@ -2706,7 +2976,7 @@ def export(names):
         torch.manual_seed(0)
         m = ctor()
         m.train(train)
-        if len(spec) > 1:
+        if len(spec) > 1 or not spec[0][2].is_floating_point:
             _export_inputs(m, name, spec, op, train, dyn)
         else:
             export_graph_only(m, torch.randn(1 if not dyn else 2, *spec[0][1]), os.path.join(ONNX_OUT, name + ".onnx"),
