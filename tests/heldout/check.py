@@ -1,6 +1,6 @@
 """memest against the held-out models' truth: one line per model x batch x
 mode with the signed error of each step and the notes memest printed.
-Usage: python3 tests/heldout/check.py build/memest [ho|ho2|ho3|ho4|ho5|ho6|ho7|ho8|ho9|ho10|ho11|ho12|ho13|ho14|ho15|ho16|ho17|ho18|ho19|ho20]  (repo root;
+Usage: python3 tests/heldout/check.py build/memest [ho|ho2|ho3|ho4|ho5|ho6|ho7|ho8|ho9|ho10|ho11|ho12|ho13|ho14|ho15|ho16|ho17|ho18|ho19|ho20|ho21]  (repo root;
 the set, default ho)"""
 import json, os, subprocess, sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,7 +28,8 @@ SETS = {"ho": ["ho_vit_b_32", "ho_mnasnet1_0", "ho_regnet_x_400mf", "ho_tenc"],
         "ho17": ["ho17_hourglass", "ho17_pixelcnn", "ho17_capsnet", "ho17_nerf"],
         "ho18": ["ho18_gmlp", "ho18_res2net", "ho18_ghostnet", "ho18_convnextv2"],
         "ho19": ["ho19_vqvae", "ho19_dlrm", "ho19_sknet", "ho19_nystrom"],
-        "ho20": ["ho20_poolformer", "ho20_albert", "ho20_xception", "ho20_mae"]}
+        "ho20": ["ho20_poolformer", "ho20_albert", "ho20_xception", "ho20_mae"],
+        "ho21": ["ho21_hrnet", "ho21_siamese", "ho21_relbias", "ho21_odenet"]}
 for name in SETS[sys.argv[2] if len(sys.argv) > 2 else "ho"]:
     t = json.load(open(os.path.join(ROOT, "golden", "truth", "heldout", name + ".json")))
     for b, e in t["batches"].items():

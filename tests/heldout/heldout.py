@@ -685,6 +685,90 @@ export() made a one-input model's input with torch.randn
 (export_graph_only), so a model whose one input is integer goes through
 _export_inputs too (the ALBERT), and every other export is unchanged.
 
+The twenty-first set (ho21_*, made after ho20, the same method, measured
+before memest was run on them): a tiny HRNet (Wang et al. 2020; a stem
+Conv2d(3, 32, 3, stride 2, p1) + BatchNorm2d + ReLU on a 3x64x64 image to
+32 px and a transition Conv2d(32, 64, 3, stride 2, p1) + BatchNorm2d + ReLU
+of it to a 16 px branch; two stages, each two BasicBlocks a branch (Conv2d
+3x3 + BatchNorm2d + ReLU, Conv2d 3x3 + BatchNorm2d, the identity added,
+ReLU; convolutions without bias) and an exchange unit, high = ReLU(high +
+up(Conv2d 1x1 64 -> 32 + BatchNorm2d of low)) and low = ReLU(low + Conv2d
+3x3 stride 2 32 -> 64 + BatchNorm2d of high), both from the branches
+before the exchange, up = F.interpolate(scale_factor=2, mode="nearest"), a
+Resize (nearest, asymmetric, floor) with an empty roi and scales a Concat
+of the constants [1, 1] and [2, 2]; then the low branch upsampled the same
+way and concatenated with the high one (Concat, 96 channels), Conv2d 1x1 96
+-> 128 + BatchNorm2d + ReLU, AdaptiveAvgPool2d(1) as GlobalAveragePool,
+Flatten, Linear 128 -> 10 (Gemm); 23 Convs, 23 BatchNormalizations, 23
+Relus, 12 Adds (8 residual, 4 exchange), 3 Resizes and 4 Concats; the file
+has 447210 values, PyTorch's 444842 parameters and the 23 BatchNorms'
+running means and variances, 2368; cross-entropy loss) at opset 12
+(training export, dynamic batch), a Siamese network (two float inputs, a
+pair of 1x32x32 images named "left" and "right", made by the oracle's
+randn; ONE encoder, three Conv2d 3x3 p1 + BatchNorm2d + ReLU +
+MaxPool2d(2), 1 -> 32 -> 64 -> 64 channels, 32 -> 4 px, Flatten and Linear
+1024 -> 64, the same module called on each image; |e1 - e2| (Sub, Abs) and
+Linear 64 -> 2, [B, 2]; cross-entropy loss, as for any 2-D output) at opset
+13 (eval export with constant folding, fixed batch 1: each BatchNorm
+follows a Conv and is folded into it, once a call, and torch.onnx
+deduplicates the two calls' equal folded weights and biases to one set of
+six unnamed initializers that the right image's three Convs read through 6
+Identity nodes, while the shared Linear's enc.13.weight and bias are read
+by both Gemms directly; 31 nodes: 6 Convs, 6 Relus, 6 MaxPools, 2
+Flattens, 3 Gemms, Sub, Abs and the Identities; 121474 parameter values in
+the file to PyTorch's 121794, the BatchNorms' 320 weights and biases
+folded; each input named as its spec by _export_inputs, as the DLRM's), a
+T5-style encoder (Raffel et al. 2020, v1.0; already-embedded tokens [B, 64,
+128]; 2 pre-norm layers of 4 heads, x + o(attention(RMSNorm(x))), x +
+wo(ReLU(wi(RMSNorm(x)))), FFN 512, q, k, v, o, wi and wo Linears without
+bias, each a MatMul of an initializer that constant folding has transposed,
+16 MatMuls in all; RMSNorm written by hand, x * rsqrt(mean(x^2) + 1e-6) *
+weight, as Pow, ReduceMean, Add, Sqrt, a Div of 1 by it, Mul and Mul, five
+of them; the scores q k^T unscaled, as T5's, plus the relative-position
+bias, Add, Softmax; k's view and transpose one Transpose with perm [0, 2,
+3, 1], the heads' d // 4 as Div and Cast of the Shape; the bias, as T5's,
+the first layer's nn.Embedding(32, 4) computed once in the forward and
+added in both layers: torch.arange over the sequence length (Shape, Gather,
+Cast, Range), the relative positions memory - query (two Unsqueezes, Sub,
+[64, 64] int64), bucketed as T5's _relative_position_bucket, bidirectional,
+16 buckets a direction, the first 8 exact and the rest log-spaced up to
+max_distance 128 ((rel > 0) * 16 as Greater, Cast and Mul; Abs; a Cast to
+float, Div by 8, Log, Div by ln 16, Mul by 8, a Cast back and Add of 8, Min
+against a full_like of 15 (Shape, ConstantOfShape), Less than 8, Where,
+Add), not folded to a constant although the length is static, a Gather of
+rel.weight by the [64, 64] buckets, a Transpose to [4, 64, 64] and an
+Unsqueeze to [1, 4, 64, 64]; a final RMSNorm, the mean over tokens
+(ReduceMean), Linear 128 -> 10 with bias (Gemm); 223 nodes; the five
+RMSNorm weights, all ones, deduplicated to layers.0.norm1.weight and read
+through 4 Identity nodes, so the file has 394762 parameter values to
+PyTorch's 395274; cross-entropy loss) at opset 17 (eval export, dynamic
+batch) and a small ODE-Net (Chen et al. 2018; the reference code's
+downsampling stem, narrower, on a 1x28x28 image, Conv2d(1, 32, 3, p1) +
+GroupNorm(8, 32) + ReLU, Conv2d(32, 64, 4, stride 2, p1) + GroupNorm(8, 64)
++ ReLU to 14 px and Conv2d(64, 64, 4, stride 2, p1) to 7 px with no norm
+after it, as the reference's, the dynamics opening with one; ONE dynamics
+module f(t, x), GroupNorm(8, 64), ReLU, a ConcatConv2d (the time appended as
+a first channel, torch.ones_like(x[:, :1]) * t with t a Python float, then
+Conv2d(65, 64, 3, p1)), GroupNorm, ReLU, a second ConcatConv2d and
+GroupNorm, as the reference's ODEfunc, integrated over [0, 1] by 4
+explicit Euler steps in a Python loop, x = x + 0.25 * f(t, x) at t = 0,
+0.25, 0.5 and 0.75 (Mul, Add), the same module called 4 times, so the file
+has four copies of its nodes (/func, /func_1, /func_2, /func_3) reading the
+same 10 initializers; GroupNorm(8, 64), ReLU, AdaptiveAvgPool2d(1) as
+GlobalAveragePool, Flatten, Linear 64 -> 10 (Gemm); every GroupNorm a
+Reshape to [0, 8, -1], an InstanceNormalization with constant [8] ones and
+zeros, a Reshape back to its Shape, a Mul by its weight and an Add of its
+bias Unsqueezed to [C, 1, 1], 15 of them; 11 Convs, 11 Relus, 8 Concats,
+218 nodes; 175114 parameters in the file as in PyTorch; cross-entropy loss)
+at opset 11 (training export, fixed batch 1: the input's shape being
+static, torch.onnx computes each time plane at export although constant
+folding is off, so each ConcatConv2d's time channel is a Constant [1, 1, 7,
+7] of 0, 0.25, 0.5 or 0.75 concatenated with the activations, no Slice,
+ConstantOfShape or Mul for it, and those 8 Concats hold the batch at 1 in
+the file). Every first choice exported with torch 1.13; the Siamese's two
+inputs go through _export_inputs as the DLRM's did, and export() and
+measure() are unchanged.
+
 What the checks of ho10 to ho16 found (each set checked once, each rule
 cited from PyTorch's code, doc/memory.md): ho10 found that reflection and
 replication padding keep their input, that an fp32 CPU transposed
@@ -742,7 +826,7 @@ and 5952 fewer parameters).
 
 Usage (repo root): /usr/bin/python3 tests/heldout/heldout.py export|measure [name,...]
 """
-import os, sys, tempfile
+import math, os, sys, tempfile
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.onnx import symbolic_helper as sh
 ROOT = os.getcwd()
@@ -2751,6 +2835,194 @@ class MAE(nn.Module):
         return self.dec(torch.gather(t, 1, restore.unsqueeze(-1).expand(-1, -1, d)))
 
 
+class HRBasic(nn.Module):
+    """ResNet's BasicBlock of c channels at a fixed resolution: Conv2d 3x3 p1 + BatchNorm2d +
+    ReLU, Conv2d 3x3 p1 + BatchNorm2d, the identity added, ReLU; convolutions without bias."""
+    def __init__(self, c):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                                  nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return F.relu(self.body(x) + x)
+
+
+class HRStage(nn.Module):
+    """One HRNet stage of two parallel branches: two HRBasic blocks on the high-resolution
+    branch (hc channels) and two on the half-resolution one (lc channels), then the exchange
+    unit: high' = ReLU(high + up(BN(Conv1x1(low)))), up = F.interpolate(scale_factor=2,
+    nearest); low' = ReLU(low + BN(Conv3x3 stride 2(high))); both read the branches before the
+    exchange."""
+    def __init__(self, hc=32, lc=64, blocks=2):
+        super().__init__()
+        self.high = nn.Sequential(*[HRBasic(hc) for _ in range(blocks)])
+        self.low = nn.Sequential(*[HRBasic(lc) for _ in range(blocks)])
+        self.low_to_high = nn.Sequential(nn.Conv2d(lc, hc, 1, bias=False), nn.BatchNorm2d(hc))
+        self.high_to_low = nn.Sequential(nn.Conv2d(hc, lc, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(lc))
+
+    def forward(self, h, lo):
+        h, lo = self.high(h), self.low(lo)
+        up = F.interpolate(self.low_to_high(lo), scale_factor=2, mode="nearest")
+        return F.relu(h + up), F.relu(lo + self.high_to_low(h))
+
+
+class HRNetTiny(nn.Module):
+    """A tiny HRNet (Wang et al. 2020) on a 3x64x64 image: a stem Conv2d(3, 32, 3, stride 2, p1)
+    + BatchNorm2d + ReLU to 32 px; the half-resolution branch made by a transition Conv2d(32,
+    64, 3, stride 2, p1) + BatchNorm2d + ReLU of it, 16 px; two HRStages (two BasicBlocks a
+    branch, then the exchange unit); the low branch upsampled x2 nearest and concatenated with
+    the high one (96 channels), Conv2d 1x1 96 -> 128 + BatchNorm2d + ReLU, AdaptiveAvgPool2d(1),
+    Flatten, Linear(128, 10)."""
+    def __init__(self, hc=32, lc=64, stages=2):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, hc, 3, 2, 1, bias=False), nn.BatchNorm2d(hc), nn.ReLU())
+        self.trans = nn.Sequential(nn.Conv2d(hc, lc, 3, 2, 1, bias=False), nn.BatchNorm2d(lc), nn.ReLU())
+        self.stages = nn.ModuleList([HRStage(hc, lc) for _ in range(stages)])
+        self.fuse = nn.Sequential(nn.Conv2d(hc + lc, 128, 1, bias=False), nn.BatchNorm2d(128), nn.ReLU(),
+                                  nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x):
+        h = self.stem(x)
+        lo = self.trans(h)
+        for s in self.stages:
+            h, lo = s(h, lo)
+        return self.head(self.fuse(torch.cat([h, F.interpolate(lo, scale_factor=2, mode="nearest")], 1)))
+
+
+class Siamese(nn.Module):
+    """A Siamese network over a pair of 1x32x32 images, two float inputs: ONE shared encoder
+    (three Conv2d 3x3 p1 + BatchNorm2d + ReLU + MaxPool2d(2), 1 -> 32 -> 64 -> 64 channels, 32
+    -> 4 px, Flatten, Linear 1024 -> 64) applied to each, the same module called twice so its
+    parameters serve both; |e1 - e2| by torch.abs of the difference and a Linear(64, 2) head:
+    [B, 2] same/different scores."""
+    def __init__(self):
+        super().__init__()
+        layers, c = [], 1
+        for o in (32, 64, 64):
+            layers += [nn.Conv2d(c, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(), nn.MaxPool2d(2)]
+            c = o
+        self.enc = nn.Sequential(*layers, nn.Flatten(), nn.Linear(64 * 4 * 4, 64))
+        self.head = nn.Linear(64, 2)
+
+    def forward(self, a, b):
+        return self.head(torch.abs(self.enc(a) - self.enc(b)))
+
+
+class RMSNorm(nn.Module):
+    """T5's LayerNorm, written by hand: x * rsqrt(mean(x^2) + eps) * weight, no mean subtracted,
+    no bias."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class T5Layer(nn.Module):
+    """A T5 v1.0 encoder layer over [B, n, d], pre-norm: x + o(attention(RMSNorm(x))) with q, k,
+    v and o Linear(d, d) without bias, heads of d / heads, softmax(q k^T + bias) @ v unscaled as
+    T5's (its scale is folded into the initialisation), bias [1, heads, n, n] given; then x +
+    wo(ReLU(wi(RMSNorm(x)))), Linear(d, ff) and Linear(ff, d) without bias. No dropout."""
+    def __init__(self, d=128, heads=4, ff=512):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = RMSNorm(d)
+        self.q, self.k, self.v, self.o = [nn.Linear(d, d, bias=False) for _ in range(4)]
+        self.norm2 = RMSNorm(d)
+        self.wi = nn.Linear(d, ff, bias=False)
+        self.wo = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x, bias):
+        b, n, d = x.shape
+        y = self.norm1(x)
+        q, k, v = [f(y).view(b, n, self.heads, d // self.heads).transpose(1, 2) for f in (self.q, self.k, self.v)]
+        a = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) + bias, -1)
+        x = x + self.o(torch.matmul(a, v).transpose(1, 2).reshape(b, n, d))
+        return x + self.wo(F.relu(self.wi(self.norm2(x))))
+
+
+class T5RelBias(nn.Module):
+    """A T5-style encoder (Raffel et al. 2020, v1.0) over already-embedded tokens [B, 64, 128]:
+    2 T5Layers of 4 heads, FFN 512; the learned relative-position bias nn.Embedding(32, 4) of the
+    first layer, as T5's, computed once in the forward and added to both layers' scores: the
+    relative positions memory - query from two torch.arange over the sequence length, bucketed
+    bidirectionally as T5's _relative_position_bucket (16 buckets a direction, the first 8
+    exact distances, the rest log-spaced up to max_distance 128), looked up and permuted to [1,
+    4, n, n]; a final RMSNorm, the mean over tokens, Linear(128, 10) (with bias)."""
+    def __init__(self, d=128, heads=4, depth=2, buckets=32, max_distance=128):
+        super().__init__()
+        self.buckets, self.max_distance = buckets, max_distance
+        self.rel = nn.Embedding(buckets, heads)
+        self.layers = nn.ModuleList([T5Layer(d, heads) for _ in range(depth)])
+        self.norm = RMSNorm(d)
+        self.head = nn.Linear(d, 10)
+
+    def bucket(self, rel):
+        half = self.buckets // 2
+        out = (rel > 0).long() * half
+        rel = torch.abs(rel)
+        exact = half // 2
+        large = exact + (torch.log(rel.float() / exact) / math.log(self.max_distance / exact)
+                         * (half - exact)).long()
+        large = torch.min(large, torch.full_like(large, half - 1))
+        return out + torch.where(rel < exact, rel, large)
+
+    def forward(self, x):
+        n = x.shape[1]
+        pos = torch.arange(n, dtype=torch.long, device=x.device)
+        bias = self.rel(self.bucket(pos[None, :] - pos[:, None])).permute(2, 0, 1).unsqueeze(0)
+        for layer in self.layers:
+            x = layer(x, bias)
+        return self.head(self.norm(x).mean(1))
+
+
+class ODEFunc(nn.Module):
+    """The ODE-Net's dynamics f(t, x) over c channels, as Chen et al.'s reference ODEfunc:
+    GroupNorm(8, c), ReLU, a ConcatConv2d (the time t appended to x as one more constant
+    channel, torch.ones_like(x[:, :1]) * t, then Conv2d(c + 1, c, 3, p1)), GroupNorm, ReLU,
+    another ConcatConv2d, GroupNorm; t is a Python float, one per Euler step."""
+    def __init__(self, c=64):
+        super().__init__()
+        self.norm1, self.norm2, self.norm3 = nn.GroupNorm(8, c), nn.GroupNorm(8, c), nn.GroupNorm(8, c)
+        self.conv1 = nn.Conv2d(c + 1, c, 3, padding=1)
+        self.conv2 = nn.Conv2d(c + 1, c, 3, padding=1)
+
+    def forward(self, t, x):
+        x = F.relu(self.norm1(x))
+        x = self.conv1(torch.cat([torch.ones_like(x[:, :1]) * t, x], 1))
+        x = F.relu(self.norm2(x))
+        x = self.conv2(torch.cat([torch.ones_like(x[:, :1]) * t, x], 1))
+        return self.norm3(x)
+
+
+class ODENet(nn.Module):
+    """A small ODE-Net (Chen et al. 2018) on a 1x28x28 image: the downsampling stem of the
+    reference code, narrower, Conv2d(1, 32, 3, p1) + GroupNorm(8, 32) + ReLU, Conv2d(32, 64, 4,
+    stride 2, p1) + GroupNorm(8, 64) + ReLU to 14 px, Conv2d(64, 64, 4, stride 2, p1) to 7 px
+    (no norm after it: the dynamics open with one); ONE ODEFunc integrated over t in [0, 1] by
+    4 explicit Euler steps, x = x + 0.25 * f(t, x) at t = 0, 0.25, 0.5, 0.75, the same module
+    called 4 times; GroupNorm(8, 64), ReLU, AdaptiveAvgPool2d(1), Flatten, Linear(64, 10)."""
+    def __init__(self, steps=4):
+        super().__init__()
+        self.steps = steps
+        self.stem = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.ReLU(),
+                                  nn.Conv2d(32, 64, 4, 2, 1), nn.GroupNorm(8, 64), nn.ReLU(),
+                                  nn.Conv2d(64, 64, 4, 2, 1))
+        self.func = ODEFunc(64)
+        self.out = nn.Sequential(nn.GroupNorm(8, 64), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        h = 1.0 / self.steps
+        for i in range(self.steps):
+            x = x + h * self.func(i * h, x)
+        return self.head(self.out(x))
+
+
 MODELS = {
     "ho_vit_b_32": (_tv("vit_b_32"), IMG224),
     "ho_mnasnet1_0": (_tv("mnasnet1_0"), IMG224),
@@ -2828,6 +3100,10 @@ MODELS = {
     "ho20_albert": (Albert, [("input", (64,), torch.int64)]),  # token ids in [0, 1000)
     "ho20_xception": (MiniXception, [("input", (3, 64, 64), F32)]),
     "ho20_mae": (MAE, [("input", (3, 64, 64), F32)]),
+    "ho21_hrnet": (HRNetTiny, [("input", (3, 64, 64), F32)]),
+    "ho21_siamese": (Siamese, [("left", (1, 32, 32), F32), ("right", (1, 32, 32), F32)]),
+    "ho21_relbias": (T5RelBias, [("input", (64, 128), F32)]),
+    "ho21_odenet": (ODENet, [("input", (1, 28, 28), F32)]),
 }
 # name -> (opset, training export?, dynamic batch?)
 EXPORTS = {
@@ -2907,6 +3183,10 @@ EXPORTS = {
     "ho20_albert": (14, True, True),
     "ho20_xception": (11, False, False),
     "ho20_mae": (17, True, True),
+    "ho21_hrnet": (12, True, True),
+    "ho21_siamese": (13, False, False),
+    "ho21_relbias": (17, False, True),
+    "ho21_odenet": (11, True, False),
 }
 
 
