@@ -29,7 +29,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # the toy scripts' shared setup: the repo root, the oracle, the exporter
-from measure_strided_grad import F32, ROOT, export_graph_only, mm  # noqa: E402
+from measure_strided_grad import F32, ROOT, export_toys, mm  # noqa: E402
 
 ONNX_OUT = os.path.join(ROOT, "models", "onnx", "backward")
 TRUTH_OUT = os.path.join(ROOT, "golden", "truth", "backward")
@@ -73,12 +73,7 @@ MODELS = {
 
 
 def export(names):
-    for name in names:
-        make, spec = MODELS[name]
-        torch.manual_seed(0)
-        export_graph_only(make().train(True), torch.randn(2, *spec[0][1]), os.path.join(ONNX_OUT, name + ".onnx"), True,
-                          opset=14)
-        print(name, "exported")
+    export_toys(MODELS, ONNX_OUT, names, opset=14)
 
 
 if __name__ == "__main__":

@@ -79,12 +79,20 @@ MODELS = {
 }
 
 
-def export(names):
+def export_toys(models, onnx_out, names, **kw):
+    """The toy scripts' export: each named model, seeded, as a training
+    export of a batch-2 random input (dynamic batch) into onnx_out;
+    kw: export_graph_only's (opset)."""
     for name in names:
-        make, spec = MODELS[name]
+        make, spec = models[name]
         torch.manual_seed(0)
-        export_graph_only(make().train(True), torch.randn(2, *spec[0][1]), os.path.join(ONNX_OUT, name + ".onnx"), True)
+        export_graph_only(make().train(True), torch.randn(2, *spec[0][1]), os.path.join(onnx_out, name + ".onnx"), True,
+                          **kw)
         print(name, "exported")
+
+
+def export(names):
+    export_toys(MODELS, ONNX_OUT, names)
 
 
 if __name__ == "__main__":
