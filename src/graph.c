@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
@@ -424,6 +425,15 @@ int me_graph_scopes(MeGraph *g)
     me_strmap_free(&map);
     if (rc >= 0 && !g->scopes) rc = new_scope(g, "", -1) < 0 ? ME_ENOMEM : 0; /* no nodes */
     return rc < 0 ? rc : 0;
+}
+
+size_t me_call_base(const char *name, int *k)
+{
+    size_t n = strlen(name), b = n;
+    while (b > 0 && name[b - 1] >= '0' && name[b - 1] <= '9') b--;
+    bool numbered = b < n && b > 1 && name[b - 1] == '_';
+    if (k) *k = !numbered ? 0 : n - b < 9 ? atoi(name + b) : -1; /* -1: too large to be a count */
+    return numbered ? b - 1 : n;
 }
 
 int me_scope_common(const MeGraph *g, int s, int t)

@@ -322,6 +322,11 @@ int me_graph_scopes(MeGraph *g);
 /* Deepest scope that is s or an ancestor of s and also t or an ancestor
  * of t; -1 when they share none. */
 int me_scope_common(const MeGraph *g, int s, int t);
+/* The length of a scope name without TorchScript's call number: a
+ * module's later calls are "pool_1", "pool_2" (the loaders number a
+ * torch.export file's calls the same way); *k the number, 0 for none,
+ * -1 for one too long to be a count (k may be NULL) */
+size_t me_call_base(const char *name, int *k);
 /* Adds a note (printf-style text, copied into the arena). */
 int me_graph_add_note(MeGraph *g, const char *code, MeNoteWhen when, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -68,16 +68,6 @@ static int call_of(const MeGraph *g, int f, int p)
     return (f < 0 ? g->scopes[top].parent < 0 : g->scopes[top].parent == f) ? s : -1;
 }
 
-/* The length of a scope name without TorchScript's call number: a
- * module's later calls are "pool_1", "pool_2" (the loaders number a
- * torch.export file's calls the same way) */
-static size_t call_base(const char *name)
-{
-    size_t n = strlen(name), k = n;
-    while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') k--;
-    return k < n && k > 1 && name[k - 1] == '_' ? k - 1 : n;
-}
-
 /* Where a call is, for "the same call again": the same module (the first
  * stored tensor its subtree reads; for one without parameters, a MaxPool,
  * TorchScript's numbering of its later calls, pool_1, under one parent)
@@ -98,7 +88,7 @@ static Place place_of(const MeGraph *g, const int *weight, int s)
     int p = g->scopes[s].parent;
     if (p >= 0 && g->scopes[p].uncalled) return (Place){ .kind = 0, .key = p };
     if (weight[s] >= 0) return (Place){ .kind = 1, .key = weight[s], .parent = p };
-    return (Place){ .kind = 2, .key = p, .name = g->scopes[s].name, .len = call_base(g->scopes[s].name) };
+    return (Place){ .kind = 2, .key = p, .name = g->scopes[s].name, .len = me_call_base(g->scopes[s].name, NULL) };
 }
 
 static int place_cmp(const Place *a, const Place *b)
@@ -175,8 +165,10 @@ static int stored_results(MeGraph *g, const int *weight)
             /* the frame that passes v from its maker to its reader */
             int f = me_scope_common(g, g->n[p].scope, r->scope);
             if (f >= 0 && (f == g->n[p].scope || g->scopes[f].torch_mha)) continue;
-            int c = call_of(g, f, p);
-            if (c >= 0 && nextc[c] >= 0 && first[nextc[c]] < pos[i] && call_of(g, f, i) != c) g->v[v].local = true;
+            int c = call_of(g, f, p), rd = call_of(g, f, i);
+            /* read by the next call itself: the loop's carried value
+             * (`x = self.layer(x)`), which that call's own hold keeps */
+            if (c >= 0 && nextc[c] >= 0 && first[nextc[c]] < pos[i] && rd != c && rd != nextc[c]) g->v[v].local = true;
         }
     }
     me_free(nextc);

@@ -10,6 +10,7 @@
  * Reshape target, say). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1431,6 +1432,86 @@ end:
     return rc;
 }
 
+/* TorchScript names each module call's scope by the path of attribute
+ * names from the root, made unique by "_<k>" on the k-th repeat of the
+ * whole path (naming.cpp, ScopedNodeNameGenerator::GetFullScopeName over
+ * variableNameFromRoot): a module called again (ALBERT's shared layer,
+ * `for _ in range(4): x = self.layer(x)`) is "/layer_1" for its own ops,
+ * but its child q's ops are "/layer/q_1", named under the first call. Read
+ * by name, the first call would last until the last one returns and hold
+ * its arguments that long. So a child's k-th of m calls is re-parented to
+ * its parent's call k / (m / n) of n, when n divides m and the file order
+ * agrees (its ops after the previous call's own, before the next one's).
+ * A torch.export file numbers every segment (onnx_torch.c): not needed. */
+typedef struct ScopeCall {
+    const char *name;
+    size_t len; /* the name without its call number */
+    int scope, k;
+} ScopeCall;
+
+static int call_cmp(const void *a, const void *b)
+{
+    const ScopeCall *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    int c = memcmp(x->name, y->name, x->len);
+    return c ? c : (x->k > y->k) - (x->k < y->k);
+}
+
+static int repoint_calls(MeGraph *g)
+{
+    if (me_graph_scopes(g) < 0) return ME_ENOMEM;
+    int ns = g->nscopes;
+    int *first = me_malloc(sizeof(int) * 4 * (size_t)ns), *last = first + ns, *run = first + 2 * ns, *calls = first + 3 * ns;
+    ScopeCall *c = me_malloc(sizeof(ScopeCall) * (size_t)ns);
+    if (!first || !c) {
+        me_free(first);
+        me_free(c);
+        return ME_ENOMEM;
+    }
+    for (int s = 0; s < ns; s++) {
+        first[s] = last[s] = run[s] = -1;
+        calls[s] = 0;
+        c[s] = (ScopeCall){ .name = g->scopes[s].name, .scope = s };
+        c[s].len = me_call_base(c[s].name, &c[s].k);
+    }
+    for (int i = 0; i < g->nn; i++) {
+        int s = g->n[i].scope;
+        if (first[s] < 0) first[s] = i;
+        last[s] = i;
+    }
+    qsort(c, (size_t)ns, sizeof(ScopeCall), call_cmp);
+    /* runs of one path: its calls 0..m-1, each with ops of its own (named) */
+    for (int pass = 0; pass < 2; pass++)
+        for (int a = 0, b; a < ns; a = b) {
+            for (b = a + 1; b < ns && c[b].len == c[a].len && !memcmp(c[b].name, c[a].name, c[a].len); b++) {}
+            bool ok = c[a].name[0] != '/';
+            for (int i = a; i < b && ok; i++) ok = c[i].k == i - a && first[c[i].scope] >= 0;
+            if (!ok) continue;
+            int m = b - a, p0 = g->scopes[c[a].scope].parent;
+            if (pass == 0) {
+                if (m > 1) run[c[a].scope] = a, calls[c[a].scope] = m;
+                continue;
+            }
+            if (p0 < 0 || run[p0] < 0 || m % calls[p0]) continue;
+            int n = calls[p0], r = m / n, pa = run[p0];
+            for (int i = a; i < b && ok; i++) {
+                int j = (i - a) / r, s = c[i].scope;
+                ok = g->scopes[s].parent == p0 && (j == 0 || first[s] > last[c[pa + j - 1].scope]) &&
+                     (j == n - 1 || last[s] < first[c[pa + j + 1].scope]);
+            }
+            for (int i = a; i < b && ok; i++) {
+                int s = c[i].scope, p = c[pa + (i - a) / r].scope;
+                if (p == p0) continue;
+                g->scopes[s].parent = p;
+                g->scopes[p0].children--;
+                g->scopes[p].children++;
+            }
+        }
+    me_free(first);
+    me_free(c);
+    return 0;
+}
+
 /* torch scopes tell module calls from functional ones: an op whose scope
  * contains other scopes ran in a container's own forward (x + y,
  * torch.flatten), as did one with no scope at all. Hook-based tools
@@ -1639,6 +1720,7 @@ int me_load_onnx(MeGraph *g, const MeSource *src, MeDiag *d)
     me_free(o.signature);
     me_torch_scopes_free(&o.ts);
     if (rc >= 0) rc = unscoped_nodes(&o);
+    if (rc >= 0 && !o.cap_scoped) rc = repoint_calls(g);
     if (rc >= 0) rc = mark_functional(g);
     g->frames_unseen = true; /* an export keeps no Python names */
     if (rc >= 0) rc = mark_uncalled(g, &o);
