@@ -2124,6 +2124,7 @@ static void backward(Sim *m, int *param_grad_st)
     MeGraph *g = m->g;
     m->phase = MEMEST_PHASE_BACKWARD;
     int exp_leaf[2], exp_st[2], nexp = 0; /* leaves whose .grad an ExpandBackward makes after the node */
+    int tie_st[4], ntie = 0;              /* a shared parameter's new gradients, added into .grad after the node */
     if (split_setup(m) < 0) {
         m->failed = true;
         return;
@@ -2149,7 +2150,7 @@ static void backward(Sim *m, int *param_grad_st)
                 m->bwd_workspace = true;
             }
             int gout = n->out[0] >= 0 ? m->vgrad[n->out[0]] : -1;
-            nexp = 0;
+            nexp = ntie = 0;
             int64_t tmp_node = sat_add(sat_add(gathered(m, n), quant_temp_backward(m, n)), grad_contig_copy(m, n));
             if (attn_ctx(m, n) && attn_grads(m, n, gout) < 0) return;
             for (int i = 0; i < n->n_in; i++) {
@@ -2202,11 +2203,23 @@ static void backward(Sim *m, int *param_grad_st)
                         note_run(m, tmp, &r);
                     } else {
                         /* a shared (tied) parameter: its gradients meet in
-                         * the InputBuffer as old + new before .grad: made in
-                         * the first temporary, added into .grad */
+                         * the InputBuffer as old + new before .grad. The
+                         * engine adds a node's outputs into their buffers
+                         * after it has released the node's saved tensors
+                         * (engine.cpp evaluate_function: release_variables,
+                         * then input_buffer.add): the new one lives until
+                         * then, and the sum is made there */
                         int64_t gb = m->dp.offload ? vb(m, val) : m->st[param_grad_st[v]].bytes;
-                        r.storage = -2;
                         r.accum = param_grad_st[v];
+                        if (ntie < 4) {
+                            int e = st_new(m, gb, MEMEST_MEM_GRADIENTS);
+                            if (e < 0) return;
+                            r.storage = e;
+                            note_run(m, tmp, &r);
+                            tie_st[ntie++] = e;
+                            continue;
+                        }
+                        r.storage = -2;
                         note_run(m, sat_add(tmp, gb), &r);
                         note(m, sat_mul(2, gb));
                     }
@@ -2238,6 +2251,11 @@ static void backward(Sim *m, int *param_grad_st)
             st_release(m, id);
         }
         m->saved.saved_head[ni] = -1;
+        for (int k = 0; k < ntie; k++) { /* old + new: the sum beside the new one, which then goes */
+            note(m, m->st[tie_st[k]].bytes);
+            st_release(m, tie_st[k]);
+        }
+        ntie = 0;
         for (int k = 0; k < nexp; k++) { /* ExpandBackward: sum_to into the leaf's .grad */
             int v = exp_leaf[k], id = st_make(m, vb(m, &g->v[v]), MEMEST_MEM_GRADIENTS, v, true);
             if (id < 0) return;
