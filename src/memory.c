@@ -14,6 +14,7 @@
  * .grad; the optimizer creates its state at step 1; zero_grad(set_to_none)
  * and the end of the step free the rest. Runtime profiles add what one
  * backend allocates inside ops (doc/memory.md). */
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,81 @@ static int loop_info(const MeGraph *g, Loops *lp)
     return 0;
 }
 
+/* A value that one frame reads twice (two of its own ops, one and a
+ * child's call, or two calls) was bound to a name there: Python has no
+ * other way to use one result twice, and the name keeps it until the frame
+ * returns (PoolFormer's `y = self.norm1(x)` read by `self.pool(y) - y`;
+ * Whisper's `h = self.self_attn_layer_norm(x)` read by q, k and v_proj).
+ * Two ops inside one child call are one use, the pieces of one chunk (one
+ * Split) too, and the frame's own ops count only where they compute. For a
+ * graph that does not state its names (an export); last: each scope's last
+ * position. */
+static int twice_read(const MeGraph *g, const int *last, int *hold_end)
+{
+    int *fc = me_malloc(sizeof(int) * 2 * (size_t)(g->nv + 1)), *fu = fc ? fc + g->nv + 1 : NULL;
+    /* loops: 1 + scope, [0] the root forward; works: a scope with an op that
+     * computes (not only a Constant's or an Identity's) */
+    bool *loops = me_calloc(2 * ((size_t)g->nscopes + 1), sizeof(bool)), *works = loops ? loops + g->nscopes + 1 : NULL;
+    if (!fc || !loops) {
+        me_free(fc);
+        me_free(loops);
+        return ME_ENOMEM;
+    }
+    for (int v = 0; v < g->nv; v++) fc[v] = fu[v] = INT_MIN;
+    for (int i = 0; i < g->nn; i++) {
+        const MeNode *n = &g->n[i];
+        if (n->scope >= 0 && n->desc && !(n->desc->flags & ME_OPF_CONSTANT) && n->desc->cls != ME_C_VIEW &&
+            n->desc->cls != ME_C_SHAPE)
+            works[n->scope] = true;
+    }
+    /* A frame that iterates a ModuleList or calls a child again may run a
+     * loop, whose names are bound again each time round (WaveNet's
+     * `x = res(z) + x`, a ConvLSTM's `c = f * c + ...`): its values are
+     * not taken as kept */
+    for (int sc = 0; sc < g->nscopes; sc++) {
+        int k, p = g->scopes[sc].parent;
+        if (g->scopes[sc].name[0] == '/') continue; /* the root forward's own op ("/Add_1") */
+        me_call_base(g->scopes[sc].name, &k);
+        if (g->scopes[sc].uncalled || (k != 0 && works[sc])) loops[p + 1] = true;
+    }
+    for (int oi = 0; oi < g->nn; oi++) {
+        int ri = g->order[oi];
+        const MeNode *n = &g->n[ri];
+        /* an own op counts when it computes: the export writes one Python
+         * op as several views of one input (torch.roll as Slices and a
+         * Concat, x[..., 0::2, 0::2] as Slices sharing the first),
+         * t[i] = x as ScatterNDs in a chain, x.shape as Shape */
+        bool computes = n->desc && !(n->desc->flags & ME_OPF_CONSTANT) && n->desc->cls != ME_C_SHAPE &&
+                        n->desc->view == ME_VIEW_NONE && n->desc->autograd != ME_AG_INDEX && !(n->flags & ME_N_SELECT);
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k], p = v >= 0 ? g->v[v].producer : -1;
+            /* a name known to be bound again (canon/fpn.c) is not kept */
+            if (p < 0 || g->v[v].kind != ME_V_ACT || g->v[v].rebound_by) continue;
+            int c = me_scope_common(g, g->n[p].scope, n->scope), u;
+            /* a loop's frame, or a forward whose names memest knows
+             * (nn.TransformerEncoderLayer's binds x again: canon/mha.c) */
+            if (loops[c + 1] ||
+                (c >= 0 && (g->scopes[c].uncalled || g->scopes[c].unnamed_temps || g->scopes[c].torch_mha)))
+                continue;
+            bool own = n->scope == c || (c < 0 && me_node_root_op(n)); /* the root forward's ops have a scope each */
+            if (n->flags & ME_N_SPLIT_PIECE) u = -1;
+            else if (own && !computes) continue;
+            else if (own) u = g->nscopes + ri;
+            else for (u = n->scope; g->scopes[u].parent != c; u = g->scopes[u].parent) {} /* the child call */
+            if (fc[v] == INT_MIN) {
+                fc[v] = c;
+                fu[v] = u;
+            } else if (fc[v] == c && fu[v] != u) {
+                int e = c >= 0 ? last[c] : g->nn - 1;
+                if (e > hold_end[v]) hold_end[v] = e;
+            }
+        }
+    }
+    me_free(fc);
+    me_free(loops);
+    return 0;
+}
+
 /* Python keeps a module's arguments alive until the call returns: in
  * `x = self.layer1(x)` the caller's x stays bound while layer1 runs, however
  * early its last reader inside. A value read inside module scope A (the
@@ -223,10 +299,11 @@ int me_scope_holds(const MeGraph *g, int *hold_end, int *frame_end)
             if (last[a] > hold_end[v]) hold_end[v] = last[a];
         }
     }
+    int rc = g->frames_unseen ? twice_read(g, last, hold_end) : 0;
     for (int i = 0; frame_end && i < g->nv; i++)
         if (hold_end[i] > frame_end[i]) frame_end[i] = hold_end[i];
     me_free(last);
-    return 0;
+    return rc;
 }
 
 /* The simulation's state, by concern. What is counted from the events
