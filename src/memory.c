@@ -603,6 +603,10 @@ bool me_node_skipped(const MeGraph *g, const MeNode *n)
     if (!n->desc || n->desc->cls == ME_C_SHAPE) return true;
     /* a Constant node holding a weight: the weight is alive from the start */
     if (!n->n_out || n->out[0] < 0 || !(g->v[n->out[0]].has_val || g->v[n->out[0]].from_constant)) return false;
+    /* torch.zeros_like, torch.eye, torch.arange run each time the forward
+     * does and allocate what they make; memest knows the contents of a
+     * small one only to infer shapes */
+    if (n->desc->flags & ME_OPF_FACTORY) return false;
     /* but a view of a parameter is that parameter, whose contents the file
      * happens to hold (an eval export's Identity aliases of equal small
      * initializers, canon/dedup.c): it requires grad */
@@ -759,7 +763,15 @@ static int64_t quant_temp(const Sim *m, const MeNode *n)
 
 /* while input i's gradient is made: one op's backward may run a kernel
  * per input (oneDNN's backward-data, then backward-weights) */
-static int64_t temp_backward(const Sim *m, const MeNode *n, int i) { return temp_bytes(m, n, n->desc->cpu_temp_bwd, i); }
+static int64_t temp_backward(const Sim *m, const MeNode *n, int i)
+{
+    int64_t t = temp_bytes(m, n, n->desc->cpu_temp_bwd, i);
+    if (n->desc->temp_bwd) {
+        MeRunCtx r = run_ctx(m, n, i);
+        t = sat_add(t, n->desc->temp_bwd(&r));
+    }
+    return t;
+}
 
 /* QLoRA's frozen 4-bit base in backward: MatMul4Bit.backward (bitsandbytes
  * autograd/_functions.py, v0.43) makes grad_A = torch.matmul(grad_output,

@@ -30,6 +30,7 @@
     X(fpn)         /* torchvision's FeaturePyramidNetwork: its loop's names (fpn.c) */ \
     X(split)       /* a chunk or split written as Slices: one SplitBackward0 (split.c) */ \
     X(select)      /* x[i], a Gather by a constant scalar: a view (split.c) */ \
+    X(eye)         /* torch.eye as an EyeLike of a ConstantOfShape: one tensor (fuse.c) */ \
     X(chunk)       /* a chunk's pieces are names, re-bound by the same chunk in a loop's next step (chunk.c) */ \
     X(forward)     /* a norm or softmax a module's own forward called among other ops: F.*, not nn.* (forward.c) */ \
     X(tied)        /* a head's folded copy of the embedding table: one parameter (tied.c) */ \

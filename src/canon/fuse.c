@@ -847,3 +847,20 @@ int me_canon_group_norm(MeGraph *g, MeDiag *d)
     static const Matcher ms[] = { m_group_norm };
     return run_matchers(g, ms, 1, d);
 }
+
+/* torch.eye(n) allocates one tensor (aten::eye: empty, zero_, the diagonal
+ * set), which torch.onnx writes as ConstantOfShape([n, m]) and an EyeLike
+ * of it (symbolic_opset9 eye): the EyeLike fills that tensor, in place. */
+int me_canon_eye(MeGraph *g, MeDiag *d)
+{
+    (void)d;
+    for (int i = 0; i < g->nn; i++) {
+        MeNode *n = &g->n[i];
+        if (!me_canon_is(g, n, "EyeLike") || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0) continue;
+        const MeValue *z = &g->v[n->in[0]], *y = &g->v[n->out[0]];
+        int p = z->producer;
+        if (p >= 0 && me_canon_is(g, &g->n[p], "ConstantOfShape") && z->n_uses == 1 && !z->is_output && z->dtype == y->dtype)
+            n->flags |= ME_N_INPLACE;
+    }
+    return 0;
+}

@@ -346,14 +346,29 @@ const MeOpDesc me_op_where = {
     .roles = "cxx", .cls = ME_C_ELTWISE, .infer = infer_where, .cost = cost_per_elem,
     .autograd = ME_AG_NONE, FOLLOW,
 };
-#define VARIADIC(sym, opname) \
+/* torch.maximum / minimum (torch.max(a, b)): each input's gradient masks by
+ * comparing self with other (derivatives.yaml maximum: at::where(self ==
+ * other, grad / 2, grad).masked_fill_(self < other, 0)), so both are kept,
+ * and each formula makes grad / 2 and two bool masks of the result's size
+ * beside the where() that becomes the gradient (measured, torch 1.13 CPU:
+ * div, eq, where, lt) */
+static int64_t minmax_temp_bwd(const MeRunCtx *r)
+{
+    const MeValue *y = me_out(&r->c, 0);
+    if (!y || r->c.n->n_in != 2) return 0;
+    int64_t n = me_shape_numel(&y->shape), b = r->bytes(r, y);
+    uint64_t t = me_sadd(b > 0 ? (uint64_t)b : 0, me_smul(2, n > 0 ? (uint64_t)n : 0));
+    return t > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)t;
+}
+
+#define VARIADIC(sym, opname, ag, tb) \
     const MeOpDesc sym = { .name = opname, .since = 1, .min_in = 1, .max_in = ME_VARIADIC, .min_out = 1, .max_out = 1, \
                            .roles = "x", .cls = ME_C_ELTWISE, .infer = infer_variadic, .cost = cost_per_elem, \
-                           .autograd = ME_AG_NONE, FOLLOW }
-VARIADIC(me_op_max, "Max");
-VARIADIC(me_op_min, "Min");
-VARIADIC(me_op_sum, "Sum");
-VARIADIC(me_op_mean, "Mean");
+                           .autograd = ag, .temp_bwd = tb, FOLLOW }
+VARIADIC(me_op_max, "Max", ME_AG_ALL, minmax_temp_bwd);
+VARIADIC(me_op_min, "Min", ME_AG_ALL, minmax_temp_bwd);
+VARIADIC(me_op_sum, "Sum", ME_AG_NONE, NULL);
+VARIADIC(me_op_mean, "Mean", ME_AG_NONE, NULL);
 
 const MeOpDesc me_op_dropout = {
     .name = "Dropout", .since = 1, .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 2,

@@ -138,6 +138,8 @@ enum {
                               * inputs (torch.randn_like): autograd records nothing (memory.c) */
     ME_OPF_SDPA_OUT = 1 << 9, /* output 0 is F.scaled_dot_product_attention's: laid out as its kernels
                                * allocate it (memory.c attn_out_layout), kept for its backward */
+    ME_OPF_FACTORY = 1 << 10, /* a tensor the forward makes (torch.zeros_like, torch.eye): allocated
+                               * when it runs, even where memest knows its contents (memory.c) */
 };
 
 /* How a peer tool sees the op (MeOpDesc.peer, indexed by convention; read by
@@ -242,6 +244,9 @@ typedef struct MeOpDesc {
      * beyond its outputs, forward and backward (doc/memory.md); NULL: none. */
     int64_t (*cpu_temp_fwd)(const MeRunCtx *r);
     int64_t (*cpu_temp_bwd)(const MeRunCtx *r);
+    /* Any runtime: bytes input r->input's gradient formula allocates and
+     * frees beside its result (derivatives.yaml); NULL: none. */
+    int64_t (*temp_bwd)(const MeRunCtx *r);
     /* The chain of tensors the op makes inside itself (MeChain), planned
      * into *out: 1, or 0 when the op runs as one call here; NULL: always one
      * call. */

@@ -899,7 +899,9 @@ static void cost_none(const MeCtx *c, MeOpCost *o) { (void)c; o->macs = o->flops
 
 TENSOR_OP(me_op_shape, "Shape", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, NO_VIEW, GT_NO, infer_shape_op);
 TENSOR_OP(me_op_size, "Size", 1, 1, 1, 1, 1, "x", ME_C_SHAPE, NO_VIEW, GT_NO, infer_size);
-TENSOR_OP(me_op_constant_of_shape, "ConstantOfShape", 1, 1, 1, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_constant_of_shape);
+const MeOpDesc me_op_constant_of_shape = { TENSOR_FIELDS("ConstantOfShape", 1, 1, 1, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO,
+                                                         infer_constant_of_shape),
+                                          .flags = ME_OPF_FACTORY };
 TENSOR_OP(me_op_reshape, "Reshape", 5, 2, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_RESHAPE, GT_ALL, infer_reshape);
 TENSOR_OP(me_op_flatten, "Flatten", 1, 1, 1, 1, 1, "x", ME_C_VIEW, ME_VIEW_RESHAPE, GT_ALL, infer_flatten);
 TENSOR_OP(me_op_squeeze, "Squeeze", 1, 1, 2, 1, 1, "xc", ME_C_VIEW, ME_VIEW_SQUEEZE, GT_ALL, infer_squeeze);
@@ -935,7 +937,8 @@ const MeOpDesc me_op_cast_like = { .name = "CastLike", .since = 15, .min_in = 2,
                                    .roles = "xc", .cls = ME_C_MOVE, .infer = infer_cast_like, .cost = cost_none,
                                    .autograd = ME_AG_NONE, .autocast = ME_AC_FOLLOW, .autocast_cpu = ME_AC_FOLLOW,
                                    .view = NO_VIEW, .grad_through = GT_NO, .flags = ME_OPF_SAME_TYPE_ALIAS };
-TENSOR_OP(me_op_range, "Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_range);
+const MeOpDesc me_op_range = { TENSOR_FIELDS("Range", 11, 3, 3, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_range),
+                               .flags = ME_OPF_FACTORY };
 TENSOR_OP(me_op_expand, "Expand", 8, 2, 2, 1, 1, "xc", ME_C_MOVE, ME_VIEW_EXPAND, GT_NO, infer_expand);
 TENSOR_OP(me_op_split, "Split", 1, 1, 2, 1, ME_VARIADIC, "xc", ME_C_MOVE, ME_VIEW_SAME, GT_NO, infer_split);
 TENSOR_OP(me_op_tile, "Tile", 6, 2, 2, 1, 1, "xc", ME_C_MOVE, NO_VIEW, GT_NO, infer_tile);
@@ -1042,7 +1045,7 @@ static int infer_eye_like(MeCtx *c)
     return me_set_out(c, 0, (MeDType)dt, s);
 }
 const MeOpDesc me_op_eye_like = { TENSOR_FIELDS("EyeLike", 9, 1, 1, 1, 1, "c", ME_C_MOVE, NO_VIEW, GT_NO, infer_eye_like),
-                                  .flags = ME_OPF_NO_GRAD };
+                                  .flags = ME_OPF_NO_GRAD | ME_OPF_FACTORY };
 
 const MeOpDesc me_op_constant = {
     .name = "Constant", .since = 1, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,

@@ -1,5 +1,11 @@
 #!/usr/bin/python3
-"""Truth for a module called again with the same parameters (ALBERT's
+"""Truth for rules of memest's timeline, one toy model each, exported at
+opset 14 as training exports with a dynamic batch (models/onnx/backward)
+and measured with tests/oracle/measure_memory.py's method (every mode,
+batches 1 and 8, torch 1.13 CPU) into golden/truth/backward;
+tests/test_memory.py checks memest against them (0.5 %).
+
+bw_shared: a module called again with the same parameters (ALBERT's
 shared layer, a universal transformer's step: `for _ in range(3):
 x = self.block(x)`), three rules of memest's at once:
 
@@ -17,13 +23,21 @@ x = self.block(x)`), three rules of memest's at once:
 The model is a Linear 64 -> 64 on [B, 128, 64] tokens, one block (Linear
 64 -> 256, ReLU bound to a name, Linear back, the residual add bound to a
 name, LayerNorm) called three times, the mean over tokens and a Linear head
-to 10 classes. Exported at opset 14 as a training export with a dynamic
-batch (models/onnx/backward/bw_shared.onnx), measured with
-tests/oracle/measure_memory.py's method (every mode, batches 1 and 8,
-torch 1.13 CPU) into golden/truth/backward. tests/test_memory.py checks
-memest against it (0.5 %).
+to 10 classes.
 
-Usage (repo root): /usr/bin/python3 tests/oracle/measure_shared.py export|measure [names]
+bw_factory: tensors a forward makes (torch.zeros_like, torch.eye,
+torch.arange) are allocated each time it runs (an empty() the op then
+fills), though memest can compute their contents from the shapes alone;
+torch.onnx writes them as ConstantOfShape, EyeLike and Range of a computed
+shape (memest: ME_OPF_FACTORY, memory.c me_node_skipped; torch.eye's
+ConstantOfShape and EyeLike are one tensor, canon/fuse.c). And
+torch.maximum keeps both operands and makes grad / 2 and two masks in
+backward. The model is a Linear 64 -> 512 on [B, 128, 64] tokens, a ReLU
+written as torch.maximum(h, torch.zeros_like(h)), h @ torch.eye(512) of
+h's last dim, the token positions torch.arange(128) added as floats, the
+mean over tokens and a Linear head to 10 classes.
+
+Usage (repo root): /usr/bin/python3 tests/oracle/measure_rules.py export|measure [names]
 """
 import os
 import sys
@@ -67,7 +81,23 @@ class Shared(nn.Module):
         return self.head(x.mean(1))
 
 
-MODELS = {"bw_shared": (Shared, [("input", (128, 64), F32)])}
+class Factory(nn.Module):
+    """A Linear, three tensors made in the forward, the token mean, a head."""
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(64, 512)
+        self.head = nn.Linear(512, 10)
+
+    def forward(self, x):
+        h = self.up(x)
+        h = torch.maximum(h, torch.zeros_like(h))
+        h = h @ torch.eye(h.shape[-1])
+        h = h + torch.arange(h.shape[1], dtype=h.dtype)[:, None]
+        return self.head(h.mean(1))
+
+
+MODELS = {"bw_shared": (Shared, [("input", (128, 64), F32)]),
+          "bw_factory": (Factory, [("input", (128, 64), F32)])}
 
 
 def export(names):
