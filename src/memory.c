@@ -127,18 +127,50 @@ static int loop_info(const MeGraph *g, Loops *lp)
     return 0;
 }
 
+static bool own_op(const MeGraph *g, int c, const MeNode *n)
+{
+    return n->scope == c || (c < 0 && me_node_root_op(n)); /* the root forward's ops have a scope each */
+}
+
+/* The use frame c makes of a value node ri reads: the child call ri is in
+ * (its scope), or the frame's own op that computes with it (nscopes + its
+ * index), found through the views between (torch.stack's unsqueeze before
+ * the Concat); INT_MIN for none. One Python op the export writes as
+ * several views of one input ends in one op (torch.roll: two Slices and a
+ * Concat); t[i] = x's chained ScatterNDs and x.shape's Shape are none. */
+static int frame_use(const MeGraph *g, const int *reader, int c, int ri)
+{
+    const MeNode *n = &g->n[ri];
+    if (!own_op(g, c, n)) {
+        int u = n->scope;
+        while (g->scopes[u].parent != c) u = g->scopes[u].parent;
+        return u;
+    }
+    for (int hops = 0; hops < 16; hops++) {
+        n = &g->n[ri];
+        if (!n->desc || (n->desc->flags & ME_OPF_CONSTANT) || n->desc->cls == ME_C_SHAPE || n->desc->autograd == ME_AG_INDEX)
+            return INT_MIN;
+        if (n->desc->view == ME_VIEW_NONE && !(n->flags & ME_N_SELECT)) return g->nscopes + ri;
+        int y = n->n_out ? n->out[0] : -1;
+        if (y < 0 || g->v[y].n_uses != 1 || g->v[y].is_output || !own_op(g, c, &g->n[reader[y]])) return INT_MIN;
+        ri = reader[y];
+    }
+    return INT_MIN;
+}
+
 /* A value that one frame reads twice (two of its own ops, one and a
  * child's call, or two calls) was bound to a name there: Python has no
  * other way to use one result twice, and the name keeps it until the frame
  * returns (PoolFormer's `y = self.norm1(x)` read by `self.pool(y) - y`;
  * Whisper's `h = self.self_attn_layer_norm(x)` read by q, k and v_proj).
  * Two ops inside one child call are one use, the pieces of one chunk (one
- * Split) too, and the frame's own ops count only where they compute. For a
- * graph that does not state its names (an export); last: each scope's last
- * position. */
+ * Split) too, and the frame's own ops count only where they compute
+ * (frame_use). For a graph that does not state its names (an export);
+ * last: each scope's last position. */
 static int twice_read(const MeGraph *g, const int *last, int *hold_end)
 {
-    int *fc = me_malloc(sizeof(int) * 2 * (size_t)(g->nv + 1)), *fu = fc ? fc + g->nv + 1 : NULL;
+    int *fc = me_malloc(sizeof(int) * 3 * (size_t)(g->nv + 1)), *fu = fc ? fc + g->nv + 1 : NULL,
+        *reader = fc ? fu + g->nv + 1 : NULL; /* a value's reader, the one where it has one */
     /* loops: 1 + scope, [0] the root forward; works: a scope with an op that
      * computes (not only a Constant's or an Identity's) */
     bool *loops = me_calloc(2 * ((size_t)g->nscopes + 1), sizeof(bool)), *works = loops ? loops + g->nscopes + 1 : NULL;
@@ -150,6 +182,8 @@ static int twice_read(const MeGraph *g, const int *last, int *hold_end)
     for (int v = 0; v < g->nv; v++) fc[v] = fu[v] = INT_MIN;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0) reader[n->in[k]] = i;
         if (n->scope >= 0 && n->desc && !(n->desc->flags & ME_OPF_CONSTANT) && n->desc->cls != ME_C_VIEW &&
             n->desc->cls != ME_C_SHAPE)
             works[n->scope] = true;
@@ -167,12 +201,6 @@ static int twice_read(const MeGraph *g, const int *last, int *hold_end)
     for (int oi = 0; oi < g->nn; oi++) {
         int ri = g->order[oi];
         const MeNode *n = &g->n[ri];
-        /* an own op counts when it computes: the export writes one Python
-         * op as several views of one input (torch.roll as Slices and a
-         * Concat, x[..., 0::2, 0::2] as Slices sharing the first),
-         * t[i] = x as ScatterNDs in a chain, x.shape as Shape */
-        bool computes = n->desc && !(n->desc->flags & ME_OPF_CONSTANT) && n->desc->cls != ME_C_SHAPE &&
-                        n->desc->view == ME_VIEW_NONE && n->desc->autograd != ME_AG_INDEX && !(n->flags & ME_N_SELECT);
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k], p = v >= 0 ? g->v[v].producer : -1;
             /* a name known to be bound again (canon/fpn.c) is not kept */
@@ -183,11 +211,8 @@ static int twice_read(const MeGraph *g, const int *last, int *hold_end)
             if (loops[c + 1] ||
                 (c >= 0 && (g->scopes[c].uncalled || g->scopes[c].unnamed_temps || g->scopes[c].torch_mha)))
                 continue;
-            bool own = n->scope == c || (c < 0 && me_node_root_op(n)); /* the root forward's ops have a scope each */
             if (n->flags & ME_N_SPLIT_PIECE) u = -1;
-            else if (own && !computes) continue;
-            else if (own) u = g->nscopes + ri;
-            else for (u = n->scope; g->scopes[u].parent != c; u = g->scopes[u].parent) {} /* the child call */
+            else if ((u = frame_use(g, reader, c, ri)) == INT_MIN) continue;
             if (fc[v] == INT_MIN) {
                 fc[v] = c;
                 fu[v] = u;
