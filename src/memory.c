@@ -152,7 +152,8 @@ static int frame_use(const MeGraph *g, const int *reader, int c, int ri)
             return INT_MIN;
         if (n->desc->view == ME_VIEW_NONE && !(n->flags & ME_N_SELECT)) return g->nscopes + ri;
         int y = n->n_out ? n->out[0] : -1;
-        if (y < 0 || g->v[y].n_uses != 1 || g->v[y].is_output || !own_op(g, c, &g->n[reader[y]])) return INT_MIN;
+        if (y < 0 || g->v[y].n_uses != 1 || g->v[y].is_output || reader[y] < 0 || !own_op(g, c, &g->n[reader[y]]))
+            return INT_MIN;
         ri = reader[y];
     }
     return INT_MIN;
@@ -179,7 +180,7 @@ static int twice_read(const MeGraph *g, const int *last, int *hold_end)
         me_free(loops);
         return ME_ENOMEM;
     }
-    for (int v = 0; v < g->nv; v++) fc[v] = fu[v] = INT_MIN;
+    for (int v = 0; v < g->nv; v++) fc[v] = fu[v] = INT_MIN, reader[v] = -1;
     for (int i = 0; i < g->nn; i++) {
         const MeNode *n = &g->n[i];
         for (int k = 0; k < n->n_in; k++)

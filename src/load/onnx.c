@@ -1457,17 +1457,49 @@ static int call_cmp(const void *a, const void *b)
     return c ? c : (x->k > y->k) - (x->k < y->k);
 }
 
+/* Scopes renumbered so that a parent comes before its children again
+ * (MeScope's order, which passes walking up from children rely on): by
+ * depth, in their order within one depth (a counting sort). */
+static int renumber_scopes(MeGraph *g)
+{
+    int ns = g->nscopes, maxd = 0;
+    for (int s = 0; s < ns; s++)
+        if (g->scopes[s].depth > maxd) maxd = g->scopes[s].depth;
+    int *to = me_calloc((size_t)ns + (size_t)maxd + 2, sizeof(int)), *at = to ? to + ns : NULL;
+    MeScope *old = me_malloc(sizeof(MeScope) * (size_t)ns);
+    if (!to || !old) {
+        me_free(to);
+        me_free(old);
+        return ME_ENOMEM;
+    }
+    for (int s = 0; s < ns; s++) at[g->scopes[s].depth + 1]++;
+    for (int d = 1; d <= maxd + 1; d++) at[d] += at[d - 1]; /* at[d]: the first index of depth d */
+    for (int s = 0; s < ns; s++) to[s] = at[g->scopes[s].depth]++;
+    memcpy(old, g->scopes, sizeof(MeScope) * (size_t)ns);
+    for (int s = 0; s < ns; s++) {
+        MeScope x = old[s];
+        if (x.parent >= 0) x.parent = to[x.parent];
+        g->scopes[to[s]] = x;
+    }
+    for (int i = 0; i < g->nn; i++)
+        if (g->n[i].scope >= 0) g->n[i].scope = to[g->n[i].scope];
+    me_free(to);
+    me_free(old);
+    return 0;
+}
+
 static int repoint_calls(MeGraph *g)
 {
     if (me_graph_scopes(g) < 0) return ME_ENOMEM;
-    int ns = g->nscopes;
-    int *first = me_malloc(sizeof(int) * 4 * (size_t)ns), *last = first + ns, *run = first + 2 * ns, *calls = first + 3 * ns;
+    int ns = g->nscopes, moved = 0;
+    int *first = me_malloc(sizeof(int) * 4 * (size_t)ns);
     ScopeCall *c = me_malloc(sizeof(ScopeCall) * (size_t)ns);
     if (!first || !c) {
         me_free(first);
         me_free(c);
         return ME_ENOMEM;
     }
+    int *last = first + ns, *run = first + 2 * ns, *calls = first + 3 * ns;
     for (int s = 0; s < ns; s++) {
         first[s] = last[s] = run[s] = -1;
         calls[s] = 0;
@@ -1505,11 +1537,12 @@ static int repoint_calls(MeGraph *g)
                 g->scopes[s].parent = p;
                 g->scopes[p0].children--;
                 g->scopes[p].children++;
+                moved |= p > s;
             }
         }
     me_free(first);
     me_free(c);
-    return 0;
+    return moved ? renumber_scopes(g) : 0;
 }
 
 /* torch scopes tell module calls from functional ones: an op whose scope
