@@ -150,7 +150,7 @@ static int frame_use(const MeGraph *g, const int *reader, int c, int ri)
         n = &g->n[ri];
         if (!n->desc || (n->desc->flags & ME_OPF_CONSTANT) || n->desc->cls == ME_C_SHAPE || n->desc->autograd == ME_AG_INDEX)
             return INT_MIN;
-        if (n->desc->view == ME_VIEW_NONE && !(n->flags & ME_N_SELECT)) return g->nscopes + ri;
+        if (!me_node_is_view(n)) return g->nscopes + ri;
         int y = n->n_out ? n->out[0] : -1;
         if (y < 0 || g->v[y].n_uses != 1 || g->v[y].is_output || reader[y] < 0 || !own_op(g, c, &g->n[reader[y]]))
             return INT_MIN;

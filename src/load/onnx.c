@@ -1512,34 +1512,34 @@ static int repoint_calls(MeGraph *g)
         last[s] = i;
     }
     qsort(c, (size_t)ns, sizeof(ScopeCall), call_cmp);
-    /* runs of one path: its calls 0..m-1, each with ops of its own (named) */
-    for (int pass = 0; pass < 2; pass++)
-        for (int a = 0, b; a < ns; a = b) {
-            for (b = a + 1; b < ns && c[b].len == c[a].len && !memcmp(c[b].name, c[a].name, c[a].len); b++) {}
-            bool ok = c[a].name[0] != '/';
-            for (int i = a; i < b && ok; i++) ok = c[i].k == i - a && first[c[i].scope] >= 0;
-            if (!ok) continue;
-            int m = b - a, p0 = g->scopes[c[a].scope].parent;
-            if (pass == 0) {
-                if (m > 1) run[c[a].scope] = a, calls[c[a].scope] = m;
-                continue;
-            }
-            if (p0 < 0 || run[p0] < 0 || m % calls[p0]) continue;
-            int n = calls[p0], r = m / n, pa = run[p0];
-            for (int i = a; i < b && ok; i++) {
-                int j = (i - a) / r, s = c[i].scope;
-                ok = g->scopes[s].parent == p0 && (j == 0 || first[s] > last[c[pa + j - 1].scope]) &&
-                     (j == n - 1 || last[s] < first[c[pa + j + 1].scope]);
-            }
-            for (int i = a; i < b && ok; i++) {
-                int s = c[i].scope, p = c[pa + (i - a) / r].scope;
-                if (p == p0) continue;
-                g->scopes[s].parent = p;
-                g->scopes[p0].children--;
-                g->scopes[p].children++;
-                moved |= p > s;
-            }
+    /* runs of one path: its calls 0..m-1, each with ops of its own (named);
+     * calls[] of a run's first call: m, or 0 where the run is not that */
+    for (int a = 0, b; a < ns; a = b) {
+        for (b = a + 1; b < ns && c[b].len == c[a].len && !memcmp(c[b].name, c[a].name, c[a].len); b++) {}
+        bool ok = c[a].name[0] != '/';
+        for (int i = a; i < b && ok; i++) ok = c[i].k == i - a && first[c[i].scope] >= 0;
+        run[c[a].scope] = a;
+        calls[c[a].scope] = ok ? b - a : 0;
+    }
+    for (int a = 0; a < ns; a++) {
+        int s0 = c[a].scope, m = calls[s0], p0 = g->scopes[s0].parent;
+        if (c[a].k != 0 || !m || p0 < 0 || calls[p0] < 2 || m % calls[p0]) continue;
+        int b = a + m, n = calls[p0], r = m / n, pa = run[p0];
+        bool ok = true;
+        for (int i = a; i < b && ok; i++) {
+            int j = (i - a) / r, s = c[i].scope;
+            ok = g->scopes[s].parent == p0 && (j == 0 || first[s] > last[c[pa + j - 1].scope]) &&
+                 (j == n - 1 || last[s] < first[c[pa + j + 1].scope]);
         }
+        for (int i = a; i < b && ok; i++) {
+            int s = c[i].scope, p = c[pa + (i - a) / r].scope;
+            if (p == p0) continue;
+            g->scopes[s].parent = p;
+            g->scopes[p0].children--;
+            g->scopes[p].children++;
+            moved |= p > s;
+        }
+    }
     me_free(first);
     me_free(c);
     return moved ? renumber_scopes(g) : 0;
